@@ -1,0 +1,92 @@
+"""Rank-selective LoRA: dW = scale * sum_i w_i B[:, i] A[i, :] (paper Eq. 3).
+
+The adapter computes its contribution to a layer's output from the input directly,
+``((x A^T) * w * scale) B^T``, so training never materialises a dense d x k delta.
+With ``gated=False`` the gates are a constant buffer of ones: plain fixed-rank LoRA.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+W_INITS = ("normal", "uniform", "ones")
+
+
+class RankSelectiveLoRA(nn.Module):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        rank: int,
+        alpha: float,
+        *,
+        gated: bool,
+        w_init: str = "normal",
+        dropout: float = 0.0,
+        generator: torch.Generator | None = None,
+        device=None,
+    ):
+        super().__init__()
+        if rank < 1:
+            raise ValueError(f"LoRA rank must be >= 1, got {rank}")
+        if w_init not in W_INITS:
+            raise ValueError(f"unknown w_init {w_init!r}; choose one of {', '.join(W_INITS)}")
+        self.in_features, self.out_features, self.rank = in_features, out_features, rank
+        self.scale = alpha / rank
+        self.A = nn.Parameter(torch.empty(rank, in_features, device=device))
+        self.B = nn.Parameter(torch.zeros(out_features, rank, device=device))
+        # Same bound as nn.init.kaiming_uniform_(a=sqrt(5)), drawn from our own generator so
+        # initialisation is reproducible without touching torch's global RNG.
+        bound = 1.0 / math.sqrt(in_features)
+        with torch.no_grad():
+            self.A.uniform_(-bound, bound, generator=generator)
+        w = torch.ones(rank, device=device)
+        if gated and w_init == "normal":
+            w.normal_(generator=generator)
+        elif gated and w_init == "uniform":
+            w.uniform_(-1.0, 1.0, generator=generator)
+        if gated:
+            self.w = nn.Parameter(w)
+        else:
+            self.register_buffer("w", w)
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+
+    @property
+    def gated(self) -> bool:
+        return isinstance(self.w, nn.Parameter)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.linear(self.dropout(x), self.A.to(x.dtype))
+        return F.linear(h * (self.w * self.scale).to(x.dtype), self.B.to(x.dtype))
+
+    def active(self) -> torch.Tensor:
+        """Boolean mask of the components that survive thresholding (w_i != 0)."""
+        return self.w.detach() != 0
+
+    def active_rank(self) -> int:
+        return int(self.active().sum())
+
+    @torch.no_grad()
+    def factors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(A, B, w * scale) of the surviving components only, fp32, detached."""
+        keep = self.active()
+        return (
+            self.A[keep].float().clone(),
+            self.B[:, keep].float().clone(),
+            (self.w[keep] * self.scale).float().clone(),
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"in={self.in_features}, out={self.out_features}, rank={self.rank}, "
+            f"scale={self.scale:g}, gated={self.gated}"
+        )
+
+
+def delta_from_factors(A: torch.Tensor, B: torch.Tensor, w_scaled: torch.Tensor) -> torch.Tensor:
+    """Dense dW = B diag(w) A in fp32 (only for merging and reporting, never in training)."""
+    return (B.float() * w_scaled.float()) @ A.float()

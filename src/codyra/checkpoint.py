@@ -1,0 +1,69 @@
+"""Resumable training checkpoints in safetensors + JSON (nothing is ever unpickled).
+
+A checkpoint directory holds ``tensors.safetensors`` (trainable parameters, optimizer
+moments, torch RNG state) and ``state.json`` (step, scheduler, optimizer hyperparameters,
+metric history). It is written into a temporary directory and renamed into place, so a
+kill at any moment leaves either the previous checkpoint or the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+TENSORS, STATE = "tensors.safetensors", "state.json"
+
+
+def save_checkpoint(directory: Path, *, step: int, params: dict, optimizer, scheduler, history: list) -> None:
+    tensors = {f"param.{n}": p.detach().float().cpu().contiguous() for n, p in params.items()}
+    opt_state = optimizer.state_dict()
+    for idx, slots in opt_state["state"].items():
+        for key, value in slots.items():
+            tensors[f"opt.{idx}.{key}"] = value.detach().cpu().contiguous()
+    tensors["rng.torch"] = torch.get_rng_state()
+    state = {
+        "step": step,
+        "scheduler": scheduler.state_dict(),
+        "param_groups": opt_state["param_groups"],
+        "history": history,
+    }
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
+    save_file(tensors, str(tmp / TENSORS))
+    (tmp / STATE).write_text(json.dumps(state))
+    old = directory.with_name(directory.name + ".old")
+    if directory.exists():
+        directory.rename(old)
+    tmp.rename(directory)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_checkpoint(directory: Path, *, params: dict, optimizer, scheduler) -> tuple[int, list]:
+    """Restore in place; returns (completed steps, metric history)."""
+    tensors = load_file(str(directory / TENSORS))
+    state = json.loads((directory / STATE).read_text())
+    with torch.no_grad():
+        for name, p in params.items():
+            p.copy_(tensors[f"param.{name}"].to(p.dtype))
+    slots: dict = {}
+    for key, value in tensors.items():
+        if key.startswith("opt."):
+            _, idx, slot = key.split(".", 2)
+            slots.setdefault(int(idx), {})[slot] = value
+    optimizer.load_state_dict({"state": slots, "param_groups": state["param_groups"]})
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(tensors["rng.torch"])
+    return state["step"], state["history"]
+
+
+def find_checkpoint(directory: Path) -> Path | None:
+    """The newest complete checkpoint, including one left as ``.old`` by a kill mid-rename."""
+    for candidate in (directory, directory.with_name(directory.name + ".old")):
+        if (candidate / STATE).is_file() and (candidate / TENSORS).is_file():
+            return candidate
+    return None

@@ -1,0 +1,24 @@
+"""Zero-shot heads: class embeddings from class names x template ensembles."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def encode_prompts(model, tokenizer, prompts: list[str], device, batch_size: int = 256) -> torch.Tensor:
+    """L2-normalised text embeddings, computed in batches (gradients flow if enabled)."""
+    chunks = []
+    for start in range(0, len(prompts), batch_size):
+        tokens = tokenizer(prompts[start : start + batch_size]).to(device)
+        chunks.append(F.normalize(model.encode_text(tokens).float(), dim=-1))
+    return torch.cat(chunks)
+
+
+@torch.no_grad()
+def class_embeddings(model, tokenizer, classnames, templates, device, batch_size: int = 256) -> torch.Tensor:
+    """(C, D): per class, the L2-normalised mean of its L2-normalised template embeddings."""
+    prompts = [template.format(c) for c in classnames for template in templates]
+    emb = encode_prompts(model, tokenizer, prompts, device, batch_size)
+    emb = emb.view(len(classnames), len(templates), -1).mean(dim=1)
+    return F.normalize(emb, dim=-1)

@@ -1,0 +1,154 @@
+"""Experiment configuration: load, fill defaults, validate, resolve per job.
+
+The JSON schema in ``codyra/schemas/config.schema.yaml`` is the single source of the
+structure and of the defaults; the Snakemake workflow validates with the same function.
+A job's configuration is resolved from four layers, later ones winning:
+``train`` <- ``method_configs[m].train`` <- ``tasks[i].train`` <- ``tasks[i].methods[m].train``
+(and likewise for method options: ``method_configs[m]`` <- ``tasks[i].methods[m]``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@cache
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def load_config(source: str | Path | dict) -> dict:
+    """Read (YAML file) or copy (dict) a config, fill defaults and validate it."""
+    if isinstance(source, dict):
+        cfg = copy.deepcopy(source)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        cfg = yaml.safe_load(path.read_text())
+        if not isinstance(cfg, dict):
+            raise ConfigError(f"config file {path} must hold a YAML mapping at the top level")
+    return validate_config(cfg)
+
+
+def _fill_defaults(node, sch: dict) -> None:
+    if not isinstance(node, dict):
+        return
+    for key, sub in sch.get("properties", {}).items():
+        if key not in node and "default" in sub:
+            node[key] = copy.deepcopy(sub["default"])
+        if key in node:
+            _fill_defaults(node[key], sub)
+
+
+def _key_path(error) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "<top level>"
+
+
+def validate_config(cfg: dict) -> dict:
+    import jsonschema
+
+    _fill_defaults(cfg, schema())
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"config key {_key_path(e)}: {e.message}" for e in errors[:10]]
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    _check_semantics(cfg)
+    return cfg
+
+
+def _check_semantics(cfg: dict) -> None:
+    from codyra.methods import available_kinds, method_class
+
+    names = [t["name"] for t in cfg["tasks"]]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"config key tasks: task names must be unique, got {names}")
+    known = known_task_names(cfg["data"]["kind"])
+    for k, name in enumerate(names):
+        if known is not None and name not in known:
+            raise ConfigError(
+                f"config key tasks.{k}.name: {name!r} is not a dataset of the {cfg['data']['kind']} protocol; "
+                f"choose from {', '.join(known)}"
+            )
+    for m in cfg["methods"]:
+        if m not in cfg["method_configs"]:
+            raise ConfigError(
+                f"config key methods: {m!r} has no entry in method_configs (defined: {sorted(cfg['method_configs'])})"
+            )
+    for name, spec in cfg["method_configs"].items():
+        if spec["kind"] not in available_kinds():
+            raise ConfigError(
+                f"config key method_configs.{name}.kind: unknown method kind {spec['kind']!r}; "
+                f"available: {', '.join(available_kinds())}"
+            )
+    train_keys = set(schema()["properties"]["train"]["properties"])
+    for i, task in enumerate(cfg["tasks"], start=1):
+        for m in task.get("methods", {}):
+            if m not in cfg["method_configs"]:
+                raise ConfigError(f"config key tasks.{i - 1}.methods: {m!r} is not a method in method_configs")
+        for m in cfg["methods"]:
+            job = resolve_job(cfg, m, i)
+            unknown = set(job["train"]) - train_keys
+            if unknown:
+                raise ConfigError(
+                    f"train overrides for method {m!r}, task {task['name']!r}: unknown key(s) {sorted(unknown)}; "
+                    f"valid: {sorted(train_keys)}"
+                )
+            try:
+                method_class(job["method"]["kind"])(job["method"])
+            except ValueError as err:
+                raise ConfigError(f"config key method_configs.{m}: {err}") from err
+
+
+def known_task_names(kind: str) -> tuple[str, ...] | None:
+    """Task names a data kind provides (None: any, e.g. TRACE task folders)."""
+    if kind == "mini":
+        from codyra.mini import TASK_NAMES
+
+        return TASK_NAMES
+    if kind in ("mtil", "xtail"):
+        from codyra.data.catalog import MTIL_DATASETS, XTAIL_DATASETS
+
+        return MTIL_DATASETS if kind == "mtil" else XTAIL_DATASETS
+    return None
+
+
+def _merged(*layers: dict) -> dict:
+    out: dict = {}
+    for layer in layers:
+        out.update(copy.deepcopy(layer or {}))
+    return out
+
+
+def resolve_job(cfg: dict, method: str, task_index: int) -> dict:
+    """Method options and train settings for training task ``task_index`` (1-based) with ``method``."""
+    if method not in cfg["method_configs"]:
+        raise ConfigError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
+    n = len(cfg["tasks"])
+    if not 1 <= task_index <= n:
+        raise ConfigError(f"task index {task_index} out of range 1..{n}")
+    base = cfg["method_configs"][method]
+    task = cfg["tasks"][task_index - 1]
+    per_task = task.get("methods", {}).get(method, {})
+    options = {k: v for k, v in _merged(base, per_task).items() if k != "train"}
+    train = _merged(cfg["train"], base.get("train"), task.get("train"), per_task.get("train"))
+    return {"method": options, "train": train}
+
+
+def fingerprint(obj) -> str:
+    """Short stable hash of a JSON-able value (Snakemake params use it to rerun changed jobs)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

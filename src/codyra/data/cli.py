@@ -1,0 +1,83 @@
+"""`codyra data check --config config/<benchmark>.yaml`: is every dataset of a benchmark usable?
+
+Registration only builds argparse objects; torch, torchvision and the registry are
+imported when the command runs, so `codyra --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register_cli(subparsers) -> None:
+    """Add the `data` command (subcommand `check`) to the main CLI's subparsers.
+
+    The handler returns the exit code.
+    """
+    data = subparsers.add_parser("data", help="inspect the benchmark datasets")
+    commands = data.add_subparsers(dest="data_command", required=True)
+    check = commands.add_parser(
+        "check",
+        help="report whether every dataset of a benchmark is present and readable",
+        description="Reads each dataset's metadata and checks its image files; trains nothing. "
+        "Exit code 0 when all datasets are usable, 1 otherwise.",
+    )
+    check.add_argument("--config", required=True, type=Path, help="benchmark config YAML (data.kind mtil or xtail)")
+    check.add_argument("--root", type=Path, help="data root to use instead of the config's data.root")
+    check.set_defaults(handler=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from codyra.config import ConfigError, load_config
+
+    from .registry import check_datasets
+
+    config = load_config(args.config)
+    protocol = config["data"]["kind"]
+    if protocol not in ("mtil", "xtail"):
+        raise ConfigError(f"{args.config}: data check applies to data.kind mtil or xtail, not {protocol!r}")
+    root = args.root or config["data"]["root"]
+    if root is None:
+        raise ConfigError(f"{args.config}: data.root is not set (or pass --root)")
+    root = Path(root).expanduser().absolute()
+    reports = check_datasets([task["name"] for task in config["tasks"]], protocol, root)
+    print(format_reports(reports, protocol, root))
+    return 0 if all(report.usable for report in reports) else 1
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def format_reports(reports, protocol: str, root: Path) -> str:
+    header = ("dataset", "status", "train", "test", "classes", "paper train/test/classes")
+    rows = []
+    for report in reports:
+        if report.usable:
+            status = "ok" if report.matches_paper else "ok*"
+        else:
+            status = "incomplete" if report.found else "missing"
+        paper = report.expected
+        rows.append((
+            report.dataset, status, _count(report.train_size), _count(report.test_size),
+            _count(report.num_classes), f"{paper.train:,}/{paper.test:,}/{paper.num_classes}",
+        ))
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    # Names and statuses left-aligned, numbers right-aligned.
+    aligned = [
+        "  ".join(
+            cell.ljust(width) if column < 2 else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(row, widths))
+        )
+        for row in [header, *rows]
+    ]
+    lines = [f"codyra data check: protocol {protocol}, data root {root}", "", *aligned]
+    if any(report.usable and not report.matches_paper for report in reports):
+        lines += ["", "ok* = usable, but sizes or classes differ from the paper's dataset"]
+    for report in reports:
+        for problem in report.problems:
+            lines += ["", problem]
+    usable = sum(report.usable for report in reports)
+    lines += ["", f"{usable} of {len(reports)} datasets usable"]
+    return "\n".join(lines)

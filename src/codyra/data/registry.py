@@ -1,0 +1,182 @@
+"""The CLIP benchmark datasets as `codyra.tasks.ClassificationTask`s.
+
+    task = build_task("Aircraft", "mtil", root, ImageConfig(224, mean, std),
+                      fewshot_k=5, manifest_path=run_dir / "fewshot" / "Aircraft.json")
+    train = task.train_set()   # TrainView, items keyed by (index, aug_seed)
+    test = task.test_set()     # EvalView, items keyed by int
+
+`build_task` reads only metadata (annotation files, split files, directory listings) and
+raises DatasetNotFoundError for a missing or incomplete dataset; `train_set()` and
+`test_set()` then check that every image they will read exists. Call both before loading
+a model, so a broken dataset fails a job in seconds. The on-disk layout is documented in
+`codyra.data.catalog`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codyra.tasks import ClassificationTask, ImageConfig
+
+from .catalog import EXPECTED, Expected, requirement
+from .errors import DatasetNotFoundError
+from .fewshot import load_or_create_manifest, sample_fewshot
+from .presence import dataset_error
+from .samples import Samples
+from .sources import load_splits
+from .templates import templates
+from .transforms import EvalTransform, TrainTransform
+from .views import EvalView, TrainView
+
+# Both protocols draw their few-shot subsets with seed 42 (X-TAIL: RAIL's setting).
+DEFAULT_FEWSHOT_SEED = 42
+
+
+@dataclass(frozen=True)
+class _CheckedView:
+    """Picklable `train_set` / `test_set` factory that refuses to build over missing files."""
+
+    view: type
+    samples: Samples
+    transform: object
+    dataset: str
+    protocol: str
+    root: Path
+
+    def __call__(self):
+        missing = self.samples.images.missing(self.samples.keys)
+        if missing:
+            raise dataset_error(
+                self.dataset,
+                self.protocol,
+                self.root,
+                missing=missing,
+                problem=f"{len(missing)} of the {len(self.samples)} images this split lists are missing",
+            )
+        return self.view(self.samples, self.transform)
+
+
+def build_task(
+    name: str,
+    protocol: str,
+    root: str | Path,
+    image: ImageConfig,
+    *,
+    fewshot_k: int | None = None,
+    fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
+    manifest_path: str | Path | None = None,
+) -> ClassificationTask:
+    """One dataset of a benchmark as a task.
+
+    fewshot_k: train on k images per class (None: the full train split). With
+    manifest_path, the subset is read from that manifest, which the first caller writes;
+    without it the subset is drawn in memory (same result, nothing pins it).
+    """
+    root = Path(root).expanduser().absolute()
+    splits = load_splits(name, protocol, root)
+    train = splits.train
+    if fewshot_k is not None:
+        if manifest_path is None:
+            positions = sample_fewshot(train.labels, fewshot_k, fewshot_seed)
+        else:
+            manifest = load_or_create_manifest(
+                manifest_path, dataset=name, protocol=protocol, k=fewshot_k, seed=fewshot_seed, train=train
+            )
+            positions = manifest.positions(train)
+        train = train.subset(positions)
+    elif manifest_path is not None:
+        raise ValueError("manifest_path pins a few-shot subset; give fewshot_k as well")
+
+    return ClassificationTask(
+        name=name,
+        classnames=splits.classnames,
+        templates=templates(name, protocol),
+        train_set=_CheckedView(TrainView, train, TrainTransform(image), name, protocol, root),
+        test_set=_CheckedView(EvalView, splits.test, EvalTransform(image), name, protocol, root),
+    )
+
+
+@dataclass(frozen=True)
+class LabelSpace:
+    """Several tasks' classes as one label space, in task order (X-TAIL's 1,100 classes).
+
+    A test image of dataset d with label y has global label `offset(d) + y`; every class
+    keeps its own dataset's templates for its text embedding.
+    """
+
+    datasets: tuple[str, ...]
+    offsets: tuple[int, ...]
+    entries: tuple[tuple[str, str], ...]  # (dataset, classname) by global label
+    templates: tuple[tuple[str, ...], ...]  # per dataset, aligned with `datasets`
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def offset(self, dataset: str) -> int:
+        return self.offsets[self.datasets.index(dataset)]
+
+    def prompts(self) -> list[list[str]]:
+        """For each global label, its class name filled into each of its dataset's templates."""
+        templates_of = dict(zip(self.datasets, self.templates))
+        return [[t.format(classname) for t in templates_of[dataset]] for dataset, classname in self.entries]
+
+
+def label_space(tasks) -> LabelSpace:
+    names = tuple(task.name for task in tasks)
+    if len(set(names)) != len(names):
+        raise ValueError(f"a label space needs distinct datasets, got {names}")
+    offsets, entries, start = [], [], 0
+    for task in tasks:
+        offsets.append(start)
+        entries += [(task.name, classname) for classname in task.classnames]
+        start += task.num_classes
+    return LabelSpace(names, tuple(offsets), tuple(entries), tuple(task.templates for task in tasks))
+
+
+@dataclass
+class DatasetReport:
+    dataset: str
+    protocol: str
+    directory: str
+    found: bool  # its folder exists under the root
+    expected: Expected  # the real dataset under this protocol
+    train_size: int | None = None
+    test_size: int | None = None
+    num_classes: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return not self.problems
+
+    @property
+    def matches_paper(self) -> bool:
+        found = (self.num_classes, self.train_size, self.test_size)
+        return found == (self.expected.num_classes, self.expected.train, self.expected.test)
+
+
+def check_dataset(name: str, protocol: str, root: str | Path) -> DatasetReport:
+    """Everything `codyra data check` says about one dataset; decodes no image, loads no model."""
+    root = Path(root).expanduser().absolute()
+    directory = root / requirement(name, protocol).folder
+    report = DatasetReport(name, protocol, str(directory), directory.is_dir(), EXPECTED[protocol][name])
+    try:
+        splits = load_splits(name, protocol, root)
+    except DatasetNotFoundError as error:
+        report.problems.append(str(error))
+        return report
+    report.train_size, report.test_size = len(splits.train), len(splits.test)
+    report.num_classes = len(splits.classnames)
+    missing = [
+        path for samples in (splits.train, splits.test) for path in samples.images.missing(samples.keys)
+    ]
+    if missing:
+        listed = len(splits.train) + len(splits.test)
+        problem = f"{len(missing)} of the {listed} images the splits list are missing"
+        report.problems.append(str(dataset_error(name, protocol, root, missing=missing, problem=problem)))
+    return report
+
+
+def check_datasets(names, protocol: str, root: str | Path) -> list[DatasetReport]:
+    return [check_dataset(name, protocol, root) for name in names]

@@ -1,0 +1,231 @@
+"""Each dataset's class names and train/test samples under a protocol, without decoding images.
+
+MTIL reads every dataset through torchvision's class (download=False). X-TAIL reads CoOp's
+split files, except for Aircraft (CoOp uses the official split, as torchvision does) and
+MNIST (torchvision).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchvision import datasets
+
+from . import classnames as names
+from .catalog import COOP_SPLITS, XTAIL, check_name
+from .errors import DatasetNotFoundError
+from .presence import dataset_error, require_present
+from .samples import ImageFiles, Samples, TorchvisionImages, random_split_80_20
+
+
+@dataclass(frozen=True)
+class DatasetSplits:
+    classnames: tuple[str, ...]
+    train: Samples
+    test: Samples
+
+
+def load_splits(name: str, protocol: str, root: str | Path) -> DatasetSplits:
+    """Enumerate one dataset; raises DatasetNotFoundError when it is absent or unreadable."""
+    check_name(name, protocol)
+    root = Path(root).expanduser().absolute()
+    require_present(name, protocol, root)
+    try:
+        if protocol == XTAIL and name in COOP_SPLITS:
+            splits = _coop(name, root)
+        else:
+            splits = _TORCHVISION[name](root, protocol)
+        _check_labels(splits)
+    except DatasetNotFoundError:
+        raise
+    except (RuntimeError, KeyError, OSError, ValueError) as error:
+        # torchvision's "not found or corrupted", a malformed annotation or split file, ...
+        raise dataset_error(name, protocol, root, problem=f"could not be read: {error}") from error
+    return splits
+
+
+def _check_labels(splits: DatasetSplits) -> None:
+    for part, samples in (("train", splits.train), ("test", splits.test)):
+        stray = sorted({label for label in samples.labels if not 0 <= label < len(splits.classnames)})
+        if stray:
+            raise ValueError(
+                f"{part} labels {stray[:5]} fall outside the {len(splits.classnames)} classes"
+            )
+
+
+def _path_only(path):
+    """A torchvision `loader` that hands back the path, so listing a dataset decodes nothing."""
+    return path
+
+
+def _file_samples(root: Path, dataset) -> Samples:
+    pairs = [dataset[i] for i in range(len(dataset))]
+    return _files(root, [path for path, _ in pairs], [label for _, label in pairs])
+
+
+def _files(root: Path, paths, labels) -> Samples:
+    keys = tuple(Path(path).relative_to(root).as_posix() for path in paths)
+    return Samples(ImageFiles(root), keys, tuple(int(label) for label in labels))
+
+
+def _same_classes(train, test) -> list[str]:
+    # These classes derive the class list from the split file itself; labels only agree
+    # between splits when both splits contain the same classes.
+    if train.classes != test.classes:
+        raise ValueError(
+            f"train and test splits list different classes ({len(train.classes)} vs {len(test.classes)})"
+        )
+    return train.classes
+
+
+def _mtil_names(classes) -> tuple[str, ...]:
+    return names.underscores_to_spaces(classes)
+
+
+def _hand_written(dataset: str, found: int) -> tuple[str, ...]:
+    expected = names.HAND_WRITTEN[dataset]
+    if found != len(expected):
+        raise ValueError(f"found {found} classes, CLIP's class-name list has {len(expected)}")
+    return expected
+
+
+def _aircraft(root: Path, protocol: str) -> DatasetSplits:
+    train, test = (
+        datasets.FGVCAircraft(str(root), split=split, loader=_path_only) for split in ("train", "test")
+    )
+    classes = tuple(train.classes) if protocol == XTAIL else _mtil_names(train.classes)
+    return DatasetSplits(classes, _file_samples(root, train), _file_samples(root, test))
+
+
+def _caltech101(root: Path, protocol: str) -> DatasetSplits:
+    dataset = datasets.Caltech101(str(root))
+    # torchvision's own file naming: image_0001.jpg ... per category folder.
+    paths = [
+        root / "caltech101" / "101_ObjectCategories" / dataset.categories[label] / f"image_{index:04d}.jpg"
+        for index, label in zip(dataset.index, dataset.y)
+    ]
+    train, test = random_split_80_20(_files(root, paths, dataset.y))
+    return DatasetSplits(_hand_written("Caltech101", len(dataset.categories)), train, test)
+
+
+def _in_memory(dataset) -> Samples:
+    labels = dataset.targets  # a tensor for MNIST, a list for CIFAR100
+    labels = labels.tolist() if hasattr(labels, "tolist") else list(labels)
+    return Samples(TorchvisionImages(dataset), tuple(range(len(dataset))), tuple(labels))
+
+
+def _cifar100(root: Path, protocol: str) -> DatasetSplits:
+    train, test = (datasets.CIFAR100(str(root), train=flag) for flag in (True, False))
+    return DatasetSplits(_mtil_names(train.classes), _in_memory(train), _in_memory(test))
+
+
+def _dtd(root: Path, protocol: str) -> DatasetSplits:
+    train, test = (
+        datasets.DTD(str(root), split=split, partition=1, loader=_path_only) for split in ("train", "test")
+    )
+    classes = _mtil_names(_same_classes(train, test))
+    return DatasetSplits(classes, _file_samples(root, train), _file_samples(root, test))
+
+
+def _eurosat(root: Path, protocol: str) -> DatasetSplits:
+    dataset = datasets.EuroSAT(str(root), loader=_path_only)
+    samples = _files(root, [path for path, _ in dataset.samples], dataset.targets)
+    train, test = random_split_80_20(samples)
+    return DatasetSplits(_hand_written("EuroSAT", len(dataset.classes)), train, test)
+
+
+def _flowers(root: Path, protocol: str) -> DatasetSplits:
+    # Labels come from imagelabels.mat (1..102); CLIP's list names all 102 of them.
+    train, test = (
+        datasets.Flowers102(str(root), split=split, loader=_path_only) for split in ("train", "test")
+    )
+    return DatasetSplits(names.FLOWERS, _file_samples(root, train), _file_samples(root, test))
+
+
+def _food(root: Path, protocol: str) -> DatasetSplits:
+    train, test = (
+        datasets.Food101(str(root), split=split, loader=_path_only) for split in ("train", "test")
+    )
+    classes = _mtil_names(_same_classes(train, test))
+    return DatasetSplits(classes, _file_samples(root, train), _file_samples(root, test))
+
+
+def _mnist(root: Path, protocol: str) -> DatasetSplits:
+    train, test = (datasets.MNIST(str(root), train=flag) for flag in (True, False))
+    classes = names.xtail_mnist(train.classes) if protocol == XTAIL else _mtil_names(train.classes)
+    return DatasetSplits(classes, _in_memory(train), _in_memory(test))
+
+
+def _oxford_pet(root: Path, protocol: str) -> DatasetSplits:
+    train, test = (datasets.OxfordIIITPet(str(root), split=split) for split in ("trainval", "test"))
+    classes = _mtil_names(_same_classes(train, test))
+    # The class exposes no loader hook and decodes in __getitem__; its file list and labels
+    # are only available as attributes (stable across the torchvision versions we pin).
+    return DatasetSplits(
+        classes,
+        _files(root, train._images, train._labels),
+        _files(root, test._images, test._labels),
+    )
+
+
+def _stanford_cars(root: Path, protocol: str) -> DatasetSplits:
+    train, test = (
+        datasets.StanfordCars(str(root), split=split, loader=_path_only) for split in ("train", "test")
+    )
+    return DatasetSplits(_mtil_names(train.classes), _file_samples(root, train), _file_samples(root, test))
+
+
+def _sun397(root: Path, protocol: str) -> DatasetSplits:
+    dataset = datasets.SUN397(str(root), loader=_path_only)
+    train, test = random_split_80_20(_file_samples(root, dataset))
+    return DatasetSplits(_mtil_names(dataset.classes), train, test)
+
+
+_TORCHVISION = {
+    "Aircraft": _aircraft,
+    "Caltech101": _caltech101,
+    "CIFAR100": _cifar100,
+    "DTD": _dtd,
+    "EuroSAT": _eurosat,
+    "Flowers": _flowers,
+    "Food": _food,
+    "MNIST": _mnist,
+    "OxfordPet": _oxford_pet,
+    "StanfordCars": _stanford_cars,
+    "SUN397": _sun397,
+}
+
+
+def _coop(name: str, root: Path) -> DatasetSplits:
+    """Read a CoOp split file: {"train"|"val"|"test": [[relative_path, label, classname], ...]}."""
+    split = COOP_SPLITS[name]
+    with open(root / split.json, encoding="utf-8") as file:
+        content = json.load(file)
+    if not isinstance(content, dict) or not {"train", "test"} <= content.keys():
+        raise ValueError(f"{split.json} is not a CoOp split file (needs 'train' and 'test' lists)")
+
+    # "val" is read only for its class names: the protocols train on "train", test on "test".
+    label_names: dict[int, str] = {}
+    parts = {}
+    for part in ("train", "val", "test"):
+        keys, labels = [], []
+        for entry in content.get(part, []):
+            if not (isinstance(entry, list) and len(entry) == 3):
+                raise ValueError(f"{split.json}: {part} entry {entry!r} is not [path, label, classname]")
+            path, label, classname = entry
+            known = label_names.setdefault(int(label), classname)
+            if known != classname:
+                raise ValueError(f"{split.json}: label {label} is named both {known!r} and {classname!r}")
+            keys.append(f"{split.images}/{path}")
+            labels.append(int(label))
+        parts[part] = Samples(ImageFiles(root), tuple(keys), tuple(labels))
+
+    if sorted(label_names) != list(range(len(label_names))):
+        raise ValueError(f"{split.json}: labels are not 0..{len(label_names) - 1}")
+    classes = tuple(label_names[label] for label in range(len(label_names)))
+    if name == "EuroSAT":
+        classes = tuple(classname + names.XTAIL_EUROSAT_SUFFIX for classname in classes)
+    return DatasetSplits(classes, parts["train"], parts["test"])
+

@@ -1,0 +1,121 @@
+"""Evaluate one cell A[i, j]: accuracy on task j's test set after training tasks 1..i.
+
+i = 0 is the pretrained model, shared by every method and seed of a benchmark. The text
+classifier is built once per cell (once per (model state, task)); images stream through
+a DataLoader. Label space ``task`` classifies over task j's own classes (MTIL), ``union``
+over the classes of every task of the benchmark (X-TAIL), each class embedded with its
+own task's templates.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import torch
+import torch.nn.functional as F
+
+from codyra import __version__
+from codyra.benchmarks import build_tasks
+from codyra.clip.zeroshot import class_embeddings
+from codyra.io import read_json, write_json
+from codyra.methods import method_class
+from codyra.paths import cell_path, row0_cell_path
+from codyra.progress import progress_bar
+from codyra.state import autocast, pick_device, pretrained_clip, rebuild_clip
+
+log = logging.getLogger(__name__)
+PRETRAINED = "pretrained"
+
+
+def _check_indices(cfg: dict, i: int, j: int) -> None:
+    n = len(cfg["tasks"])
+    if not (0 <= i <= n and 1 <= j <= n):
+        raise ValueError(f"cell A[{i},{j}] is outside the grid: i must be in 0..{n}, j in 1..{n}")
+
+
+@torch.no_grad()
+def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:
+    """(top-1 accuracy in %, number of test images, number of classes in the label space)."""
+    ev = cfg["eval"]
+    model = bundle.model.to(device).eval()
+    task = tasks[j - 1]
+    with autocast(device, ev["precision"]):
+        if cfg["data"]["label_space"] == "union":
+            heads = [class_embeddings(model, bundle.tokenizer, t.classnames, t.templates, device) for t in tasks]
+            offset = sum(t.num_classes for t in tasks[: j - 1])
+            classifier = torch.cat(heads)
+        else:
+            classifier = class_embeddings(model, bundle.tokenizer, task.classnames, task.templates, device)
+            offset = 0
+        loader = torch.utils.data.DataLoader(
+            task.test_set(),
+            batch_size=ev["batch_size"],
+            num_workers=cfg["data"]["num_workers"],
+            pin_memory=device.type == "cuda",
+        )
+        correct = total = 0
+        bar = progress_bar(total=len(loader.dataset), desc=f"eval {task.name}")
+        for images, labels in loader:
+            features = F.normalize(model.encode_image(images.to(device, non_blocking=True)).float(), dim=-1)
+            predictions = (features @ classifier.T).argmax(dim=-1).cpu()
+            correct += int((predictions == labels + offset).sum())
+            total += len(labels)
+            bar.update(len(labels))
+        bar.close()
+    return 100.0 * correct / total, total, classifier.shape[0]
+
+
+def evaluate_row0(cfg: dict, j: int, *, device=None) -> dict:
+    """A[0, j] of the pretrained model, written to the benchmark's shared row-0 file."""
+    _check_indices(cfg, 0, j)
+    torch.set_num_threads(cfg["eval"]["threads"])
+    started = time.time()
+    bundle = pretrained_clip(cfg)
+    tasks = build_tasks(cfg, bundle.image)
+    acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
+    result = _cell(cfg, PRETRAINED, None, 0, j, acc, n, classes, started)
+    write_json(row0_cell_path(cfg, j), result)
+    return result
+
+
+def evaluate_cell(cfg: dict, method: str, seed: int, i: int, j: int, *, device=None) -> dict:
+    """A[i, j] for (method, seed), written atomically to the contract path.
+
+    Row 0 and every row of a method that never trains equal the pretrained model's row:
+    they are copied from the shared row-0 file (computing it first if needed).
+    """
+    _check_indices(cfg, i, j)
+    if method not in cfg["method_configs"]:
+        raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
+    started = time.time()
+    if i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
+        row0 = row0_cell_path(cfg, j)
+        shared = read_json(row0) if row0.is_file() else evaluate_row0(cfg, j, device=device)
+        result = {**shared, "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
+    else:
+        torch.set_num_threads(cfg["eval"]["threads"])
+        bundle = rebuild_clip(cfg, method, seed, i)
+        tasks = build_tasks(cfg, bundle.image)
+        acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
+        result = _cell(cfg, method, seed, i, j, acc, n, classes, started)
+    write_json(cell_path(cfg, method, seed, i, j), result)
+    log.info("A[%d,%d] = %.2f (%s)", i, j, result["accuracy"], cell_path(cfg, method, seed, i, j))
+    return result
+
+
+def _cell(cfg, method, seed, i, j, acc, n, classes, started) -> dict:
+    return {
+        "accuracy": acc,
+        "benchmark": cfg["benchmark"],
+        "method": method,
+        "seed": seed,
+        "i": i,
+        "j": j,
+        "task": cfg["tasks"][j - 1]["name"],
+        "num_classes": classes,
+        "num_samples": n,
+        "label_space": cfg["data"]["label_space"],
+        "seconds": round(time.time() - started, 3),
+        "codyra_version": __version__,
+    }

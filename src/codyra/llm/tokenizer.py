@@ -1,0 +1,65 @@
+"""An offline tokenizer for tiny models: byte-level BPE trained in memory.
+
+Byte-level means every string is encodable (the 256 bytes are the base alphabet), so the
+tokenizer never needs an unknown token; ``<unk>`` exists only because some tools expect
+one. Training is deterministic for a given corpus and vocabulary size. The result is a
+regular ``transformers`` fast tokenizer: ``save_pretrained`` writes JSON files only and
+``AutoTokenizer.from_pretrained`` (or :func:`load_tokenizer`) reads them back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from codyra.llm.data import load_split
+from codyra.llm.mini_trace import MINI_TRACE_TASKS
+
+SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
+# Large enough that every mini TRACE prompt stays well under 64 tokens (512 would not).
+MINI_TRACE_VOCAB_SIZE = 1024
+
+
+def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Byte-level BPE with at most ``vocab_size`` entries (bytes, merges and the four special
+    tokens), wrapped with BOS ``<s>``, EOS ``</s>``, pad ``<pad>`` and unk ``<unk>``.
+    Special tokens are never added automatically: callers place BOS and EOS themselves."""
+    special = list(SPECIAL_TOKENS.values())
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if vocab_size < len(alphabet) + len(special):
+        raise ValueError(
+            f"vocab_size {vocab_size} is below the {len(alphabet)} bytes + {len(special)} special tokens"
+        )
+    backend = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special,
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
+    backend.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIAL_TOKENS)
+
+
+def load_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
+    """A tokenizer saved with ``save_pretrained`` (local files only)."""
+    return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True)
+
+
+def train_mini_trace_tokenizer(
+    root: str | Path, vocab_size: int = MINI_TRACE_VOCAB_SIZE
+) -> PreTrainedTokenizerFast:
+    """The mini TRACE tokenizer: trained on the prompts and answers of the train splits
+    written by :func:`codyra.llm.mini_trace.write_mini_trace` under ``root``."""
+    texts = [
+        text
+        for task in MINI_TRACE_TASKS
+        for example in load_split(Path(root) / task, "train")
+        for text in (example.prompt, example.answer)
+    ]
+    return train_bpe_tokenizer(texts, vocab_size)

@@ -1,0 +1,52 @@
+"""CoDyRA: rank-selective LoRA whose gates are sparsified by proximal soft-thresholding.
+
+After a dense phase (``dense_ratio`` of the steps), every optimizer step is followed by
+w <- T_kappa(w) with kappa ramped to ``kappa_max`` (see ``codyra.adapters.sparsity``).
+A zero gate blocks the gradient of its A row and B column; the gate itself may revive
+when a gradient step outgrows kappa (proximal gradient allows that). Components whose
+gate is zero at the end are dropped from the stored update.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from codyra.adapters.sparsity import KAPPA_SCHEDULES, PROX_OPERATORS, kappa_at, soft_threshold_
+from codyra.methods.lora import LoRA
+
+
+class CoDyRA(LoRA):
+    kind = "codyra"
+    gated = True
+    defaults = {
+        **LoRA.defaults,
+        "w_init": "normal",
+        "dense_ratio": 0.5,
+        "kappa_max": 0.005,
+        "prox": "paper",
+        "schedule": "linear",
+    }
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        if self.options["prox"] not in PROX_OPERATORS:
+            raise ValueError(f"unknown prox {self.options['prox']!r}; choose one of {', '.join(PROX_OPERATORS)}")
+        if self.options["schedule"] not in KAPPA_SCHEDULES:
+            raise ValueError(
+                f"unknown schedule {self.options['schedule']!r}; choose one of {', '.join(KAPPA_SCHEDULES)}"
+            )
+        self.kappa = 0.0
+
+    @torch.no_grad()
+    def after_step(self, step, total_steps):
+        o = self.options
+        self.kappa = kappa_at(step, total_steps, o["dense_ratio"], o["kappa_max"], o["schedule"])
+        if self.kappa > 0:
+            for adapter in self.adapters.values():
+                soft_threshold_(adapter.w.data, self.kappa, o["prox"])
+
+    def step_metrics(self):
+        return {**super().step_metrics(), "kappa": self.kappa}
+
+
+METHOD = CoDyRA

@@ -1,0 +1,55 @@
+"""Full fine-tuning: every backbone parameter trains; the stored update is the dense delta.
+
+``logit_scale`` stays frozen (the temperature is part of the zero-shot head, not of the
+representation). Weight decay applies to matrices and embeddings, not to biases, norms
+or other vectors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from codyra.methods.base import Method
+from codyra.updates import TaskUpdate, apply_update
+
+FROZEN = ("logit_scale",)
+
+
+class FullFineTune(Method):
+    kind = "full"
+    defaults = {}
+
+    def setup(self, model, targets, vocab, generator, weight_decay):
+        self.params = {n: p for n, p in model.named_parameters() if n not in FROZEN}
+        for name, p in model.named_parameters():
+            p.requires_grad_(name in self.params)
+        self.before = {n: p.detach().float().cpu().clone() for n, p in self.params.items()}
+        decay = [p for p in self.params.values() if p.ndim >= 2]
+        no_decay = [p for p in self.params.values() if p.ndim < 2]
+        return [
+            {"params": decay, "weight_decay": weight_decay, "name": "matrices"},
+            {"params": no_decay, "weight_decay": 0.0, "name": "vectors"},
+        ]
+
+    @torch.no_grad()
+    def finish(self, model):
+        deltas = {n: p.detach().float().cpu() - self.before[n] for n, p in self.params.items()}
+        # Restore theta_{i-1} and merge through apply_update, so the in-memory model is bit-identical
+        # to the one rebuilt from stored updates.
+        for n, p in self.params.items():
+            p.copy_(self.before[n].to(p.dtype))
+        update = TaskUpdate("delta", deltas)
+        apply_update(model, update)
+        norms = {n: float(torch.linalg.vector_norm(d)) for n, d in deltas.items()}
+        summary = {
+            "trainable_params": sum(d.numel() for d in deltas.values()),
+            "stored_params": update.num_stored(),
+            "dW_fro_total": math.sqrt(sum(v**2 for v in norms.values())),
+            "params": {n: {"dW_fro": v} for n, v in norms.items()},
+        }
+        return update, summary
+
+
+METHOD = FullFineTune

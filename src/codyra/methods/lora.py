@@ -1,0 +1,81 @@
+"""Fixed-rank LoRA (SeqLoRA): rank-r adapters with gates fixed at 1, merged after each task."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from codyra.adapters.attach import attach_adapters, detach_adapters
+from codyra.adapters.lora import RankSelectiveLoRA, delta_from_factors
+from codyra.adapters.targets import select_targets
+from codyra.methods.base import Method, freeze
+from codyra.updates import TaskUpdate, apply_update
+
+
+class LoRA(Method):
+    kind = "lora"
+    gated = False
+    defaults = {"rank": 16, "alpha": None, "placement": "all", "dropout": 0.0}
+
+    def setup(self, model, targets, vocab, generator, weight_decay):
+        opts = self.options
+        freeze(model)
+        self.targets = select_targets(targets, opts["placement"], vocab)
+        alpha = opts["alpha"] if opts["alpha"] is not None else opts["rank"]
+        device = next(model.parameters()).device
+        self.adapters = {
+            t.name: RankSelectiveLoRA(
+                t.in_features,
+                t.out_features,
+                opts["rank"],
+                alpha,
+                gated=self.gated,
+                w_init=opts["w_init"] if self.gated else "ones",
+                dropout=opts["dropout"],
+                generator=generator,
+            ).to(device)
+            for t in self.targets
+        }
+        attach_adapters(model, self.targets, self.adapters)
+        factors = [p for a in self.adapters.values() for p in (a.A, a.B)]
+        groups = [{"params": factors, "weight_decay": weight_decay, "name": "lora_AB"}]
+        gates = [a.w for a in self.adapters.values() if a.gated]
+        if gates:
+            groups.append({"params": gates, "weight_decay": 0.0, "name": "gates"})
+        return groups
+
+    def step_metrics(self):
+        ranks = [a.active_rank() for a in self.adapters.values()]
+        return {"active_rank_mean": sum(ranks) / len(ranks), "active_rank_total": float(sum(ranks))}
+
+    def finish(self, model):
+        tensors, where, matrices = {}, {}, {}
+        for t in self.targets:
+            adapter = self.adapters[t.name]
+            A, B, w = adapter.factors()
+            tensors.update({f"{t.name}.A": A, f"{t.name}.B": B, f"{t.name}.w": w})
+            where[t.name] = {"param": t.param, "rows": list(t.rows) if t.rows else None}
+            matrices[t.name] = {
+                "tower": t.tower,
+                "kind": t.kind,
+                "rank_init": adapter.rank,
+                "active_rank": adapter.active_rank(),
+                "dW_fro": float(torch.linalg.matrix_norm(delta_from_factors(A, B, w))),
+            }
+        detach_adapters(model)
+        update = TaskUpdate("lora", tensors, where)
+        apply_update(model, update)
+        trainable = sum(a.A.numel() + a.B.numel() + (a.w.numel() if a.gated else 0) for a in self.adapters.values())
+        summary = {
+            "trainable_params": trainable,
+            "stored_params": update.num_stored(),
+            "active_rank_total": sum(m["active_rank"] for m in matrices.values()),
+            "active_rank_mean": sum(m["active_rank"] for m in matrices.values()) / len(matrices),
+            "dW_fro_total": math.sqrt(sum(m["dW_fro"] ** 2 for m in matrices.values())),
+            "matrices": matrices,
+        }
+        return update, summary
+
+
+METHOD = LoRA

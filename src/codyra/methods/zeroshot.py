@@ -1,0 +1,20 @@
+"""Zero-shot: the pretrained model, never updated (theta_i = theta_0)."""
+
+from __future__ import annotations
+
+from codyra.methods.base import Method
+from codyra.updates import TaskUpdate
+
+
+class ZeroShot(Method):
+    kind = "zeroshot"
+    trains = False
+
+    def setup(self, model, targets, vocab, generator, weight_decay):
+        return []
+
+    def finish(self, model):
+        return TaskUpdate("none"), {"trainable_params": 0, "stored_params": 0}
+
+
+METHOD = ZeroShot

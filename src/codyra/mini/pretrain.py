@@ -1,0 +1,87 @@
+"""Pretrain the mini CLIP contrastively on the synthetic corpus (theta_0 of the mini benchmark).
+
+Two-way CLIP loss in which identical captions within a batch are positives of each other
+(short captions such as "a red shape." repeat often). AdamW with weight decay on matrices,
+linear warm-up then cosine decay, logit scale capped at 100. Deterministic given the seeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+from codyra.clip.model import create_clip
+from codyra.mini.corpus import make_corpus
+from codyra.progress import progress_bar
+from codyra.schedules import warmup_cosine
+from codyra.io import atomic_write
+
+log = logging.getLogger(__name__)
+WARMUP_FRACTION = 0.05
+MAX_LOGIT_SCALE = math.log(100.0)
+
+
+def soft_clip_loss(image_emb, text_emb, same_caption, logit_scale):
+    logits = logit_scale * image_emb @ text_emb.T
+    targets = same_caption / same_caption.sum(dim=1, keepdim=True)
+    return 0.5 * (F.cross_entropy(logits, targets) + F.cross_entropy(logits.T, targets))
+
+
+def pretrain_mini(cfg: dict, out_path: str | Path) -> dict:
+    mini = cfg["mini"]
+    torch.set_num_threads(mini["pretrain_threads"])
+    start = time.time()
+    images, captions = make_corpus(mini["corpus_size"], mini["data_seed"])
+    log.info("corpus: %d image-caption pairs in %.1fs", len(captions), time.time() - start)
+
+    torch.manual_seed(mini["pretrain_seed"])  # open_clip initialises from the global RNG
+    bundle = create_clip(cfg["model"]["name"], None)
+    model, tokenizer, image_cfg = bundle.model.train(), bundle.tokenizer, bundle.image
+    mean = torch.tensor(image_cfg.mean).view(1, 3, 1, 1)
+    std = torch.tensor(image_cfg.std).view(1, 3, 1, 1)
+    pixels = (torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+    tokens = tokenizer(captions)
+    ids = {text: k for k, text in enumerate(dict.fromkeys(captions))}
+    caption_ids = torch.tensor([ids[c] for c in captions])
+
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=mini["pretrain_lr"],
+        betas=(0.9, 0.98),
+    )
+    steps, batch = mini["pretrain_steps"], mini["pretrain_batch_size"]
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, int(WARMUP_FRACTION * steps)))
+    gen = torch.Generator().manual_seed(mini["pretrain_seed"])
+    order, cursor = torch.randperm(len(captions), generator=gen), 0
+    bar = progress_bar(total=steps, desc="pretrain mini")
+    for step in range(steps):
+        if cursor + batch > len(order):
+            order, cursor = torch.randperm(len(captions), generator=gen), 0
+        idx = order[cursor : cursor + batch]
+        cursor += batch
+        image_emb = F.normalize(model.encode_image(pixels[idx]), dim=-1)
+        text_emb = F.normalize(model.encode_text(tokens[idx]), dim=-1)
+        same = (caption_ids[idx, None] == caption_ids[None, idx]).float()
+        loss = soft_clip_loss(image_emb, text_emb, same, model.logit_scale.exp())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        with torch.no_grad():
+            model.logit_scale.clamp_(0, MAX_LOGIT_SCALE)
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    atomic_write(Path(out_path), lambda tmp: save_file(state, tmp, metadata={"codyra": "mini-pretrained"}))
+    seconds = time.time() - start
+    log.info("pretrained mini CLIP in %.1fs, final loss %.3f -> %s", seconds, loss.item(), out_path)
+    return {"seconds": seconds, "final_loss": loss.item(), "steps": steps}

@@ -1,0 +1,33 @@
+"""Result paths: the contract in DESIGN.md, in one place for the library and the workflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RUN_DIR = "{results}/{benchmark}/{method}/seed{seed}"
+TASK_DIR = RUN_DIR + "/task{i}"
+CELL = RUN_DIR + "/cells/A_{i}_{j}.json"
+ROW0_CELL = "{results}/{benchmark}/pretrained/cells/A_0_{j}.json"
+MATRIX = RUN_DIR + "/matrix.json"
+MINI_DATA = "{results}/{benchmark}/data"
+MINI_PRETRAINED = "{results}/{benchmark}/pretrain/model.safetensors"
+
+
+def run_dir(cfg: dict, method: str, seed: int) -> Path:
+    return Path(RUN_DIR.format(results=cfg["results"], benchmark=cfg["benchmark"], method=method, seed=seed))
+
+
+def task_dir(cfg: dict, method: str, seed: int, i: int) -> Path:
+    return run_dir(cfg, method, seed) / f"task{i}"
+
+
+def cell_path(cfg: dict, method: str, seed: int, i: int, j: int) -> Path:
+    return run_dir(cfg, method, seed) / "cells" / f"A_{i}_{j}.json"
+
+
+def row0_cell_path(cfg: dict, j: int) -> Path:
+    return Path(ROW0_CELL.format(results=cfg["results"], benchmark=cfg["benchmark"], j=j))
+
+
+def mini_data_dir(cfg: dict) -> Path:
+    return Path(MINI_DATA.format(results=cfg["results"], benchmark=cfg["benchmark"]))

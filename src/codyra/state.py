@@ -1,0 +1,40 @@
+"""Model states of a run: theta_0 and theta_i = theta_0 + stored updates 1..i."""
+
+from __future__ import annotations
+
+import torch
+
+from codyra.benchmarks import pretrained_weights
+from codyra.clip.model import ClipBundle, create_clip
+from codyra.paths import task_dir
+from codyra.updates import UPDATE_FILE, apply_update, load_update
+
+
+def pretrained_clip(cfg: dict) -> ClipBundle:
+    m = cfg["model"]
+    return create_clip(m["name"], pretrained_weights(cfg), cache_dir=m["cache_dir"])
+
+
+def rebuild_clip(cfg: dict, method: str, seed: int, upto: int) -> ClipBundle:
+    """theta_upto on the CPU in fp32: updates are applied in task order, so the result is
+    bit-identical to the model the training job of task ``upto`` ended with."""
+    dirs = [task_dir(cfg, method, seed, k) for k in range(1, upto + 1)]
+    missing = [str(d / UPDATE_FILE) for d in dirs if not (d / UPDATE_FILE).is_file()]
+    if missing:  # fail before building anything
+        raise FileNotFoundError(f"missing task update(s) {missing}: train those tasks first")
+    bundle = pretrained_clip(cfg)
+    for d in dirs:  # one at a time: full fine-tuning deltas are model-sized
+        apply_update(bundle.model, load_update(d))
+    return bundle
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def autocast(device: torch.device, precision: str):
+    """bf16 autocast on a GPU when precision is auto/bf16; a no-op context otherwise."""
+    use_bf16 = device.type == "cuda" and precision in ("auto", "bf16")
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)

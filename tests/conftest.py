@@ -1,0 +1,67 @@
+"""Shared fixtures: a tiny mini-benchmark config whose jobs take a fraction of a second."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import yaml
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TINY = {
+    "benchmark": "tiny",
+    "seeds": [0],
+    "methods": ["zeroshot", "lora-r4", "codyra", "full-ft"],
+    "model": {"name": "codyra-mini"},
+    "data": {"kind": "mini"},
+    "tasks": [{"name": "colour"}, {"name": "digits"}, {"name": "count"}],
+    "train": {"iterations": 6, "batch_size": 16, "lr": 0.003, "checkpoint_every": 2},
+    "eval": {"batch_size": 64},
+    "method_configs": {
+        "zeroshot": {"kind": "zeroshot"},
+        "lora-r4": {"kind": "lora", "rank": 4},
+        "codyra": {"kind": "codyra", "rank": 4, "dense_ratio": 0.5, "kappa_max": 0.05},
+        "full-ft": {"kind": "full", "train": {"lr": 0.0005}},
+    },
+    "mini": {"corpus_size": 256, "pretrain_steps": 4, "pretrain_batch_size": 32, "train_per_task": 64, "test_per_task": 40},
+}
+
+
+@pytest.fixture
+def tiny_cfg_dict(tmp_path):
+    cfg = copy.deepcopy(TINY)
+    cfg["results"] = str(tmp_path / "results")
+    return cfg
+
+
+@pytest.fixture
+def tiny_cfg(tiny_cfg_dict):
+    from codyra.config import load_config
+
+    return load_config(tiny_cfg_dict)
+
+
+@pytest.fixture(scope="session")
+def tiny_pretrained(tmp_path_factory):
+    """A pretrained tiny mini model (4 steps: enough for a valid theta_0, not for accuracy)."""
+    from codyra.config import load_config
+    from codyra.mini.pretrain import pretrain_mini
+
+    path = tmp_path_factory.mktemp("pretrained") / "model.safetensors"
+    pretrain_mini(load_config(copy.deepcopy({**TINY, "results": str(path.parent)})), path)
+    return path
+
+
+@pytest.fixture
+def tiny_run(tiny_cfg, tiny_pretrained):
+    """tiny_cfg whose theta_0 is the session's pretrained tiny model."""
+    tiny_cfg["model"]["pretrained"] = str(tiny_pretrained)
+    return tiny_cfg
+
+
+def write_yaml(path, obj) -> str:
+    path.write_text(yaml.safe_dump(obj))
+    return str(path)

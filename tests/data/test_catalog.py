@@ -1,0 +1,87 @@
+"""The protocol constants against shared/reference/protocols.md (no dataset files involved)."""
+
+import pytest
+
+from codyra.data import classnames
+from codyra.data.catalog import EXPECTED, MTIL, MTIL_DATASETS, XTAIL, XTAIL_DATASETS, requirement
+from codyra.data.templates import MTIL_TEMPLATES, XTAIL_TEMPLATES, templates
+
+# protocols.md, MTIL: template ensemble sizes, split sizes, 5-shot train sizes (order I).
+MTIL_TEMPLATE_COUNTS = {
+    "Aircraft": 2, "Caltech101": 34, "CIFAR100": 18, "DTD": 8, "EuroSAT": 3, "Flowers": 1,
+    "Food": 1, "MNIST": 1, "OxfordPet": 1, "StanfordCars": 9, "SUN397": 2,
+}
+MTIL_SIZES = {
+    "Aircraft": (3_334, 3_333), "Caltech101": (6_941, 1_736), "CIFAR100": (50_000, 10_000),
+    "DTD": (1_880, 1_880), "EuroSAT": (21_600, 5_400), "Flowers": (1_020, 6_149),
+    "Food": (75_750, 25_250), "MNIST": (60_000, 10_000), "OxfordPet": (3_680, 3_669),
+    "StanfordCars": (8_144, 8_041), "SUN397": (87_003, 21_751),
+}
+MTIL_5SHOT_TRAIN = [500, 505, 500, 235, 50, 510, 505, 50, 185, 980, 1_985]
+XTAIL_TEST_SIZES = {
+    "Aircraft": 3_333, "Caltech101": 2_465, "DTD": 1_692, "EuroSAT": 8_100, "Flowers": 2_463,
+    "Food": 30_300, "MNIST": 10_000, "OxfordPet": 3_669, "StanfordCars": 8_041, "SUN397": 19_850,
+}
+
+
+def test_dataset_lists_and_order():
+    assert MTIL_DATASETS == (
+        "Aircraft", "Caltech101", "CIFAR100", "DTD", "EuroSAT", "Flowers",
+        "Food", "MNIST", "OxfordPet", "StanfordCars", "SUN397",
+    )
+    assert XTAIL_DATASETS == tuple(name for name in MTIL_DATASETS if name != "CIFAR100")
+
+
+def test_mtil_template_ensembles_have_the_protocol_sizes():
+    assert {name: len(MTIL_TEMPLATES[name]) for name in MTIL_DATASETS} == MTIL_TEMPLATE_COUNTS
+    assert len(set(MTIL_TEMPLATES["Caltech101"])) == 34
+
+
+def test_xtail_has_one_template_per_dataset():
+    assert set(XTAIL_TEMPLATES) == set(XTAIL_DATASETS)
+    assert all(len(ensemble) == 1 for ensemble in XTAIL_TEMPLATES.values())
+    assert templates("Aircraft", XTAIL) == ("a photo of a {}, a type of aircraft.",)
+    assert templates("DTD", XTAIL) == ("{} texture.",)
+    assert templates("EuroSAT", XTAIL) == ("a centered satellite photo of {}.",)
+    assert templates("Food", XTAIL) == ("a photo of {}, a type of food.",)
+
+
+@pytest.mark.parametrize("ensemble", [*MTIL_TEMPLATES.values(), *XTAIL_TEMPLATES.values()])
+def test_every_template_has_exactly_one_placeholder(ensemble):
+    assert all(template.count("{}") == 1 and template.format("x") for template in ensemble)
+
+
+def test_hand_written_class_lists_cover_the_real_class_counts():
+    assert len(classnames.CALTECH101) == EXPECTED[MTIL]["Caltech101"].num_classes == 101
+    assert len(classnames.EUROSAT) == EXPECTED[MTIL]["EuroSAT"].num_classes == 10
+    assert len(classnames.FLOWERS) == EXPECTED[MTIL]["Flowers"].num_classes == 102
+    for names in classnames.HAND_WRITTEN.values():
+        assert len(set(names)) == len(names)
+    assert classnames.CALTECH101[:2] == ("off-center face", "centered face")
+    assert classnames.EUROSAT[-1] == "lake or sea"
+    assert classnames.FLOWERS[-1] == "blackberry lily"
+
+
+def test_label_space_totals():
+    assert sum(EXPECTED[MTIL][name].num_classes for name in MTIL_DATASETS) == 1_201
+    assert sum(EXPECTED[XTAIL][name].num_classes for name in XTAIL_DATASETS) == 1_100
+
+
+def test_split_sizes_match_the_protocols():
+    assert {name: (e.train, e.test) for name, e in EXPECTED[MTIL].items()} == MTIL_SIZES
+    assert [5 * EXPECTED[MTIL][name].num_classes for name in MTIL_DATASETS] == MTIL_5SHOT_TRAIN
+    assert {name: e.test for name, e in EXPECTED[XTAIL].items()} == XTAIL_TEST_SIZES
+
+
+def test_requirements_name_coop_split_files_only_for_xtail():
+    assert requirement("Food", XTAIL).required == ("food-101/images/", "food-101/split_zhou_Food101.json")
+    assert "split_zhou" not in " ".join(requirement("Food", MTIL).required)
+    assert requirement("MNIST", XTAIL) == requirement("MNIST", MTIL)
+    assert requirement("Aircraft", XTAIL) == requirement("Aircraft", MTIL)
+
+
+def test_unknown_names_are_rejected():
+    with pytest.raises(ValueError, match="unknown dataset 'CIFAR100' for protocol 'xtail'"):
+        templates("CIFAR100", XTAIL)
+    with pytest.raises(ValueError, match="unknown protocol"):
+        requirement("Aircraft", "vtab")

@@ -1,0 +1,179 @@
+"""TRACE task folders: loader errors, tokenisation, masking, truncation and left padding."""
+
+import json
+
+import pytest
+import torch
+from transformers import ByT5Tokenizer
+
+from codyra.llm.collate import GenerationCollator, TrainingCollator, left_pad
+from codyra.llm.data import (
+    IGNORE_INDEX,
+    LengthLimits,
+    TraceDataError,
+    TraceExample,
+    encode_for_training,
+    encode_prompt,
+    load_split,
+    load_task,
+    prepare_tokenizer,
+)
+from codyra.llm.tokenizer import train_bpe_tokenizer
+
+CORPUS = [
+    "Solve the math problem.\nQuestion: Anna has 3 apples and gets 4 more.\nAnswer:",
+    "7",
+    "Summarize the meeting.\nThe council approved new lights.\nSummary:",
+    "Council approved new lights.",
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return prepare_tokenizer(train_bpe_tokenizer(CORPUS * 20, vocab_size=320))
+
+
+def ids(tokenizer, text):
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def write_split(folder, split, content):
+    folder.mkdir(parents=True, exist_ok=True)
+    text = content if isinstance(content, str) else json.dumps(content)
+    (folder / f"{split}.json").write_text(text, encoding="utf-8")
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def test_load_task_reads_all_splits(tmp_path):
+    for split in ("train", "eval", "test"):
+        write_split(tmp_path, split, [{"prompt": f"{split} p", "answer": "a", "extra": 1}])
+    task = load_task(tmp_path)
+    assert task["eval"] == [TraceExample("eval p", "a")]
+
+
+def test_missing_file_names_the_file(tmp_path):
+    with pytest.raises(TraceDataError, match=r"test\.json: file not found"):
+        load_split(tmp_path, "test")
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ({"prompt": "p", "answer": "a"}, r"train\.json: not a JSON list \(top level is dict\)"),
+        ([], "the list has no records"),
+        ('[{"prompt": "p", "answer": "a"},', r"invalid JSON at line 1 column \d+"),
+        (
+            [{"prompt": "p", "answer": "a"}] * 17 + [{"prompt": "p"}],
+            "record 17 has no 'answer' key",
+        ),
+        ([{"prompt": "p", "answer": "a"}, {"prompt": 3, "answer": "a"}], "record 1 'prompt' is int, expected str"),
+        ([["p", "a"]], "record 0 is list, expected an object with 'prompt' and 'answer'"),
+    ],
+)
+def test_malformed_file_names_file_record_and_problem(tmp_path, content, message):
+    write_split(tmp_path, "train", content)
+    with pytest.raises(TraceDataError, match=message) as error:
+        load_split(tmp_path, "train")
+    assert str(tmp_path / "train.json") in str(error.value)
+
+
+def test_unknown_split(tmp_path):
+    with pytest.raises(ValueError, match="unknown split 'dev'"):
+        load_split(tmp_path, "dev")
+
+
+# --- tokenisation -------------------------------------------------------------------------
+
+EXAMPLE = TraceExample(CORPUS[0], CORPUS[1])
+
+
+def test_training_sequence_is_bos_prompt_answer_eos(tokenizer):
+    encoded = encode_for_training(tokenizer, EXAMPLE)
+    prompt, answer = ids(tokenizer, EXAMPLE.prompt), ids(tokenizer, EXAMPLE.answer)
+    assert encoded.input_ids == [tokenizer.bos_token_id, *prompt, *answer, tokenizer.eos_token_id]
+
+
+def test_labels_mask_bos_and_prompt_only(tokenizer):
+    encoded = encode_for_training(tokenizer, EXAMPLE)
+    n_masked = 1 + len(ids(tokenizer, EXAMPLE.prompt))
+    assert encoded.labels[:n_masked] == [IGNORE_INDEX] * n_masked
+    assert encoded.labels[n_masked:] == encoded.input_ids[n_masked:]
+    assert tokenizer.decode(encoded.labels[n_masked:-1]) == EXAMPLE.answer
+    assert encoded.labels[-1] == tokenizer.eos_token_id
+
+
+def test_prompt_keeps_its_end_and_answer_its_beginning(tokenizer):
+    limits = LengthLimits(max_prompt_len=5, max_answer_len=3)
+    long_answer = TraceExample(EXAMPLE.prompt, "Council approved new lights.")
+    prompt, answer = ids(tokenizer, long_answer.prompt), ids(tokenizer, long_answer.answer)
+    assert len(prompt) > 4 and len(answer) > 2
+    encoded = encode_for_training(tokenizer, long_answer, limits)
+    # BOS + the last 4 prompt tokens (TRACE truncates on the left), then the first 2
+    # answer tokens + EOS
+    assert encoded.input_ids == [tokenizer.bos_token_id, *prompt[-4:], *answer[:2], tokenizer.eos_token_id]
+    assert encoded.labels == [IGNORE_INDEX] * 5 + [*answer[:2], tokenizer.eos_token_id]
+    assert encode_prompt(tokenizer, long_answer.prompt, limits) == [tokenizer.bos_token_id, *prompt[-4:]]
+
+
+def test_smallest_limits_leave_bos_and_eos(tokenizer):
+    encoded = encode_for_training(tokenizer, EXAMPLE, LengthLimits(1, 1))
+    assert encoded.input_ids == [tokenizer.bos_token_id, tokenizer.eos_token_id]
+    assert encoded.labels == [IGNORE_INDEX, tokenizer.eos_token_id]
+    with pytest.raises(ValueError, match="must be >= 1"):
+        LengthLimits(max_prompt_len=0)
+
+
+def test_generation_prompt_has_bos_and_no_eos(tokenizer):
+    assert encode_prompt(tokenizer, EXAMPLE.prompt) == [tokenizer.bos_token_id, *ids(tokenizer, EXAMPLE.prompt)]
+
+
+def test_prepare_tokenizer_pads_with_eos_when_there_is_no_pad():
+    tokenizer = train_bpe_tokenizer(CORPUS, vocab_size=300)
+    tokenizer.pad_token = None
+    prepare_tokenizer(tokenizer)
+    assert tokenizer.pad_token_id == tokenizer.eos_token_id
+    assert tokenizer.padding_side == tokenizer.truncation_side == "left"
+
+
+def test_tokenizer_without_bos_is_refused():
+    with pytest.raises(ValueError, match="ByT5Tokenizer has no BOS token"):
+        prepare_tokenizer(ByT5Tokenizer())
+
+
+# --- collation ----------------------------------------------------------------------------
+
+
+def test_left_pad_rounds_up_to_a_multiple():
+    assert left_pad([[1, 2, 3], [4]], 0, multiple_of=4).tolist() == [[0, 1, 2, 3], [0, 0, 0, 4]]
+
+
+def test_training_batch_is_left_padded(tokenizer):
+    short = TraceExample("Answer:", "7")
+    batch = TrainingCollator(tokenizer)([EXAMPLE, short])
+    long_row = encode_for_training(tokenizer, EXAMPLE)
+    short_row = encode_for_training(tokenizer, short)
+    pad = len(long_row.input_ids) - len(short_row.input_ids)
+    assert batch["input_ids"][0].tolist() == long_row.input_ids
+    assert batch["input_ids"][1].tolist() == [tokenizer.pad_token_id] * pad + short_row.input_ids
+    assert batch["attention_mask"][1].tolist() == [0] * pad + [1] * len(short_row.input_ids)
+    assert batch["labels"][1].tolist() == [IGNORE_INDEX] * pad + short_row.labels
+    assert batch["input_ids"].dtype == batch["labels"].dtype == torch.long
+
+
+def test_training_batch_width_is_a_multiple_when_asked(tokenizer):
+    batch = TrainingCollator(tokenizer, pad_to_multiple_of=8)([EXAMPLE])
+    assert batch["input_ids"].shape[1] % 8 == 0
+    assert batch["attention_mask"].sum().item() == len(encode_for_training(tokenizer, EXAMPLE).input_ids)
+
+
+def test_generation_batch_ends_every_row_with_its_prompt(tokenizer):
+    prompts = [EXAMPLE, TraceExample("Answer:", "unused")]
+    batch = GenerationCollator(tokenizer, LengthLimits(max_prompt_len=6))(prompts)
+    assert set(batch) == {"input_ids", "attention_mask"}
+    for row, mask, example in zip(batch["input_ids"], batch["attention_mask"], prompts):
+        expected = encode_prompt(tokenizer, example.prompt, LengthLimits(max_prompt_len=6))
+        assert row[-len(expected):].tolist() == expected
+        assert mask.tolist() == [0] * (len(row) - len(expected)) + [1] * len(expected)
+    assert batch["input_ids"].shape[1] == 6

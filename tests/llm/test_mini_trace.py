@@ -1,0 +1,107 @@
+"""The synthetic mini TRACE and its offline tokenizer."""
+
+import json
+from collections import Counter
+
+import pytest
+from transformers import AutoTokenizer
+
+from codyra.llm.data import SPLITS, encode_prompt, load_task
+from codyra.llm.metrics import TRACE_TASKS, score_task
+from codyra.llm.mini_trace import generate_task, write_mini_trace
+from codyra.llm.tokenizer import load_tokenizer, train_mini_trace_tokenizer
+
+SIZES = {"train": 60, "eval": 10, "test": 20}
+
+
+@pytest.fixture(scope="module")
+def benchmark(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mini_trace")
+    return root, write_mini_trace(root, seed=3, sizes=SIZES)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(benchmark):
+    return train_mini_trace_tokenizer(benchmark[0])
+
+
+def folder_bytes(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_writes_every_trace_task_in_trace_format(benchmark):
+    root, tasks = benchmark
+    assert tasks == list(TRACE_TASKS)
+    assert sorted(p.name for p in root.iterdir()) == sorted(tasks)  # no staging leftovers
+    for task in tasks:
+        assert sorted(p.name for p in (root / task).iterdir()) == ["eval.json", "test.json", "train.json"]
+        records = json.loads((root / task / "train.json").read_text())
+        assert all(set(r) == {"prompt", "answer"} for r in records)
+        splits = load_task(root / task)
+        assert {split: len(splits[split]) for split in SPLITS} == SIZES
+        prompts = [e.prompt for split in SPLITS for e in splits[split]]
+        assert len(set(prompts)) == len(prompts), f"{task}: a prompt repeats across splits"
+
+
+def test_deterministic_in_the_seed(benchmark, tmp_path):
+    root, _ = benchmark
+    write_mini_trace(tmp_path / "same", seed=3, sizes=SIZES)
+    write_mini_trace(tmp_path / "other", seed=4, sizes=SIZES)
+    assert folder_bytes(tmp_path / "same") == folder_bytes(root)
+    assert folder_bytes(tmp_path / "other") != folder_bytes(root)
+
+
+def test_rewriting_replaces_a_task_folder(tmp_path):
+    write_mini_trace(tmp_path, seed=1, sizes=SIZES)
+    (tmp_path / "FOMC" / "stale.json").write_text("[]")
+    write_mini_trace(tmp_path, seed=1, sizes=SIZES)
+    assert not (tmp_path / "FOMC" / "stale.json").exists()
+
+
+def test_labels_vary_and_references_score_full_marks(benchmark):
+    root, tasks = benchmark
+    for task in tasks:
+        test = load_task(root / task)["test"]
+        answers, prompts = [e.answer for e in test], [e.prompt for e in test]
+        assert len(Counter(answers)) > 2, f"{task}: answers barely vary"
+        # A perfect prediction gets full marks, except SARI, which docks repeated source
+        # words that are deleted only once.
+        assert score_task(task, answers, answers, prompts) >= (95.0 if task == "20Minuten" else 100.0)
+
+
+def test_py150_answers_carry_placeholders(benchmark):
+    root, _ = benchmark
+    answers = " ".join(e.answer for e in load_task(root / "Py150")["train"])
+    assert "<NUM_LIT>" in answers and "<STR_LIT:" in answers and "<STR_LIT>" in answers
+
+
+def test_prompts_are_short_for_the_mini_tokenizer(benchmark, tokenizer):
+    root, tasks = benchmark
+    for task in tasks:
+        for split in SPLITS:
+            for example in load_task(root / task)[split]:
+                assert len(encode_prompt(tokenizer, example.prompt)) < 64, (task, example.prompt)
+
+
+def test_size_and_task_errors():
+    with pytest.raises(ValueError, match="could not draw 5000 distinct train prompts"):
+        generate_task("FOMC", seed=0, sizes={"train": 5000, "eval": 0, "test": 0})
+    with pytest.raises(ValueError, match=r"sizes lacks \['eval'\]"):
+        generate_task("FOMC", seed=0, sizes={"train": 1, "test": 1})
+    with pytest.raises(ValueError, match="unknown mini TRACE task"):
+        generate_task("GSM8K", seed=0)
+
+
+def test_tokenizer_is_deterministic_and_round_trips_through_json(benchmark, tokenizer, tmp_path):
+    root, _ = benchmark
+    assert train_mini_trace_tokenizer(root).backend_tokenizer.to_str() == tokenizer.backend_tokenizer.to_str()
+    tokenizer.save_pretrained(tmp_path)
+    assert {p.suffix for p in tmp_path.iterdir()} == {".json"}
+    text = "Simplify the sentence.\nThe zoo buys a new park, ü\nSimplified:"
+    expected = tokenizer(text, add_special_tokens=False)["input_ids"]
+    for reloaded in (load_tokenizer(tmp_path), AutoTokenizer.from_pretrained(tmp_path)):
+        assert reloaded(text, add_special_tokens=False)["input_ids"] == expected
+        assert (reloaded.bos_token, reloaded.eos_token, reloaded.pad_token, reloaded.unk_token) == (
+            "<s>", "</s>", "<pad>", "<unk>",
+        )
+    assert tokenizer.decode(expected) == text

@@ -1,0 +1,257 @@
+"""The CoDyRA adapter: forward, placement on open_clip, merge, proximal step, gradients."""
+
+from __future__ import annotations
+
+import copy
+
+import open_clip
+import pytest
+import torch
+from torch import nn
+
+import codyra.clip.model  # noqa: F401 - registers the codyra-mini config
+from codyra.adapters.attach import LoRALinear, LoRAMultiheadAttention, attach_adapters, detach_adapters
+from codyra.adapters.lora import RankSelectiveLoRA
+from codyra.adapters.sparsity import kappa_at, soft_threshold_
+from codyra.adapters.targets import select_targets
+from codyra.clip.targets import CLIP_VOCABULARY, clip_targets
+from codyra.methods import build_method
+from codyra.updates import apply_update
+
+
+def tiny_clip(seed=0):
+    torch.manual_seed(seed)
+    return open_clip.create_model("codyra-mini", pretrained=None).eval()
+
+
+def inputs(batch=3, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    images = torch.randn(batch, 3, 32, 32, generator=g)
+    text = torch.randint(1, 1000, (batch, 24), generator=g)
+    text[:, -1] = 49407  # an EOT token so text pooling picks a real position
+    return images, text
+
+
+def outputs(model, images, text):
+    with torch.no_grad():
+        return torch.cat([model.encode_image(images), model.encode_text(text)])
+
+
+def randomize_B(adapters, seed=2):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for a in adapters.values():
+            a.B.normal_(0, 0.05, generator=g)
+
+
+def test_forward_is_frozen_layer_plus_explicit_component_sum():
+    g = torch.Generator().manual_seed(0)
+    base = nn.Linear(7, 5)
+    adapter = RankSelectiveLoRA(7, 5, rank=3, alpha=6.0, gated=True, generator=g)
+    with torch.no_grad():
+        adapter.B.normal_(generator=g)
+    layer = LoRALinear(base, adapter)
+    x = torch.randn(4, 7, generator=g)
+    explicit = base.weight.clone()
+    for i in range(3):  # dW = alpha/r * sum_i w_i B[:, i] A[i, :]
+        explicit += 2.0 * adapter.w[i] * torch.outer(adapter.B[:, i], adapter.A[i])
+    expected = x @ explicit.T + base.bias
+    torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+    assert layer.weight is base.weight  # the backbone parameter is shared, not copied
+
+
+def test_init_A_kaiming_bound_B_zero_w_normal():
+    g = torch.Generator().manual_seed(0)
+    a = RankSelectiveLoRA(400, 30, rank=16, alpha=16, gated=True, generator=g)
+    assert a.A.abs().max() <= 1 / 400**0.5 and a.A.abs().max() > 0.9 / 400**0.5
+    assert torch.count_nonzero(a.B) == 0
+    assert a.w.std() > 0.3  # N(0, 1) draws, not ones
+    fixed = RankSelectiveLoRA(400, 30, rank=16, alpha=16, gated=False, generator=g)
+    assert not isinstance(fixed.w, nn.Parameter) and torch.equal(fixed.w, torch.ones(16))
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_split_in_proj_attention_matches_multihead_attention(batch_first):
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(16, 4, batch_first=batch_first).eval()
+    adapters = {k: RankSelectiveLoRA(16, 16, 2, 2, gated=True) for k in "qkvo"}
+    ours = LoRAMultiheadAttention(mha, adapters).eval()
+    x = torch.randn(2, 5, 16) if batch_first else torch.randn(5, 2, 16)
+    causal = torch.full((5, 5), float("-inf")).triu(1)
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    for kwargs in ({}, {"attn_mask": causal}, {"key_padding_mask": padding}, {"attn_mask": causal.isinf()}):
+        want = mha(x, x, x, need_weights=False, **kwargs)[0]
+        got = ours(x, x, x, need_weights=False, **kwargs)[0]
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_clip_has_six_targets_per_block_and_placement_subsets():
+    model = tiny_clip()
+    targets = clip_targets(model)
+    assert len(targets) == 2 * 2 * 6  # 2 towers x 2 blocks x (q, k, v, o, fc, proj)
+    pick = lambda p: {(t.tower, t.kind) for t in select_targets(targets, p, CLIP_VOCABULARY)}  # noqa: E731
+    assert pick("attn") == {(tw, k) for tw in ("vision", "text") for k in "qkvo"}
+    assert pick(["vision", "mlp"]) == {("vision", "fc"), ("vision", "proj")}
+    assert pick(["text", "o"]) == {("text", "o")}
+    names = [t.name for t in select_targets(targets, "*.resblocks.1.attn.v", CLIP_VOCABULARY)]
+    assert names == ["visual.transformer.resblocks.1.attn.v", "transformer.resblocks.1.attn.v"]
+
+
+@pytest.mark.parametrize("bad", ["attention", ["vision", "ffn"], [], [3]])
+def test_unknown_placement_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="placement"):
+        select_targets(clip_targets(tiny_clip()), bad, CLIP_VOCABULARY)
+
+
+def attached(model, kind="codyra", placement="all", rank=4):
+    method = build_method({"kind": kind, "rank": rank, "placement": placement})
+    method.setup(model, clip_targets(model), CLIP_VOCABULARY, torch.Generator().manual_seed(0), 0.01)
+    return method
+
+
+def test_adapters_with_zero_B_leave_the_model_unchanged():
+    model = tiny_clip()
+    images, text = inputs()
+    before = outputs(model, images, text)
+    attached(model)
+    torch.testing.assert_close(outputs(model, images, text), before, atol=1e-5, rtol=1e-5)
+
+
+def test_every_adapter_changes_the_output_once_its_B_is_nonzero():
+    model = tiny_clip()
+    images, text = inputs()
+    method = attached(model)
+    base = outputs(model, images, text)
+    g = torch.Generator().manual_seed(3)
+    for name, adapter in method.adapters.items():
+        with torch.no_grad():  # random, not constant: LayerNorm removes a shift shared by all channels
+            adapter.B.normal_(0, 0.1, generator=g)
+        changed = (outputs(model, images, text) - base).abs().max()
+        with torch.no_grad():
+            adapter.B.zero_()
+        assert changed > 1e-4, f"adapter {name} does not reach the output"
+
+
+def test_merge_equals_unmerged_model_and_restores_plain_modules():
+    model = tiny_clip()
+    images, text = inputs()
+    method = attached(model)
+    randomize_B(method.adapters)
+    unmerged = outputs(model, images, text)
+    update, summary = method.finish(model)
+    assert not any(isinstance(m, (LoRALinear, LoRAMultiheadAttention)) for m in model.modules())
+    assert isinstance(model.visual.transformer.resblocks[0].attn, nn.MultiheadAttention)
+    torch.testing.assert_close(outputs(model, images, text), unmerged, atol=1e-5, rtol=1e-5)
+    # r = 4; vision blocks (width 128, mlp 256): Q, K, V, O 4 * (128 + 128), FC and Proj 4 * (128 + 256);
+    # text blocks (width 64, mlp 128): 4 * (64 + 64) and 4 * (64 + 128); 2 blocks each; 24 gate vectors of 4
+    vision, text = 4 * 4 * 256 + 2 * 4 * 384, 4 * 4 * 128 + 2 * 4 * 192
+    assert summary["trainable_params"] == 2 * vision + 2 * text + 24 * 4
+
+
+def test_codyra_trains_only_A_B_w():
+    model = tiny_clip()
+    groups = attached(model)
+    images, text = inputs()
+    model.train()
+    loss = model.encode_image(images).square().mean() + model.encode_text(text).square().mean()
+    loss.backward()
+    with_grad = {n for n, p in model.named_parameters() if p.grad is not None}
+    assert with_grad and all(n.rsplit(".", 1)[-1] in ("A", "B", "w") for n in with_grad)
+    assert all(not p.requires_grad for n, p in model.named_parameters() if ".lora" not in n)
+    del groups
+
+
+def test_weight_decay_on_A_and_B_only():
+    model = tiny_clip()
+    method = build_method({"kind": "codyra", "rank": 4})
+    groups = method.setup(model, clip_targets(model), CLIP_VOCABULARY, torch.Generator().manual_seed(0), 0.01)
+    by_name = {g["name"]: g for g in groups}
+    assert by_name["lora_AB"]["weight_decay"] == 0.01 and by_name["gates"]["weight_decay"] == 0.0
+    gates = {id(a.w) for a in method.adapters.values()}
+    assert {id(p) for p in by_name["gates"]["params"]} == gates
+    assert not gates & {id(p) for p in by_name["lora_AB"]["params"]}
+
+
+def test_paper_proximal_operator_on_hand_picked_values():
+    w = torch.tensor([0.3, -0.3, 0.1, -0.1, 0.05, 0.0, 0.11])
+    soft_threshold_(w, 0.1, "paper")  # |x| <= 0.1 -> 0, else shrink toward 0 by 0.1
+    torch.testing.assert_close(w, torch.tensor([0.2, -0.2, 0.0, 0.0, 0.0, 0.0, 0.01]))
+
+
+def test_official_proximal_operator_zeroes_below_twice_kappa():
+    w = torch.tensor([0.3, -0.3, 0.19, -0.15, 0.2, 0.05, 0.0])
+    soft_threshold_(w, 0.1, "official")  # |x| < 0.2 -> 0, else shrink by 0.1
+    torch.testing.assert_close(w, torch.tensor([0.2, -0.2, 0.0, 0.0, 0.1, 0.0, 0.0]))
+
+
+def test_kappa_schedules():
+    # T = 100, dense ratio 0.7: no thresholding through step 70, then a ramp to kappa_max at step 100
+    assert kappa_at(70, 100, 0.7, 0.005) == 0.0
+    assert kappa_at(85, 100, 0.7, 0.005) == pytest.approx(0.0025)
+    assert kappa_at(100, 100, 0.7, 0.005) == pytest.approx(0.005)
+    # staircase: T = 600, dense 0.5 -> 300 sparse steps, 50 levels of 6 steps each
+    assert kappa_at(305, 600, 0.5, 0.0049, "staircase") == 0.0
+    assert kappa_at(306, 600, 0.5, 0.0049, "staircase") == pytest.approx(0.0001)
+    assert kappa_at(600, 600, 0.5, 0.0049, "staircase") == pytest.approx(0.0049)
+    with pytest.raises(ValueError, match="schedule"):
+        kappa_at(90, 100, 0.5, 0.1, "cosine")
+
+
+def test_pruned_components_stay_exactly_zero_and_are_not_stored():
+    model = tiny_clip()
+    method = attached(model)
+    randomize_B(method.adapters)
+    adapters = list(method.adapters.values())
+    with torch.no_grad():
+        adapters[0].w[:2] = 0.0
+        adapters[1].w[:] = 0.0
+    for _ in range(3):  # repeated thresholding never revives a zero gate
+        for a in adapters:
+            soft_threshold_(a.w.data, 0.01)
+    assert torch.count_nonzero(adapters[0].w[:2]) == 0 and torch.count_nonzero(adapters[1].w) == 0
+    images, text = inputs()
+    out = outputs(model, images, text)
+    update, summary = method.finish(model)
+    first, second = (t.name for t in method.targets[:2])
+    assert update.tensors[f"{first}.A"].shape[0] == 2 and f"{second}.A" in update.tensors
+    assert update.tensors[f"{second}.A"].shape[0] == 0
+    assert summary["matrices"][second]["active_rank"] == 0 and summary["matrices"][second]["dW_fro"] == 0.0
+    torch.testing.assert_close(outputs(model, images, text), out, atol=1e-5, rtol=1e-5)
+
+
+def test_vit_b16_rank16_parameter_count_and_all_144_adapters_reach_the_output():
+    model = open_clip.create_model("ViT-B-16", pretrained=None)
+    method = build_method({"kind": "codyra", "rank": 16})
+    method.setup(model, clip_targets(model), CLIP_VOCABULARY, torch.Generator().manual_seed(0), 0.01)
+    assert len(method.adapters) == 144
+    factors = sum(a.A.numel() + a.B.numel() for a in method.adapters.values())
+    gates = sum(a.w.numel() for a in method.adapters.values())
+    assert (factors, gates) == (4_423_680, 2_304)
+    # With B = 0 the output depends on B exactly where the adapter is on the compute path:
+    # one backward pass checks all 144 at once (the out_proj trap would give a zero gradient).
+    images = torch.randn(1, 3, 224, 224)
+    text = torch.randint(1, 1000, (1, 77))
+    text[0, 10] = 49407
+    (model.encode_image(images).sum() + model.encode_text(text).sum()).backward()
+    dead = [n for n, a in method.adapters.items() if a.B.grad is None or a.B.grad.abs().max() == 0]
+    assert dead == []
+    # and literally: a non-zero B on an out_proj adapter changes the image embedding
+    attn = model.visual.transformer.resblocks[0].attn
+    with torch.no_grad():
+        before = model.encode_image(images)
+        attn.lora["o"].B.normal_(0, 0.01)
+        assert (model.encode_image(images) - before).abs().max() > 1e-4
+
+
+def test_update_roundtrip_applies_the_same_delta(tmp_path):
+    from codyra.updates import load_update, save_update
+
+    model = tiny_clip()
+    reference = copy.deepcopy(model)
+    method = attached(model, kind="lora", rank=2)
+    randomize_B(method.adapters)
+    update, summary = method.finish(model)
+    save_update(tmp_path, update, summary)
+    apply_update(reference, load_update(tmp_path))
+    for (n, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items()):
+        assert torch.equal(a, b), n

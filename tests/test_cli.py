@@ -1,0 +1,87 @@
+"""The codyra command line: a tiny mini stream end to end, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from codyra.cli import main
+from codyra.paths import cell_path, run_dir
+
+from .conftest import write_yaml
+
+
+@pytest.fixture
+def tiny_yaml(tmp_path, tiny_cfg_dict, tiny_pretrained):
+    tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)
+    return write_yaml(tmp_path / "tiny.yaml", tiny_cfg_dict), tiny_cfg_dict
+
+
+def test_help_imports_no_torch():
+    code = "import sys; from codyra.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_stream_through_the_installed_entry_point(tiny_yaml, tmp_path):
+    path, cfg = tiny_yaml
+    log = tmp_path / "logs" / "run.log"
+    subprocess.run(
+        [sys.executable, "-m", "codyra.cli", "--log", str(log), "run", "--config", path, "--method", "codyra", "--seed", "0"],
+        check=True,
+        capture_output=True,
+    )
+    matrix = json.loads((run_dir(cfg, "codyra", 0) / "matrix.json").read_text())
+    assert len(matrix["A"]) == 4 and all(len(row) == 3 for row in matrix["A"])
+    assert matrix["A"][2][1] == json.loads(cell_path(cfg, "codyra", 0, 2, 2).read_text())["accuracy"]
+    assert set(matrix["metrics"]) >= {"transfer", "average", "last", "forgetting", "bwt", "op"}
+    text = log.read_text()
+    assert "codyra/seed0/task3 count" in text and "A[3,3]" in text
+
+
+def test_single_commands_and_set_overrides(tiny_yaml):
+    path, cfg = tiny_yaml
+    assert main(["train", "--config", path, "--method", "lora-r4", "--seed", "0", "--task", "1", "--set", "train.iterations=3"]) == 0
+    summary = json.loads((run_dir(cfg, "lora-r4", 0) / "task1" / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["job"]["train"]["iterations"] == 3
+    assert main(["cell", "--config", path, "lora-r4", "0", "1", "1"]) == 0
+    assert main(["cell", "--config", path, "pretrained", "0", "0", "2"]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--method", "adamw", "--seed", "0", "--task", "1"], "unknown method 'adamw'"),
+        (["train", "--method", "codyra", "--seed", "0", "--task", "9"], "task index 9 out of range 1..3"),
+        (["cell", "codyra", "0", "2", "1"], r"missing task update\(s\).*task1/update.safetensors"),
+        (["cell", "pretrained", "0", "1", "1"], "only has row i = 0"),
+        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "method_configs.codyra.placement=[vision, ffn]"], "unknown placement token 'ffn'"),
+        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "data.kind=imagenet"], "config key data.kind"),
+        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "tasks=[{name: cifar}]"], "'cifar' is not a dataset of the mini protocol"),
+        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "model.pretrained=/nowhere/theta0.safetensors"], "model weights not found: /nowhere/theta0.safetensors"),
+        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "model.pretrained=weights.pt"], "not a .safetensors file"),
+        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "model.name=ViT-Q-99"], "unknown open_clip model 'ViT-Q-99'"),
+    ],
+)
+def test_bad_input_gives_a_clear_error(tiny_yaml, capsys, argv, message):
+    path, _ = tiny_yaml
+    command, *rest = argv
+    assert main([command, "--config", path, *rest]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("codyra: error: ")
+    assert re.search(message, err), err
+
+
+def test_missing_config_and_corrupted_pretrained_weights(tiny_yaml, tmp_path, capsys):
+    assert main(["train", "--config", str(tmp_path / "none.yaml"), "--method", "codyra", "--seed", "0", "--task", "1"]) == 2
+    assert "config file not found" in capsys.readouterr().err
+    path, cfg = tiny_yaml
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    argv = ["train", "--config", path, "--method", "codyra", "--seed", "0", "--task", "1", "--set", f"model.pretrained={broken}"]
+    assert main(argv) == 2
+    assert "corrupted or truncated" in capsys.readouterr().err

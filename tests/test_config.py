@@ -1,0 +1,69 @@
+"""Configuration loading, defaults, validation errors and per-job resolution."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from codyra.config import ConfigError, fingerprint, load_config, resolve_job
+
+
+def test_defaults_are_filled_from_the_schema(tiny_cfg):
+    assert tiny_cfg["results"].endswith("results")
+    assert tiny_cfg["train"]["betas"] == [0.9, 0.999]
+    assert tiny_cfg["data"]["label_space"] == "task"
+    assert tiny_cfg["eval"]["batch_size"] == 64  # given in the test config, not defaulted
+
+
+def test_layers_resolve_in_order(tiny_cfg_dict):
+    tiny_cfg_dict["tasks"][1]["train"] = {"lr": 0.01, "iterations": 9}
+    tiny_cfg_dict["tasks"][1]["methods"] = {"codyra": {"dense_ratio": 0.9, "train": {"iterations": 11}}}
+    cfg = load_config(tiny_cfg_dict)
+    job = resolve_job(cfg, "codyra", 2)
+    assert job["method"]["dense_ratio"] == 0.9 and job["method"]["kind"] == "codyra"
+    assert job["train"]["lr"] == 0.01 and job["train"]["iterations"] == 11
+    assert resolve_job(cfg, "codyra", 1)["method"]["dense_ratio"] == 0.5
+    assert resolve_job(cfg, "full-ft", 1)["train"]["lr"] == 0.0005  # method layer over top level
+    assert resolve_job(cfg, "full-ft", 2)["train"]["lr"] == 0.01  # task layer over method layer
+
+
+def test_fingerprint_changes_only_with_the_job(tiny_cfg):
+    a = fingerprint(resolve_job(tiny_cfg, "codyra", 1))
+    assert a == fingerprint(resolve_job(copy.deepcopy(tiny_cfg), "codyra", 1))
+    tiny_cfg["method_configs"]["codyra"]["kappa_max"] = 0.5
+    assert fingerprint(resolve_job(tiny_cfg, "codyra", 1)) != a
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c["methods"].append("sgd"), "methods: 'sgd' has no entry in method_configs"),
+        (lambda c: c["method_configs"]["lora-r4"].update(kind="adalora"), "method_configs.lora-r4.kind: unknown method kind 'adalora'"),
+        (lambda c: c["method_configs"]["codyra"].update(kappa=1), "method_configs.codyra: .*no option"),
+        (lambda c: c.pop("tasks"), "'tasks' is a required property"),
+        (lambda c: c.update(tasks=[]), "config key tasks: .*non-empty|should be non-empty|too short"),
+        (lambda c: c["train"].update(lr="fast"), "config key train.lr: 'fast' is not of type 'number'"),
+        (lambda c: c["train"].update(iterations=0), "config key train.iterations"),
+        (lambda c: c.update(seeds=[]), "config key seeds"),
+        (lambda c: c["tasks"].append({"name": "colour"}), "task names must be unique"),
+        (lambda c: c["tasks"][0].update(train={"lrr": 1}), "unknown key\\(s\\) \\['lrr'\\]"),
+        (lambda c: c.update(model={"name": "codyra-mini", "weights": "x"}), "config key model: Additional properties"),
+    ],
+)
+def test_bad_config_names_the_key(tiny_cfg_dict, mutate, message):
+    mutate(tiny_cfg_dict)
+    with pytest.raises(ConfigError, match=message):
+        load_config(tiny_cfg_dict)
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_shipped_configs_are_valid():
+    from pathlib import Path
+
+    for path in sorted(Path(__file__).resolve().parent.parent.glob("config/*.yaml")):
+        load_config(path)

@@ -1,0 +1,61 @@
+"""The mini benchmark: deterministic data and pretraining, task definitions."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+
+from codyra.mini import TASK_NAMES
+from codyra.mini.corpus import make_corpus
+from codyra.mini.pretrain import pretrain_mini
+from codyra.mini.tasks import SCENE_TASKS, build_mini_task, split_arrays
+from codyra.tasks import ImageConfig
+
+IMAGE = ImageConfig(32, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+
+
+def test_task_names_match_the_task_definitions():
+    assert set(TASK_NAMES) == {*SCENE_TASKS, "digits"}
+
+
+def test_splits_are_deterministic_balanced_and_disjoint():
+    for name in TASK_NAMES:
+        split_arrays.cache_clear()
+        a_images, a_labels = split_arrays(name, "test", 60, 0)
+        split_arrays.cache_clear()
+        b_images, b_labels = split_arrays(name, "test", 60, 0)
+        assert np.array_equal(a_images, b_images) and np.array_equal(a_labels, b_labels), name
+        assert a_images.shape == (60, 32, 32, 3) and a_images.dtype == np.uint8
+        if name != "digits":
+            counts = np.bincount(a_labels)
+            assert counts.max() - counts.min() <= 1, name  # round-robin labels
+        train_images, _ = split_arrays(name, "train", 60, 0)
+        assert not any((train_images == img).all(axis=(1, 2, 3)).any() for img in a_images), name
+    other, _ = split_arrays("shape", "test", 60, 1)
+    assert not np.array_equal(other, split_arrays("shape", "test", 60, 0)[0])
+
+
+def test_digit_task_uses_the_bundled_scikit_learn_digits():
+    task = build_mini_task("digits", {"data_seed": 0, "train_per_task": 10, "test_per_task": 50}, IMAGE)
+    assert task.classnames[:3] == ("zero", "one", "two")
+    assert len(task.test_set()) == 50 and len(task.train_set()) == 1797 - 500
+    image, label = task.train_set()[(3, 12345)]
+    assert image.shape == (3, 32, 32) and 0 <= label <= 9
+    assert torch.equal(image, task.train_set()[(3, 999)][0])  # no augmentation: aug_seed is ignored
+
+
+def test_captions_mention_the_rendered_attributes():
+    images, captions = make_corpus(200, seed=3)
+    assert images.shape == (200, 32, 32, 3)
+    assert captions == make_corpus(200, seed=3)[1]
+    assert any("background" in c for c in captions) and any(" in the " in c for c in captions)
+    assert not any(d in c.split() for c in captions for d in ("zero", "five", "nine", "digit", "number"))
+
+
+def test_pretraining_is_deterministic(tiny_cfg, tmp_path):
+    tiny_cfg["mini"]["pretrain_steps"] = 3
+    pretrain_mini(tiny_cfg, tmp_path / "a.safetensors")
+    pretrain_mini(tiny_cfg, tmp_path / "b.safetensors")
+    a, b = load_file(str(tmp_path / "a.safetensors")), load_file(str(tmp_path / "b.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -1,0 +1,125 @@
+"""Training one task: stored updates, reconstruction of theta_i, resume after a kill, evaluation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from codyra.evaluate import evaluate_cell
+from codyra.paths import cell_path, row0_cell_path, task_dir
+from codyra.state import rebuild_clip
+from codyra.train import train_task
+from codyra.updates import SUMMARY_FILE, UPDATE_FILE
+
+
+def state(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("method", ["codyra", "lora-r4", "full-ft"])
+def test_rebuilt_theta_equals_the_trained_model(tiny_run, method):
+    for i in (1, 2):
+        trained = train_task(tiny_run, method, 0, i)
+    rebuilt = rebuild_clip(tiny_run, method, 0, 2).model
+    want = state(trained.model)
+    for name, tensor in state(rebuilt).items():
+        assert torch.equal(tensor, want[name]), name
+    summary = json.loads((task_dir(tiny_run, method, 0, 2) / SUMMARY_FILE).read_text())
+    assert summary["steps"] == 6 and summary["task"] == "digits"
+    assert summary["update_kind"] == ("delta" if method == "full-ft" else "lora")
+
+
+def test_codyra_summary_reports_ranks_norms_and_counts(tiny_run):
+    summary = train_task(tiny_run, "codyra", 0, 1).summary
+    matrices = summary["matrices"]
+    assert len(matrices) == 24
+    assert all(0 <= m["active_rank"] <= 4 and m["rank_init"] == 4 for m in matrices.values())
+    assert summary["active_rank_total"] == sum(m["active_rank"] for m in matrices.values())
+    assert summary["dW_fro_total"] == pytest.approx(sum(m["dW_fro"] ** 2 for m in matrices.values()) ** 0.5)
+    with safe_open(str(task_dir(tiny_run, "codyra", 0, 1) / UPDATE_FILE), "pt") as f:
+        stored = sum(f.get_tensor(k).numel() for k in f.keys())
+    assert summary["stored_params"] == stored
+
+
+def test_thresholding_prunes_gates_in_the_sparse_phase(tiny_run):
+    # kappa_max far above the gate scale: after the dense phase every gate is shrunk to 0
+    tiny_run["method_configs"]["codyra"]["kappa_max"] = 10.0
+    summary = train_task(tiny_run, "codyra", 0, 1).summary
+    assert summary["active_rank_total"] == 0 and summary["stored_params"] == 0
+    history = [json.loads(line) for line in (task_dir(tiny_run, "codyra", 0, 1) / "history.jsonl").read_text().splitlines()]
+    assert [h["kappa"] for h in history[:3]] == [0.0, 0.0, 0.0]  # dense phase: 3 of 6 steps
+    assert history[-1]["kappa"] == pytest.approx(10.0) and history[-1]["active_rank_total"] == 0
+
+
+class Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("method", ["codyra", "full-ft"])
+def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_run, tmp_path, method):
+    def kill_at(step):
+        def hook(s):
+            if s == step:
+                raise Killed
+
+        return hook
+
+    with pytest.raises(Killed):
+        train_task(tiny_run, method, 0, 1, on_step=kill_at(5))  # checkpoints at steps 2 and 4
+    ckpt = task_dir(tiny_run, method, 0, 1) / "checkpoint"
+    assert json.loads((ckpt / "state.json").read_text())["step"] == 4
+    assert not (task_dir(tiny_run, method, 0, 1) / UPDATE_FILE).exists()
+    resumed = train_task(tiny_run, method, 0, 1)
+    assert not ckpt.exists()
+
+    fresh_cfg = {**tiny_run, "results": str(tmp_path / "fresh")}
+    uninterrupted = train_task(fresh_cfg, method, 0, 1)
+    a, b = state(resumed.model), state(uninterrupted.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    history = lambda cfg: (task_dir(cfg, method, 0, 1) / "history.jsonl").read_text()  # noqa: E731
+    assert history(tiny_run) == history(fresh_cfg)  # the resumed history keeps steps 1-4 from the checkpoint
+
+
+def test_cells_rows_and_zeroshot_copies(tiny_run):
+    train_task(tiny_run, "lora-r4", 0, 1)
+    cell = evaluate_cell(tiny_run, "lora-r4", 0, 1, 2)
+    assert set(cell) >= {"accuracy", "benchmark", "method", "seed", "i", "j", "task", "num_classes"}
+    assert (cell["i"], cell["j"], cell["task"], cell["num_classes"], cell["num_samples"]) == (1, 2, "digits", 10, 40)
+    assert 0 <= cell["accuracy"] <= 100
+    assert json.loads(cell_path(tiny_run, "lora-r4", 0, 1, 2).read_text()) == cell
+    # row 0 is shared; a method that never trains copies it for every row
+    zs = evaluate_cell(tiny_run, "zeroshot", 0, 3, 2)
+    row0 = json.loads(row0_cell_path(tiny_run, 2).read_text())
+    assert zs["accuracy"] == row0["accuracy"] and zs["method"] == "zeroshot" and zs["i"] == 3
+    assert row0["method"] == "pretrained" and row0["seed"] is None
+
+
+def test_union_label_space_classifies_over_every_task(tiny_run):
+    tiny_run["data"]["label_space"] = "union"
+    cell = evaluate_cell(tiny_run, "zeroshot", 0, 0, 2)
+    assert cell["num_classes"] == 8 + 10 + 4
+
+
+def test_evaluation_is_deterministic(tiny_run):
+    train_task(tiny_run, "full-ft", 0, 1)
+    first = evaluate_cell(tiny_run, "full-ft", 0, 1, 3)["accuracy"]
+    cell_path(tiny_run, "full-ft", 0, 1, 3).unlink()
+    assert evaluate_cell(tiny_run, "full-ft", 0, 1, 3)["accuracy"] == first
+
+
+def test_missing_and_corrupted_updates_give_clear_errors(tiny_run):
+    with pytest.raises(FileNotFoundError, match=r"task1/update.safetensors.*train those tasks first"):
+        evaluate_cell(tiny_run, "codyra", 0, 1, 1)
+    train_task(tiny_run, "codyra", 0, 1)
+    path = task_dir(tiny_run, "codyra", 0, 1) / UPDATE_FILE
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ValueError, match="corrupted or truncated.*rerun its training job"):
+        evaluate_cell(tiny_run, "codyra", 0, 1, 1)
+
+
+def test_cell_outside_the_grid(tiny_run):
+    with pytest.raises(ValueError, match=r"A\[4,1\] is outside the grid"):
+        evaluate_cell(tiny_run, "codyra", 0, 4, 1)
