@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from codyra.tasks import ClassificationTask, ImageConfig
 
 
-def build_tasks(cfg: dict, image: ImageConfig) -> list[ClassificationTask]:
-    """The task stream in config order (lazy: no dataset is read until a split is requested)."""
+def build_tasks(cfg: dict, image: ImageConfig) -> Sequence[ClassificationTask]:
+    """The task stream in config order (lazy: no image is read until a split is requested;
+    mtil / xtail tasks read their dataset's metadata on first access)."""
     kind = cfg["data"]["kind"]
     names = [t["name"] for t in cfg["tasks"]]
     if kind == "mini":

@@ -37,7 +37,18 @@ def _config(args) -> dict:
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = yaml.safe_load(value)
-    return load_config(cfg)
+    cfg = load_config(cfg)
+    if args.threads:  # the scheduler's allotment wins over the config's thread counts
+        _set_threads(cfg, args.threads)
+    return cfg
+
+
+def _set_threads(cfg: dict, threads: int) -> None:
+    cfg["eval"]["threads"] = cfg["mini"]["pretrain_threads"] = threads
+    per_task = [m for t in cfg["tasks"] for m in (t, *t.get("methods", {}).values())]
+    for layer in (cfg, *cfg["method_configs"].values(), *per_task):
+        if "train" in layer:
+            layer["train"]["threads"] = threads
 
 
 def cmd_pretrain_mini(args) -> None:
@@ -80,16 +91,48 @@ def cmd_run(args) -> None:
     run_stream(_config(args), args.method, args.seed, device=args.device)
 
 
-def cmd_fetch_weights(args) -> None:
-    from codyra.clip.model import create_clip, default_cache_dir
+def cmd_tables(args) -> None:
+    from codyra.mlflow_sync import sync_mlflow
+    from codyra.tables import write_tables
+    from codyra.tracking import with_store
 
-    create_clip(args.model, args.pretrained, cache_dir=args.cache_dir)
-    print(f"{args.model} / {args.pretrained} is in the cache {default_cache_dir(args.cache_dir)}")
+    cfg = _config(args)
+    folder = write_tables(cfg)
+    print(f"tables written to {folder}")
+    # Best-effort: fill MLflow with whatever live logging missed (codyra sync-mlflow does it later otherwise).
+    with_store(cfg, lambda store: sync_mlflow(cfg, folder, store))
+
+
+def cmd_sync_mlflow(args) -> None:
+    from codyra.mlflow_sync import sync_mlflow
+    from codyra.paths import tables_dir
+
+    cfg = _config(args)
+    counts = sync_mlflow(cfg, tables_dir(cfg))
+    print(f"MLflow sync of {cfg['benchmark']}: {counts['created']} run(s) created ({counts['replaced']} replacing incomplete ones), {counts['kept']} already complete")
+
+
+def cmd_mlflow_init(args) -> None:
+    from codyra.mlflow_sync import init_store
+
+    init_store(_config(args), args.marker)
+
+
+def cmd_fetch_weights(args) -> None:
+    from codyra.clip.model import fetch_weights, weights_cache_dir
+
+    path = fetch_weights(args.model, args.pretrained, args.cache_dir)
+    print(f"{args.model} / {args.pretrained} weights: {path}")
+    print(
+        f"compute nodes without internet: set model.cache_dir: {weights_cache_dir(args.cache_dir)} "
+        "in the config and export HF_HUB_OFFLINE=1"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="codyra", description=__doc__.splitlines()[0])
     parser.add_argument("--log", help="append this job's log, progress and any traceback to this file")
+    parser.add_argument("--threads", type=int, help="torch threads for this command (default: the config's)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name, handler, help_text):
@@ -117,10 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("run", cmd_run, "one method x one seed over the whole stream in this process (no Snakemake)")
     p.add_argument("--method", required=True)
     p.add_argument("--seed", type=int, required=True)
+    command("tables", cmd_tables, "write the paper's tables of the benchmark (Markdown, CSV, LaTeX) and sync MLflow")
+    command("sync-mlflow", cmd_sync_mlflow, "create the MLflow runs live logging missed, from the result files (idempotent)")
+    p = command("mlflow-init", cmd_mlflow_init, "create the MLflow store, experiment and parent runs (before parallel jobs)")
+    p.add_argument("--marker", required=True, help="JSON file written once the store is ready")
     p = sub.add_parser("fetch-weights", help="download open_clip weights into a cache (run once on a login node)")
     p.add_argument("--model", default="ViT-B-16")
     p.add_argument("--pretrained", default="openai")
-    p.add_argument("--cache-dir", help="cache directory shared with compute nodes")
+    p.add_argument("--cache-dir", help="cache directory shared with compute nodes (default: $HF_HUB_CACHE)")
     p.set_defaults(handler=cmd_fetch_weights)
     _register_optional(sub)
     return parser

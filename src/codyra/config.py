@@ -71,6 +71,7 @@ def validate_config(cfg: dict) -> dict:
 
 
 def _check_semantics(cfg: dict) -> None:
+    from codyra.adapters.targets import parse_placement
     from codyra.methods import available_kinds, method_class
 
     names = [t["name"] for t in cfg["tasks"]]
@@ -83,6 +84,10 @@ def _check_semantics(cfg: dict) -> None:
                 f"config key tasks.{k}.name: {name!r} is not a dataset of the {cfg['data']['kind']} protocol; "
                 f"choose from {', '.join(known)}"
             )
+    from codyra.paths import PRETRAINED
+
+    if PRETRAINED in cfg["method_configs"]:
+        raise ConfigError(f"config key method_configs.{PRETRAINED}: the name is reserved for the shared pretrained row")
     for m in cfg["methods"]:
         if m not in cfg["method_configs"]:
             raise ConfigError(
@@ -108,9 +113,22 @@ def _check_semantics(cfg: dict) -> None:
                     f"valid: {sorted(train_keys)}"
                 )
             try:
-                method_class(job["method"]["kind"])(job["method"])
+                method = method_class(job["method"]["kind"])(job["method"])
+                if "placement" in method.options:
+                    parse_placement(method.options["placement"], placement_vocabulary(cfg["model"]["family"]))
             except ValueError as err:
                 raise ConfigError(f"config key method_configs.{m}: {err}") from err
+
+
+def placement_vocabulary(family: str):
+    """The placement tokens a model family understands."""
+    if family == "clip":
+        from codyra.clip.targets import CLIP_VOCABULARY
+
+        return CLIP_VOCABULARY
+    from codyra.llm.targets import LM_VOCABULARY
+
+    return LM_VOCABULARY
 
 
 def known_task_names(kind: str) -> tuple[str, ...] | None:

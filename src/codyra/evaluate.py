@@ -17,15 +17,16 @@ import torch.nn.functional as F
 
 from codyra import __version__
 from codyra.benchmarks import build_tasks
-from codyra.clip.zeroshot import class_embeddings
+from codyra.clip.zeroshot import label_space_classifier
+from codyra.data.registry import label_space
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
-from codyra.paths import cell_path, row0_cell_path
+from codyra.paths import PRETRAINED, cell_path, row0_cell_path
 from codyra.progress import progress_bar
 from codyra.state import autocast, pick_device, pretrained_clip, rebuild_clip
+from codyra.tracking import JobRun, cell_metrics, cell_run
 
 log = logging.getLogger(__name__)
-PRETRAINED = "pretrained"
 
 
 def _check_indices(cfg: dict, i: int, j: int) -> None:
@@ -40,43 +41,62 @@ def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, i
     ev = cfg["eval"]
     model = bundle.model.to(device).eval()
     task = tasks[j - 1]
+    # The registry's label space: task j's own classes, or every task's (X-TAIL's 1,100), each
+    # class with its own dataset's templates; built from theta_i here, never cached.
+    space = label_space(tasks if cfg["data"]["label_space"] == "union" else [task])
+    offset = space.offset(task.name)
     with autocast(device, ev["precision"]):
-        if cfg["data"]["label_space"] == "union":
-            heads = [class_embeddings(model, bundle.tokenizer, t.classnames, t.templates, device) for t in tasks]
-            offset = sum(t.num_classes for t in tasks[: j - 1])
-            classifier = torch.cat(heads)
-        else:
-            classifier = class_embeddings(model, bundle.tokenizer, task.classnames, task.templates, device)
-            offset = 0
-        loader = torch.utils.data.DataLoader(
-            task.test_set(),
-            batch_size=ev["batch_size"],
-            num_workers=cfg["data"]["num_workers"],
-            pin_memory=device.type == "cuda",
-        )
-        correct = total = 0
-        bar = progress_bar(total=len(loader.dataset), desc=f"eval {task.name}")
-        for images, labels in loader:
-            features = F.normalize(model.encode_image(images.to(device, non_blocking=True)).float(), dim=-1)
-            predictions = (features @ classifier.T).argmax(dim=-1).cpu()
-            correct += int((predictions == labels + offset).sum())
-            total += len(labels)
-            bar.update(len(labels))
-        bar.close()
+        classifier = label_space_classifier(model, bundle.tokenizer, space, device)
+    loader = torch.utils.data.DataLoader(
+        task.test_set(),
+        batch_size=ev["batch_size"],
+        num_workers=cfg["data"]["num_workers"],
+        pin_memory=device.type == "cuda",
+    )
+    correct = total = 0
+    bar = progress_bar(total=len(loader.dataset), desc=f"eval {task.name}")
+    for images, labels in loader:
+        with autocast(device, ev["precision"]):
+            features = model.encode_image(images.to(device, non_blocking=True))
+        # fp32 logits: in bf16, near-tied classes of a 1,100-way argmax could swap
+        predictions = (F.normalize(features.float(), dim=-1) @ classifier.T).argmax(dim=-1).cpu()
+        correct += int((predictions == labels + offset).sum())
+        total += len(labels)
+        bar.update(len(labels))
+    bar.close()
     return 100.0 * correct / total, total, classifier.shape[0]
+
+
+def tracked(cfg: dict, method: str, seed: int | None, i: int, j: int, compute) -> dict:
+    """Run ``compute()`` (which writes the cell file) mirrored by an MLflow cell run."""
+    run = JobRun(cfg, **cell_run(cfg, method, seed, i, j))
+    try:
+        result = compute()
+    except BaseException:
+        run.fail()
+        raise
+    run.finish(cell_metrics(result))
+    return result
 
 
 def evaluate_row0(cfg: dict, j: int, *, device=None) -> dict:
     """A[0, j] of the pretrained model, written to the benchmark's shared row-0 file."""
     _check_indices(cfg, 0, j)
-    torch.set_num_threads(cfg["eval"]["threads"])
-    started = time.time()
-    bundle = pretrained_clip(cfg)
-    tasks = build_tasks(cfg, bundle.image)
-    acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
-    result = _cell(cfg, PRETRAINED, None, 0, j, acc, n, classes, started)
-    write_json(row0_cell_path(cfg, j), result)
-    return result
+
+    def compute():
+        if cfg["model"]["family"] == "causal_lm":
+            result = _generated_cell(cfg, PRETRAINED, None, 0, j, device)
+        else:
+            torch.set_num_threads(cfg["eval"]["threads"])
+            started = time.time()
+            bundle = pretrained_clip(cfg)
+            tasks = build_tasks(cfg, bundle.image)
+            acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
+            result = _cell(cfg, PRETRAINED, None, 0, j, acc, n, classes, started)
+        write_json(row0_cell_path(cfg, j), result)
+        return result
+
+    return tracked(cfg, PRETRAINED, None, 0, j, compute)
 
 
 def evaluate_cell(cfg: dict, method: str, seed: int, i: int, j: int, *, device=None) -> dict:
@@ -88,20 +108,33 @@ def evaluate_cell(cfg: dict, method: str, seed: int, i: int, j: int, *, device=N
     _check_indices(cfg, i, j)
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
-    started = time.time()
-    if i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
-        row0 = row0_cell_path(cfg, j)
-        shared = read_json(row0) if row0.is_file() else evaluate_row0(cfg, j, device=device)
-        result = {**shared, "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
-    else:
-        torch.set_num_threads(cfg["eval"]["threads"])
-        bundle = rebuild_clip(cfg, method, seed, i)
-        tasks = build_tasks(cfg, bundle.image)
-        acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
-        result = _cell(cfg, method, seed, i, j, acc, n, classes, started)
-    write_json(cell_path(cfg, method, seed, i, j), result)
-    log.info("A[%d,%d] = %.2f (%s)", i, j, result["accuracy"], cell_path(cfg, method, seed, i, j))
-    return result
+
+    def compute():
+        started = time.time()
+        if i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
+            row0 = row0_cell_path(cfg, j)
+            shared = read_json(row0) if row0.is_file() else evaluate_row0(cfg, j, device=device)
+            result = {**shared, "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
+        elif cfg["model"]["family"] == "causal_lm":
+            result = _generated_cell(cfg, method, seed, i, j, device)
+        else:
+            torch.set_num_threads(cfg["eval"]["threads"])
+            bundle = rebuild_clip(cfg, method, seed, i)
+            tasks = build_tasks(cfg, bundle.image)
+            acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
+            result = _cell(cfg, method, seed, i, j, acc, n, classes, started)
+        write_json(cell_path(cfg, method, seed, i, j), result)
+        log.info("A[%d,%d] = %.2f (%s)", i, j, result["accuracy"], cell_path(cfg, method, seed, i, j))
+        return result
+
+    return tracked(cfg, method, seed, i, j, compute)
+
+
+def _generated_cell(cfg, method, seed, i, j, device) -> dict:
+    """A[i, j] of a causal-LM (TRACE) benchmark: generated answers scored by the task's metric."""
+    from codyra.llm.evaluate import evaluate_lm_cell
+
+    return evaluate_lm_cell(cfg, method, seed, i, j, device=device)
 
 
 def _cell(cfg, method, seed, i, j, acc, n, classes, started) -> dict:

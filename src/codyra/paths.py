@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+PRETRAINED = "pretrained"  # the shared row 0: results/{benchmark}/pretrained/cells/A_0_{j}.json
 RUN_DIR = "{results}/{benchmark}/{method}/seed{seed}"
 TASK_DIR = RUN_DIR + "/task{i}"
 CELL = RUN_DIR + "/cells/A_{i}_{j}.json"
-ROW0_CELL = "{results}/{benchmark}/pretrained/cells/A_0_{j}.json"
+ROW0_CELL = "{results}/{benchmark}/" + PRETRAINED + "/cells/A_0_{j}.json"
+TABLES_DIR = "{results}/tables/{benchmark}"
 MATRIX = RUN_DIR + "/matrix.json"
 MINI_DATA = "{results}/{benchmark}/data"
 MINI_PRETRAINED = "{results}/{benchmark}/pretrain/model.safetensors"
@@ -31,3 +33,7 @@ def row0_cell_path(cfg: dict, j: int) -> Path:
 
 def mini_data_dir(cfg: dict) -> Path:
     return Path(MINI_DATA.format(results=cfg["results"], benchmark=cfg["benchmark"]))
+
+
+def tables_dir(cfg: dict) -> Path:
+    return Path(TABLES_DIR.format(results=cfg["results"], benchmark=cfg["benchmark"]))

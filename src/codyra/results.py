@@ -12,6 +12,7 @@ from codyra.updates import SUMMARY_FILE
 
 log = logging.getLogger(__name__)
 MATRIX_FILE = "matrix.json"
+HEATMAP_FILE = "A_heatmap.png"
 
 
 def read_matrix(cfg: dict, method: str, seed: int) -> list[list[float]]:
@@ -34,8 +35,43 @@ def summarize_run(cfg: dict, method: str, seed: int) -> dict:
         "A": A,
         "metrics": summarize(A),
     }
-    write_json(run_dir(cfg, method, seed) / MATRIX_FILE, result)
+    directory = run_dir(cfg, method, seed)
+    save_heatmap(result, directory / HEATMAP_FILE)
+    write_json(directory / MATRIX_FILE, result)
+    mirror_parent(cfg, method, seed)
     return result
+
+
+def save_heatmap(result: dict, path: Path) -> None:
+    """The A matrix as a PNG (rows: after task i, columns: evaluated task j)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure  # no pyplot: its global state is not thread-safe
+
+    A, tasks = result["A"], result["tasks"]
+    fig = Figure(figsize=(1.2 + 0.9 * len(tasks), 1.0 + 0.7 * len(A)))
+    ax = fig.add_subplot()
+    image = ax.imshow(A, vmin=0, vmax=100, cmap="viridis")
+    for i, row in enumerate(A):
+        for j, value in enumerate(row):
+            ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=8, color="white" if value < 60 else "black")
+    ax.set_xticks(range(len(tasks)), tasks, rotation=45, ha="right")
+    ax.set_yticks(range(len(A)), ["pretrained"] + [f"after {k}: {t}" for k, t in enumerate(tasks, 1)])
+    ax.set_title(f"A[i,j] {result['benchmark']} / {result['method']} / seed {result['seed']}")
+    fig.colorbar(image, ax=ax, label="accuracy (%)")
+    fig.tight_layout()
+    from codyra.io import atomic_write
+
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+
+
+def mirror_parent(cfg: dict, method: str, seed: int) -> None:
+    """Best-effort: the run's metrics, matrix and heatmap onto its MLflow parent run."""
+    from codyra.mlflow_sync import log_parent_results
+    from codyra.tracking import with_store
+
+    with_store(cfg, lambda store: log_parent_results(store, cfg, method, seed))
 
 
 def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:

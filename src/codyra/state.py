@@ -1,31 +1,49 @@
-"""Model states of a run: theta_0 and theta_i = theta_0 + stored updates 1..i."""
+"""Model states of a run: theta_0 and theta_i = theta_0 + stored updates 1..i.
+
+``rebuild`` is family-agnostic: it takes the function that builds theta_0 (a CLIP bundle
+here, a causal LM in ``codyra.llm.model``). open_clip is imported only when a CLIP is
+built, so causal-LM jobs do not pay for it.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import torch
 
 from codyra.benchmarks import pretrained_weights
-from codyra.clip.model import ClipBundle, create_clip
 from codyra.paths import task_dir
 from codyra.updates import UPDATE_FILE, apply_update, load_update
 
+if TYPE_CHECKING:
+    from codyra.clip.model import ClipBundle
+
+Bundle = TypeVar("Bundle")
+
 
 def pretrained_clip(cfg: dict) -> ClipBundle:
+    from codyra.clip.model import create_clip
+
     m = cfg["model"]
     return create_clip(m["name"], pretrained_weights(cfg), cache_dir=m["cache_dir"])
 
 
-def rebuild_clip(cfg: dict, method: str, seed: int, upto: int) -> ClipBundle:
-    """theta_upto on the CPU in fp32: updates are applied in task order, so the result is
-    bit-identical to the model the training job of task ``upto`` ended with."""
+def rebuild(cfg: dict, method: str, seed: int, upto: int, pretrained: Callable[[dict], Bundle]) -> Bundle:
+    """theta_upto on the CPU in fp32: ``pretrained(cfg)`` (a bundle with ``.model``) plus the
+    stored updates 1..upto applied in task order, so the result is bit-identical to the model
+    the training job of task ``upto`` ended with."""
     dirs = [task_dir(cfg, method, seed, k) for k in range(1, upto + 1)]
     missing = [str(d / UPDATE_FILE) for d in dirs if not (d / UPDATE_FILE).is_file()]
     if missing:  # fail before building anything
         raise FileNotFoundError(f"missing task update(s) {missing}: train those tasks first")
-    bundle = pretrained_clip(cfg)
+    bundle = pretrained(cfg)
     for d in dirs:  # one at a time: full fine-tuning deltas are model-sized
         apply_update(bundle.model, load_update(d))
     return bundle
+
+
+def rebuild_clip(cfg: dict, method: str, seed: int, upto: int) -> ClipBundle:
+    return rebuild(cfg, method, seed, upto, pretrained_clip)
 
 
 def pick_device(device: str | None = None) -> torch.device:

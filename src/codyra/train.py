@@ -32,11 +32,11 @@ from codyra.paths import task_dir
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 from codyra.state import autocast, pick_device, rebuild_clip
+from codyra.tracking import JobRun, train_final_metrics, train_run
 from codyra.io import write_text
-from codyra.updates import save_update
+from codyra.updates import HISTORY_FILE, save_update
 
 log = logging.getLogger(__name__)
-HISTORY_FILE = "history.jsonl"
 
 
 def derive_seed(*parts: int) -> int:
@@ -90,20 +90,39 @@ class TrainedTask:
 
 
 def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, device=None, on_step=None) -> TrainedTask:
-    """Train and merge one task; write ``update.safetensors`` + ``summary.json``.
+    """Train and merge one task; write ``update.safetensors`` + ``summary.json`` (+ MLflow mirror).
 
     ``on_step(step)`` is called after every optimizer step (tests use it to simulate a kill).
     """
     job = resolve_job(cfg, method_name, task_index)
-    out = task_dir(cfg, method_name, seed, task_index)
-    hp = job["train"]
-    torch.set_num_threads(hp["threads"])
-    method = build_method(job["method"])
-    started = time.time()
-    if not method.trains:
-        update, summary = method.finish(None)
-        return TrainedTask(_finish(cfg, out, method_name, seed, task_index, job, update, summary, [], started), None)
+    torch.set_num_threads(job["train"]["threads"])
+    run = JobRun(cfg, **train_run(cfg, method_name, seed, task_index), params=job, system_metrics=True)
+    try:
+        method = build_method(job["method"])
+        if method.trains:
+            trained = _fit_function(cfg)(cfg, method_name, method, seed, task_index, job, run, device, on_step)
+        else:
+            update, summary = method.finish(None)
+            trained = TrainedTask(finish_task(cfg, method_name, seed, task_index, job, update, summary, [], time.time()), None)
+    except BaseException:
+        run.fail()
+        raise
+    run.finish(train_final_metrics(trained.summary))
+    return trained
 
+
+def _fit_function(cfg: dict):
+    """The training loop of the model family: CLIP (below) or causal LM (codyra.llm.train)."""
+    if cfg["model"]["family"] == "causal_lm":
+        from codyra.llm.train import fit_lm_task  # imported here: it imports this module
+
+        return fit_lm_task
+    return fit_clip_task
+
+
+def fit_clip_task(cfg, method_name, method, seed, task_index, job, run, device, on_step) -> TrainedTask:
+    hp, started = job["train"], time.time()
+    out = task_dir(cfg, method_name, seed, task_index)
     device = pick_device(device)
     bundle = rebuild_clip(cfg, method_name, seed, task_index - 1)
     task = build_tasks(cfg, bundle.image)[task_index - 1]
@@ -154,6 +173,7 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
         method.after_step(step, total)
         record = {"step": step, "loss": loss.item(), "lr": scheduler.get_last_lr()[0], **method.step_metrics()}
         history.append(record)
+        run.metrics(record)
         bar.update(1)
         bar.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
         if step % hp["checkpoint_every"] == 0 and step < total:
@@ -163,12 +183,14 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
     bar.close()
     model.eval()
     update, summary = method.finish(model)
-    summary = _finish(cfg, out, method_name, seed, task_index, job, update, summary, history, started)
+    summary = finish_task(cfg, method_name, seed, task_index, job, update, summary, history, started)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     return TrainedTask(summary, model)
 
 
-def _finish(cfg, out, method_name, seed, task_index, job, update, summary, history, started) -> dict:
+def finish_task(cfg, method_name, seed, task_index, job, update, summary, history, started) -> dict:
+    """Write the task's update, summary and history (atomically, summary last); return the summary."""
+    out = task_dir(cfg, method_name, seed, task_index)
     summary = {
         **summary,
         "benchmark": cfg["benchmark"],

@@ -27,6 +27,7 @@ from codyra.io import atomic_write, write_json
 
 UPDATE_FILE = "update.safetensors"
 SUMMARY_FILE = "summary.json"
+HISTORY_FILE = "history.jsonl"  # per-step training metrics, one JSON object per line
 FORMAT_VERSION = "1"
 KINDS = ("lora", "delta", "none")
 

@@ -49,7 +49,8 @@ class PlacementVocabulary:
         return tuple(k for kinds in self.groups.values() for k in kinds)
 
 
-def select_targets(targets: list[Target], placement, vocab: PlacementVocabulary) -> list[Target]:
+def parse_placement(placement, vocab: PlacementVocabulary) -> tuple[set[str], set[str], list[str]]:
+    """(towers, kinds, globs) of a placement; a clear error for any token the family does not know."""
     tokens = [placement] if isinstance(placement, str) else list(placement or [])
     if not tokens:
         raise ValueError("placement is empty; use 'all' or a list such as [attn] or [vision, mlp]")
@@ -73,6 +74,11 @@ def select_targets(targets: list[Target], placement, vocab: PlacementVocabulary)
                 f"unknown placement token {token!r}; valid tokens: {', '.join(valid)}, "
                 "or a glob over target names such as '*.resblocks.11.*'"
             )
+    return towers, kinds, globs
+
+
+def select_targets(targets: list[Target], placement, vocab: PlacementVocabulary) -> list[Target]:
+    towers, kinds, globs = parse_placement(placement, vocab)
     chosen = [
         t
         for t in targets

@@ -1,8 +1,15 @@
 """Create open_clip CLIP models with real weights, offline-friendly and unpickle-free.
 
-``pretrained`` is either an open_clip tag (``openai``, ``laion2b_s34b_b88k``, ...), resolved
-through open_clip's download cache, or a path to a ``.safetensors`` state dict (such as the
-mini benchmark's pretrained model). Only safetensors files are accepted as paths.
+``pretrained`` is either an open_clip tag (``openai``, ``laion2b_s34b_b88k``, ...) or a path
+to a ``.safetensors`` state dict (such as the mini benchmark's pretrained model). Only
+safetensors files are ever loaded.
+
+A tag resolves to its safetensors file on the Hugging Face hub, kept in the hub's cache
+layout under ``model.cache_dir`` (default: huggingface_hub's cache, ``$HF_HUB_CACHE``). A
+cached file is used without touching the network. On a miss the file is downloaded,
+unless the hub is offline (``HF_HUB_OFFLINE=1``, as on compute nodes without internet):
+then ``WeightsUnavailableError`` names the cache and the ``codyra fetch-weights`` command
+that fills it.
 """
 
 from __future__ import annotations
@@ -13,6 +20,10 @@ from pathlib import Path
 
 import open_clip
 import torch
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import LocalEntryNotFoundError
+from open_clip.constants import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
 from safetensors import SafetensorError, safe_open
 
 from codyra.tasks import ImageConfig
@@ -21,8 +32,8 @@ MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "model_conf
 open_clip.add_model_config(MODEL_CONFIG_DIR)
 
 
-class WeightsUnavailableError(RuntimeError):
-    pass
+class WeightsUnavailableError(FileNotFoundError):
+    """Pretrained weights are neither in the cache nor downloadable from here."""
 
 
 @dataclass
@@ -32,12 +43,20 @@ class ClipBundle:
     image: ImageConfig
 
 
-def default_cache_dir(cache_dir: str | None) -> str:
-    if cache_dir:
-        return str(cache_dir)
-    return os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
-    )
+@dataclass(frozen=True)
+class HubFile:
+    """Where a tag's safetensors weights live on the Hugging Face hub."""
+
+    repo_id: str
+    filename: str
+
+    def __str__(self) -> str:
+        return f"{self.repo_id}/{self.filename}"
+
+
+def weights_cache_dir(cache_dir: str | None) -> str:
+    """The cache a tag's weights are read from and downloaded into."""
+    return str(Path(cache_dir).expanduser().absolute()) if cache_dir else hub_constants.HF_HUB_CACHE
 
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
@@ -63,17 +82,91 @@ def check_state_file(path: str | Path, what: str, producer: str) -> Path:
     return path
 
 
+def pretrained_tag_config(name: str, tag: str) -> dict:
+    """open_clip's record of a pretrained tag (hub location, QuickGELU, preprocessing)."""
+    config = open_clip.get_pretrained_cfg(name, tag)
+    if not config:
+        known = ", ".join(open_clip.list_pretrained_tags_by_model(name)) or "none"
+        raise ValueError(
+            f"open_clip has no pretrained tag {tag!r} for {name!r} (known: {known}); or give a .safetensors path"
+        )
+    return config
+
+
+def hub_file(name: str, tag: str) -> HubFile:
+    """The tag's safetensors file: open_clip names its pickled file; the hub holds both."""
+    config = pretrained_tag_config(name, tag)
+    if not config.get("hf_hub"):
+        raise WeightsUnavailableError(
+            f"open_clip publishes {name} / {tag} only as a pickled file ({config.get('url')}); codyra loads "
+            "safetensors only. Convert it once (load the state dict, save it with safetensors.torch.save_file) "
+            "and set model.pretrained to the .safetensors path"
+        )
+    repo_id, filename = os.path.split(config["hf_hub"])
+    filename = filename or HF_WEIGHTS_NAME
+    safe = HF_SAFE_WEIGHTS_NAME if filename == HF_WEIGHTS_NAME else str(Path(filename).with_suffix(".safetensors"))
+    return HubFile(repo_id, safe)
+
+
+def fetch_command(name: str, tag: str, cache_dir: str | None) -> str:
+    return f"codyra fetch-weights --model {name} --pretrained {tag} --cache-dir {weights_cache_dir(cache_dir)}"
+
+
+def pretrained_file(name: str, tag: str, cache_dir: str | None = None) -> Path:
+    """The local safetensors file of an open_clip tag: from the cache, else downloaded.
+
+    Raises WeightsUnavailableError when it is not cached and cannot be downloaded (hub
+    offline, no network), naming the cache and the fetch command.
+    """
+    remote = hub_file(name, tag)
+    cache = weights_cache_dir(cache_dir)
+    fix = (
+        f"Fetch them once on a machine with internet (e.g. a login node): {fetch_command(name, tag, cache_dir)} "
+        f"and point model.cache_dir at {cache} (a directory the compute nodes can read)."
+    )
+    try:  # a cache hit never touches the network, whatever HF_HUB_OFFLINE says
+        path = hf_hub_download(remote.repo_id, remote.filename, cache_dir=cache, local_files_only=True)
+    except LocalEntryNotFoundError:
+        if hub_constants.is_offline_mode():
+            raise WeightsUnavailableError(
+                f"{name} weights {tag!r} ({remote}) are not in the weights cache {cache} and the Hugging Face "
+                f"hub is offline (HF_HUB_OFFLINE=1). {fix}"
+            ) from None
+        try:
+            path = hf_hub_download(remote.repo_id, remote.filename, cache_dir=cache)
+        except Exception as err:  # network and hub errors come in many types; all mean "not available"
+            raise WeightsUnavailableError(
+                f"could not download {name} weights {tag!r} ({remote}) into {cache}: {type(err).__name__}: {err}. {fix}"
+            ) from err
+    return check_state_file(path, f"cached {name} weights {tag!r}", f"then run {fetch_command(name, tag, cache_dir)}")
+
+
 def create_clip(name: str, pretrained: str | None, *, cache_dir: str | None = None, device="cpu") -> ClipBundle:
     if name not in open_clip.list_models():
         raise ValueError(f"unknown open_clip model {name!r} (config key model.name); see open_clip.list_models()")
+    tag_config: dict = {}
     if pretrained and is_weights_path(pretrained):
         path = check_state_file(pretrained, "model weights", "rerun the step that produces it (mini: the pretrain job)")
-        try:  # open_clip loads safetensors with safetensors itself, strictly
-            model = open_clip.create_model(name, pretrained=str(path), device="cpu")
-        except RuntimeError as err:
-            raise ValueError(f"weights {path} do not fit model {name!r}: {err}") from err
+    elif pretrained:
+        tag_config = pretrained_tag_config(name, pretrained)
+        path = pretrained_file(name, pretrained, cache_dir)
     else:
-        model = _create_with_tag(name, pretrained, cache_dir)
+        path = None  # random initialisation
+    try:  # open_clip loads safetensors with safetensors itself, strictly
+        model = open_clip.create_model(
+            name,
+            pretrained=None if path is None else str(path),
+            # OpenAI's weights were trained with QuickGELU; open_clip builds a tag's model with
+            # the architecture's own activation unless told (the official code's open_clip
+            # 2.12 built OpenAI models with QuickGELU)
+            force_quick_gelu=bool(tag_config.get("quick_gelu")),
+            force_preprocess_cfg=tag_config,  # the tag's mean/std/interpolation (open_clip filters keys)
+            device="cpu",
+        )
+    except RuntimeError as err:
+        if path is None:
+            raise
+        raise ValueError(f"weights {path} do not fit model {name!r}: {err}") from err
     model = model.to(device).eval()
     pp = open_clip.get_model_preprocess_cfg(model)
     size = pp["size"][0] if isinstance(pp["size"], (tuple, list)) else pp["size"]
@@ -81,17 +174,9 @@ def create_clip(name: str, pretrained: str | None, *, cache_dir: str | None = No
     return ClipBundle(model, open_clip.get_tokenizer(name), image)
 
 
-def _create_with_tag(name: str, tag: str | None, cache_dir: str | None) -> torch.nn.Module:
-    if tag and tag not in open_clip.list_pretrained_tags_by_model(name):
-        known = ", ".join(open_clip.list_pretrained_tags_by_model(name)) or "none"
-        raise ValueError(f"open_clip has no pretrained tag {tag!r} for {name!r} (known: {known}); or give a .safetensors path")
-    try:
-        return open_clip.create_model(name, pretrained=tag, cache_dir=cache_dir, require_pretrained=bool(tag))
-    except Exception as err:  # network and hub errors come in many types; all mean "weights not available"
-        raise WeightsUnavailableError(
-            f"could not load {name} weights {tag!r}: {type(err).__name__}: {err}\n"
-            f"Looked in the cache {default_cache_dir(cache_dir)} (config key model.cache_dir). On a machine "
-            f"without internet, fetch them once where there is: codyra fetch-weights --model {name} "
-            f"--pretrained {tag} --cache-dir <shared dir>, then set model.cache_dir to that dir and "
-            "HF_HUB_OFFLINE=1 on compute nodes."
-        ) from err
+def fetch_weights(name: str, tag: str, cache_dir: str | None = None) -> Path:
+    """Download a tag's weights into the cache (once, on a machine with internet) and check
+    they load into the model; returns the cached file."""
+    path = pretrained_file(name, tag, cache_dir)
+    create_clip(name, tag, cache_dir=cache_dir)
+    return path

@@ -6,8 +6,6 @@ embeddings and ``logit_scale``.
 
 from __future__ import annotations
 
-from torch import nn
-
 from codyra.adapters.targets import PlacementVocabulary, Target
 
 CLIP_VOCABULARY = PlacementVocabulary(
@@ -16,7 +14,9 @@ CLIP_VOCABULARY = PlacementVocabulary(
 )
 
 
-def clip_targets(model: nn.Module) -> list[Target]:
+def clip_targets(model) -> list[Target]:
+    from torch import nn
+
     targets = []
     for path, module in model.named_modules():
         tower = "vision" if path.startswith("visual.") else "text"

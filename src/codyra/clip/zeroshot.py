@@ -22,3 +22,12 @@ def class_embeddings(model, tokenizer, classnames, templates, device, batch_size
     emb = encode_prompts(model, tokenizer, prompts, device, batch_size)
     emb = emb.view(len(classnames), len(templates), -1).mean(dim=1)
     return F.normalize(emb, dim=-1)
+
+
+@torch.no_grad()
+def label_space_classifier(model, tokenizer, space, device, batch_size: int = 256) -> torch.Tensor:
+    """(len(space), D): every class of a `codyra.data.registry.LabelSpace`, in label order,
+    embedded with its own dataset's templates."""
+    return torch.cat(
+        [class_embeddings(model, tokenizer, names, templates, device, batch_size) for names, templates in space.blocks()]
+    )

@@ -48,5 +48,21 @@ class DatasetNotFoundError(FileNotFoundError):
         return "\n".join(lines)
 
 
+class DataRootNotFoundError(FileNotFoundError):
+    """The configured data root (config key data.root) is not a directory."""
+
+    def __init__(self, root: Path, configured: str, cwd: Path):
+        self.root, self.configured, self.cwd = Path(root), configured, Path(cwd)
+        relative = "" if Path(configured).expanduser().is_absolute() else f", relative to the working directory {cwd}"
+        super().__init__(
+            f"data root {self.root} does not exist (config key data.root = {configured!r}{relative}). Put the "
+            "datasets there, or set data.root to the directory that holds them; `codyra data check --config "
+            "<config>` lists the layout expected there and how to obtain each dataset"
+        )
+
+    def __reduce__(self):
+        return type(self), (self.root, self.configured, self.cwd)
+
+
 class ManifestMismatchError(ValueError):
     """A few-shot manifest on disk does not belong to the run or the data asking for it."""

@@ -10,17 +10,24 @@ raises DatasetNotFoundError for a missing or incomplete dataset; `train_set()` a
 `test_set()` then check that every image they will read exists. Call both before loading
 a model, so a broken dataset fails a job in seconds. The on-disk layout is documented in
 `codyra.data.catalog`.
+
+For a whole benchmark config (data.kind mtil or xtail):
+
+    tasks = build_benchmark_tasks(cfg, image)   # lazy sequence, one task per cfg["tasks"]
+    task = tasks[i - 1]                         # reads only this dataset's metadata
+    space = label_space(tasks)                  # X-TAIL: every dataset's classes
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from codyra.tasks import ClassificationTask, ImageConfig
 
 from .catalog import EXPECTED, Expected, requirement
-from .errors import DatasetNotFoundError
+from .errors import DataRootNotFoundError, DatasetNotFoundError
 from .fewshot import load_or_create_manifest, sample_fewshot
 from .presence import dataset_error
 from .samples import Samples
@@ -121,6 +128,14 @@ class LabelSpace:
         templates_of = dict(zip(self.datasets, self.templates))
         return [[t.format(classname) for t in templates_of[dataset]] for dataset, classname in self.entries]
 
+    def blocks(self) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """(class names, templates) per dataset in label order: one text-embedding batch each."""
+        ends = (*self.offsets[1:], len(self.entries))
+        return [
+            (tuple(classname for _, classname in self.entries[start:end]), templates)
+            for start, end, templates in zip(self.offsets, ends, self.templates)
+        ]
+
 
 def label_space(tasks) -> LabelSpace:
     names = tuple(task.name for task in tasks)
@@ -132,6 +147,81 @@ def label_space(tasks) -> LabelSpace:
         entries += [(task.name, classname) for classname in task.classnames]
         start += task.num_classes
     return LabelSpace(names, tuple(offsets), tuple(entries), tuple(task.templates for task in tasks))
+
+
+FEWSHOT_MANIFEST = "{results}/{benchmark}/fewshot/{dataset}.json"
+
+
+def fewshot_manifest_path(cfg: dict, dataset: str) -> Path:
+    """Where a run pins its k-shot subset of one dataset (shared by every method and seed)."""
+    return Path(FEWSHOT_MANIFEST.format(results=cfg["results"], benchmark=cfg["benchmark"], dataset=dataset))
+
+
+def data_root(cfg: dict) -> Path:
+    """The directory holding a benchmark's datasets (config key data.root), checked to exist."""
+    from codyra.config import ConfigError
+
+    data = cfg["data"]
+    if data["root"] is None:
+        raise ConfigError(
+            f"config key data.root is not set: the {data['kind']} benchmark reads its datasets from it. "
+            "Set it to the directory that holds (or will hold) the datasets, in the config or with "
+            "--set data.root=/path/to/datasets; `codyra data check --config <config>` then lists what is "
+            "expected there and how to obtain each dataset"
+        )
+    root = Path(data["root"]).expanduser().absolute()
+    if not root.is_dir():
+        raise DataRootNotFoundError(root, data["root"], Path.cwd())
+    return root
+
+
+class BenchmarkTasks(Sequence):
+    """A benchmark's task stream, each task built on first access.
+
+    A training or evaluation job usually needs one dataset (X-TAIL's union label space
+    needs every dataset's class names), so no job reads the metadata, the few-shot
+    manifests or the in-memory arrays (CIFAR100, MNIST) of datasets it does not use.
+    """
+
+    def __init__(self, cfg: dict, image: ImageConfig):
+        data = cfg["data"]
+        self.protocol = data["kind"]
+        self.root = data_root(cfg)
+        self.image = image
+        self.fewshot_k = data["fewshot"]
+        self.fewshot_seed = data["fewshot_seed"]
+        self.names = tuple(task["name"] for task in cfg["tasks"])
+        self.manifests = tuple(fewshot_manifest_path(cfg, name) if self.fewshot_k else None for name in self.names)
+        self._built: dict[int, ClassificationTask] = {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        index = range(len(self))[index]  # negative indices, IndexError
+        if index not in self._built:
+            self._built[index] = build_task(
+                self.names[index],
+                self.protocol,
+                self.root,
+                self.image,
+                fewshot_k=self.fewshot_k,
+                fewshot_seed=self.fewshot_seed,
+                manifest_path=self.manifests[index],
+            )
+        return self._built[index]
+
+
+def build_benchmark_tasks(cfg: dict, image: ImageConfig) -> BenchmarkTasks:
+    """The tasks of an mtil / xtail config in stream order.
+
+    data.kind is the protocol, data.fewshot the k per class (None: full train split) drawn
+    with data.fewshot_seed and pinned in `fewshot_manifest_path(cfg, dataset)`: the first
+    job that needs a subset writes its manifest, every later job validates and reuses it.
+    """
+    return BenchmarkTasks(cfg, image)
 
 
 @dataclass

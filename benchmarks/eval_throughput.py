@@ -1,0 +1,105 @@
+"""Evaluation-cell throughput of ViT-B-16 (random weights) on the CPU vs the bare model.
+
+A cell is `codyra.evaluate.accuracy_on_task`: it builds the task's text classifier, then
+streams the test set through the registry's EvalView (JPEG decode, CLIP preprocessing) and
+a DataLoader with workers into the image tower. The bare model is `encode_image` alone on
+the same preprocessed batches, held in memory. Their images/s ratio says how much of the
+model's speed a cell loses to data loading and bookkeeping (target >= 0.9).
+
+The test stream is a Food-101 folder in its real on-disk layout (the test fixture writer)
+with Food-sized JPEGs (512 x 384) in a temporary directory. After an untimed warm-up batch
+of the model, cell and bare passes alternate; the median of the repetitions is reported.
+A cell's one-off costs (worker start-up, classifier) count against it, as they do in a job.
+
+    .venv/bin/python benchmarks/eval_throughput.py                 # about 9 minutes on 2 cores
+    .venv/bin/python benchmarks/eval_throughput.py --images 64     # about 2 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # the dataset fixture writers live with the tests
+
+from codyra.clip.model import create_clip  # noqa: E402
+from codyra.data.registry import build_task  # noqa: E402
+from codyra.evaluate import accuracy_on_task  # noqa: E402
+from tests.data.fixtures import write_food  # noqa: E402
+
+MODEL = "ViT-B-16"
+FOOD_IMAGE_SIZE = (512, 384)  # Food-101's images have a longest side of 512
+FOOD_CLASSES = 3  # classes of the fixture writer
+TARGET = 0.9
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=256, help="test images in the stream (rounded up to 3 classes)")
+    parser.add_argument("--batch-size", type=int, default=64, help="eval.batch_size")
+    parser.add_argument("--workers", type=int, default=1, help="data.num_workers: DataLoader worker processes")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (eval.threads)")
+    parser.add_argument("--repeats", type=int, default=1, help="timed repetitions of each pass")
+    return parser.parse_args(argv)
+
+
+def cell_seconds(bundle, tasks, cfg) -> float:
+    started = time.perf_counter()
+    accuracy_on_task(bundle, tasks, 1, cfg, torch.device("cpu"))
+    return time.perf_counter() - started
+
+
+@torch.no_grad()
+def bare_seconds(model, batches) -> float:
+    started = time.perf_counter()
+    for images in batches:
+        model.encode_image(images)
+    return time.perf_counter() - started
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    bundle = create_clip(MODEL, None)
+    cfg = {
+        "eval": {"batch_size": args.batch_size, "precision": "auto"},
+        "data": {"label_space": "task", "num_workers": args.workers},
+    }
+    with tempfile.TemporaryDirectory() as root:
+        write_food(Path(root), test_per_class=math.ceil(args.images / FOOD_CLASSES), image_size=FOOD_IMAGE_SIZE)
+        tasks = [build_task("Food", "mtil", root, bundle.image)]
+        test_set = tasks[0].test_set()
+        loader = torch.utils.data.DataLoader(test_set, batch_size=args.batch_size)
+        started = time.perf_counter()
+        batches = [images for images, _ in loader]
+        preprocess = time.perf_counter() - started
+
+        bare_seconds(bundle.model, batches[:1])  # warm-up
+        cell, bare = [], []
+        for _ in range(args.repeats):
+            cell.append(cell_seconds(bundle, tasks, cfg))
+            bare.append(bare_seconds(bundle.model, batches))
+
+    n = len(test_set)
+    cell_rate, bare_rate = n / statistics.median(cell), n / statistics.median(bare)
+    ratio = cell_rate / bare_rate
+    print(f"{MODEL} eval cell on the CPU: {n} images of {FOOD_IMAGE_SIZE[0]}x{FOOD_IMAGE_SIZE[1]} -> "
+          f"{bundle.image.size} px, batch {args.batch_size}, {args.workers} loader worker(s), "
+          f"{args.threads} torch thread(s), median of {args.repeats}")
+    print(f"  decode + preprocess alone (1 process): {n / preprocess:8.1f} images/s")
+    print(f"  bare encode_image on those batches:    {bare_rate:8.1f} images/s")
+    print(f"  eval cell (classifier + stream):       {cell_rate:8.1f} images/s")
+    print(f"  ratio cell / bare: {ratio:.3f} (target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""One cell A[i, j] of a TRACE benchmark: generate answers to task j's test prompts with
+theta_i and score them with the task's metric (0-100, :func:`codyra.llm.metrics.score_task`).
+
+``codyra.evaluate`` owns the cell protocol (index checks, row 0 shared by every method and
+copied for methods that never train, the JSON file, MLflow) and calls
+:func:`evaluate_lm_cell` where a CLIP benchmark would classify images. The predictions are
+kept beside the cell file, ``A_{i}_{j}.predictions.jsonl`` (prompt, answer, prediction),
+for inspection.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from codyra import __version__
+from codyra.io import write_text
+from codyra.llm.data import load_split
+from codyra.llm.generation import generate_answers
+from codyra.llm.metrics import TRACE_TASK_METRICS, score_task
+from codyra.llm.model import length_limits, pretrained_lm, rebuild_lm, task_folder
+from codyra.paths import PRETRAINED, cell_path, row0_cell_path
+from codyra.state import pick_device
+from codyra.train import derive_seed
+
+
+def predictions_path(cell_file: Path) -> Path:
+    return cell_file.with_suffix(".predictions.jsonl")
+
+
+def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *, device=None) -> dict:
+    """A[i, j] for (method, seed), or the pretrained row (method ``pretrained``, seed None, i 0).
+
+    Writes the predictions file and returns the cell's JSON object (the caller writes it)."""
+    started = time.time()
+    torch.set_num_threads(cfg["eval"]["threads"])
+    device = pick_device(device)
+    bundle = pretrained_lm(cfg) if method == PRETRAINED else rebuild_lm(cfg, method, seed, i)
+    # bf16 weights for generation on a GPU (as in training); fp32 on the CPU
+    bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
+    model = bundle.model.to(device, dtype=torch.bfloat16 if bf16 else torch.float32)
+    task = cfg["tasks"][j - 1]["name"]
+    examples = load_split(task_folder(cfg, j), "test")
+    prompts, answers = [e.prompt for e in examples], [e.answer for e in examples]
+    llm = cfg["llm"]
+    predictions = generate_answers(
+        model,
+        bundle.tokenizer,
+        prompts,
+        limits=length_limits(cfg),
+        max_new_tokens=llm["max_new_tokens"],
+        batch_size=cfg["eval"]["batch_size"],
+        decoding=llm["decoding"],
+        temperature=llm["temperature"],
+        seed=derive_seed(seed or 0, i, j),
+        device=device,
+        desc=f"A[{i},{j}] {task}",
+    )
+    accuracy = score_task(task, predictions, answers, prompts, llm["accuracy_mode"], llm["rouge_mode"])
+    cell_file = row0_cell_path(cfg, j) if method == PRETRAINED else cell_path(cfg, method, seed, i, j)
+    rows = [{"prompt": p, "answer": a, "prediction": q} for p, a, q in zip(prompts, answers, predictions)]
+    write_text(predictions_path(cell_file), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return {
+        "accuracy": accuracy,
+        "metric": TRACE_TASK_METRICS[task],
+        "benchmark": cfg["benchmark"],
+        "method": method,
+        "seed": seed,
+        "i": i,
+        "j": j,
+        "task": task,
+        "num_samples": len(examples),
+        "decoding": llm["decoding"],
+        "max_new_tokens": llm["max_new_tokens"],
+        "seconds": round(time.time() - started, 3),
+        "codyra_version": __version__,
+    }

@@ -1,0 +1,122 @@
+"""Causal LMs for TRACE: theta_0 and theta_i = theta_0 + stored updates, plus task folders.
+
+theta_0 comes from ``model.pretrained`` (a local Hugging Face model folder) or else
+``model.name`` (a hub id such as ``meta-llama/Llama-2-7b-chat-hf``, read through the cache
+``model.cache_dir``). For the mini TRACE (config block ``llm.mini``) it is the folder the
+workflow's pretraining writes, ``results/{benchmark}/pretrain/``. Weights are read from
+safetensors only and kept in fp32 on the CPU, so stored updates merge exactly
+(:func:`codyra.state.rebuild`); training and generation cast where they run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from codyra.llm.data import LengthLimits, prepare_tokenizer
+from codyra.paths import MINI_PRETRAINED, mini_data_dir
+from codyra.state import rebuild
+
+MODEL_CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
+
+
+class WeightsUnavailableError(RuntimeError):
+    pass
+
+
+@dataclass
+class LMBundle:
+    model: torch.nn.Module  # a transformers PreTrainedModel with a causal-LM head
+    tokenizer: object  # its PreTrainedTokenizerFast, prepared for TRACE (pad token, left padding)
+
+
+def is_mini(cfg: dict) -> bool:
+    return cfg["llm"]["mini"] is not None
+
+
+def mini_model_dir(cfg: dict) -> Path:
+    """Where the mini TRACE's pretraining writes theta_0 (a Hugging Face model folder)."""
+    return Path(MINI_PRETRAINED.format(results=cfg["results"], benchmark=cfg["benchmark"])).parent
+
+
+def mini_model_config(name: str) -> dict:
+    """The architecture of a packaged tiny model (``model_configs/<name>.json``)."""
+    path = MODEL_CONFIG_DIR / f"{name}.json"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in MODEL_CONFIG_DIR.glob("*.json")))
+        raise ValueError(f"config key model.name: no packaged tiny model {name!r} for llm.mini; known: {known}")
+    return json.loads(path.read_text())
+
+
+def trace_root(cfg: dict) -> Path:
+    """The folder holding one sub-folder per TRACE task (``C-STANCE/``, ``FOMC/``, ...)."""
+    if cfg["data"]["root"] is not None:
+        return Path(cfg["data"]["root"]).expanduser()
+    if is_mini(cfg):
+        return mini_data_dir(cfg)
+    raise ValueError(
+        "config key data.root is not set: point it at the TRACE benchmark folder that holds one folder per "
+        "task (C-STANCE/, FOMC/, ... each with train.json, eval.json, test.json)"
+    )
+
+
+def task_folder(cfg: dict, j: int) -> Path:
+    return trace_root(cfg) / cfg["tasks"][j - 1]["name"]
+
+
+def length_limits(cfg: dict) -> LengthLimits:
+    return LengthLimits(cfg["llm"]["max_prompt_len"], cfg["llm"]["max_answer_len"])
+
+
+def pretrained_source(cfg: dict) -> tuple[str, bool]:
+    """(where theta_0 is, whether that is a local folder rather than a hub id)."""
+    if cfg["model"]["pretrained"] is not None:
+        return cfg["model"]["pretrained"], True
+    if is_mini(cfg):
+        return str(mini_model_dir(cfg)), True
+    return cfg["model"]["name"], Path(cfg["model"]["name"]).expanduser().is_dir()
+
+
+def check_local_model(folder: Path) -> None:
+    if not (folder / "model.safetensors").is_file() and not (folder / "model.safetensors.index.json").is_file():
+        raise FileNotFoundError(
+            f"no safetensors weights in {folder} (expected model.safetensors or model.safetensors.index.json). "
+            "For the mini TRACE run `codyra pretrain-mini --config <config>` first; codyra never loads "
+            "pickled weights (pytorch_model.bin)."
+        )
+
+
+def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None) -> LMBundle:
+    """Model (fp32, CPU, eval mode) and tokenizer from a local folder or a hub id."""
+    from huggingface_hub.constants import HF_HUB_CACHE
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if local:
+        source = str(Path(source).expanduser())
+        check_local_model(Path(source))
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source, cache_dir=cache_dir, use_safetensors=True, dtype=torch.float32, local_files_only=local
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source, cache_dir=cache_dir, local_files_only=local)
+    except OSError as err:
+        raise WeightsUnavailableError(
+            f"could not load the causal LM {source!r}: {err}\nLooked in the cache {cache_dir or HF_HUB_CACHE} "
+            "(config key model.cache_dir). On a machine without internet, download it once where there is "
+            f"(`hf download {source} --cache-dir <shared dir>`; gated models such as LLaMA need an accepted "
+            "licence and HF_TOKEN), then set model.cache_dir to that dir and HF_HUB_OFFLINE=1 on compute nodes."
+        ) from err
+    return LMBundle(model.eval(), prepare_tokenizer(tokenizer))
+
+
+def pretrained_lm(cfg: dict) -> LMBundle:
+    source, local = pretrained_source(cfg)
+    return load_causal_lm(source, local=local, cache_dir=cfg["model"]["cache_dir"])
+
+
+def rebuild_lm(cfg: dict, method: str, seed: int, upto: int) -> LMBundle:
+    """theta_upto (fp32, CPU): theta_0 plus the stored updates of tasks 1..upto."""
+    return rebuild(cfg, method, seed, upto, pretrained_lm)

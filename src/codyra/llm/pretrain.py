@@ -1,0 +1,123 @@
+"""Everything the mini TRACE starts from, written by one job (`codyra pretrain-mini`).
+
+1. The data: the eight synthetic tasks in TRACE's file format (:mod:`codyra.llm.mini_trace`)
+   under ``data.root`` (default ``results/{benchmark}/data``).
+2. A byte-level BPE tokenizer trained on their training splits.
+3. theta_0: a tiny LLaMA (``model_configs/<model.name>.json``) pretrained as a plain language
+   model (loss on every token) on solved examples of the ``llm.mini.pretrain_tasks``, drawn
+   with a different seed and never with an eval or test prompt of the benchmark. So the
+   pretrained model solves some tasks zero-shot and knows nothing of the others, as an
+   instruction-tuned LLM knows some TRACE tasks and not others.
+
+The output is a Hugging Face model folder (``config.json``, ``model.safetensors``, tokenizer
+JSON files), written to a temporary folder and renamed into place, so ``model.safetensors``
+exists only once everything does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from codyra.llm.backends import answer_loss_sum, position_ids
+from codyra.llm.collate import TrainingCollator
+from codyra.llm.data import SPLITS, IGNORE_INDEX, load_split
+from codyra.llm.mini_trace import MINI_TRACE_TASKS, generate_task, write_mini_trace
+from codyra.llm.model import length_limits, mini_model_config, mini_model_dir, trace_root
+from codyra.llm.tokenizer import train_mini_trace_tokenizer
+from codyra.progress import progress_bar
+from codyra.schedules import warmup_cosine
+
+log = logging.getLogger(__name__)
+WARMUP_FRACTION = 0.05
+SEED_OFFSET = 1_000_003  # the pretraining corpus is drawn apart from the benchmark's data seed
+
+
+def pretraining_corpus(cfg: dict, root: Path) -> list:
+    """Solved examples of the pretraining tasks, none sharing a prompt with an eval or test split."""
+    mini = cfg["llm"]["mini"]
+    unknown = sorted(set(mini["pretrain_tasks"]) - set(MINI_TRACE_TASKS))
+    if unknown:
+        raise ValueError(f"config key llm.mini.pretrain_tasks: unknown task(s) {unknown}; choose from {MINI_TRACE_TASKS}")
+    corpus = []
+    for task in mini["pretrain_tasks"]:
+        held_out = {e.prompt for split in ("eval", "test") for e in load_split(root / task, split)}
+        drawn = generate_task(task, mini["data_seed"] + SEED_OFFSET, {"train": mini["pretrain_per_task"], "eval": 0, "test": 0})
+        corpus += [e for e in drawn["train"] if e.prompt not in held_out]
+    return corpus
+
+
+def build_mini_llama(name: str, tokenizer, seed: int):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        **mini_model_config(name),
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)  # transformers initialises from the global RNG
+    return LlamaForCausalLM(config)
+
+
+def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
+    mini = cfg["llm"]["mini"]
+    if mini is None:
+        raise ValueError("pretrain-mini for a causal LM needs the llm.mini block (the synthetic mini TRACE)")
+    torch.set_num_threads(mini["pretrain_threads"])
+    started = time.time()
+    root = trace_root(cfg)
+    sizes = dict(zip(SPLITS, (mini["train_per_task"], mini["eval_per_task"], mini["test_per_task"])))
+    write_mini_trace(root, mini["data_seed"], sizes)
+    tokenizer = train_mini_trace_tokenizer(root, mini["vocab_size"])
+    collate = TrainingCollator(tokenizer, length_limits(cfg))  # also sets the pad token and left padding
+    model = build_mini_llama(cfg["model"]["name"], tokenizer, mini["pretrain_seed"]).train()
+    corpus = pretraining_corpus(cfg, root)
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=mini["pretrain_lr"],
+        betas=(0.9, 0.98),
+    )
+    # No pretraining tasks: theta_0 is the random initialisation.
+    steps, batch = (mini["pretrain_steps"] if corpus else 0), mini["pretrain_batch_size"]
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(steps, int(WARMUP_FRACTION * steps)))
+    generator = torch.Generator().manual_seed(mini["pretrain_seed"])
+    bar = progress_bar(total=steps, desc="pretrain mini LM")
+    loss = torch.tensor(float("nan"))
+    for _ in range(steps):
+        picks = torch.randint(len(corpus), (batch,), generator=generator).tolist()
+        inputs = collate([corpus[k] for k in picks])
+        labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, IGNORE_INDEX)
+        logits = model(
+            input_ids=inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            position_ids=position_ids(inputs["attention_mask"]),
+        ).logits
+        total, tokens = answer_loss_sum(logits, labels)
+        loss = total / tokens
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
+
+    out = Path(out_dir) if out_dir is not None else mini_model_dir(cfg)
+    staging = out.parent / f".{out.name}.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.eval().save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(staging, out)
+    seconds = time.time() - started
+    log.info("mini TRACE data, tokenizer and theta_0 in %.1fs (corpus %d, final loss %.3f) -> %s", seconds, len(corpus), loss.item(), out)
+    return {"seconds": seconds, "corpus": len(corpus), "final_loss": loss.item(), "steps": steps}

@@ -1,0 +1,123 @@
+"""Fill MLflow from the result files: every run that live logging missed, exactly once.
+
+Idempotent: a run whose key is already present and complete is left alone; an incomplete
+one (its job died while logging) is replaced by a run rebuilt from the files. Running
+sync twice creates nothing the second time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from codyra.config import fingerprint
+from codyra.io import read_json, write_json
+from codyra.paths import PRETRAINED, cell_path, row0_cell_path, run_dir, task_dir
+from codyra.tracking import (
+    COMPLETE,
+    KEY,
+    Store,
+    cell_metrics,
+    cell_run,
+    flatten,
+    run_key,
+    tracking_uri,
+    train_final_metrics,
+    train_run,
+    with_store,
+)
+from codyra.results import HEATMAP_FILE, MATRIX_FILE
+from codyra.updates import HISTORY_FILE, SUMMARY_FILE
+
+log = logging.getLogger(__name__)
+SUMMARY_METRICS_TAG = "codyra.metrics_logged"
+
+
+def log_parent_results(store: Store, cfg: dict, method: str, seed: int, tables_dir: Path | None = None) -> None:
+    """Metrics, matrix and heatmap (and the benchmark's tables) on a (method, seed) parent run."""
+    parent = store.ensure_parent(method, seed)
+    directory = run_dir(cfg, method, seed)
+    matrix_path = directory / MATRIX_FILE
+    if not matrix_path.is_file():
+        return
+    matrix = read_json(matrix_path)
+    metrics = {k: v for k, v in matrix["metrics"].items() if isinstance(v, (int, float))}
+    logged = fingerprint(matrix["A"])
+    if store.client.get_run(parent).data.tags.get(SUMMARY_METRICS_TAG) != logged:  # log each matrix once
+        store.log_metrics(parent, [{"step": 0, **metrics}])
+        store.client.set_tag(parent, SUMMARY_METRICS_TAG, logged)
+    for path in (matrix_path, directory / HEATMAP_FILE):
+        if path.is_file():
+            store.client.log_artifact(parent, str(path))
+    if tables_dir is not None and tables_dir.is_dir():
+        store.client.log_artifacts(parent, str(tables_dir), artifact_path="tables")
+    store.client.set_terminated(parent, "FINISHED")
+
+
+def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None = None) -> dict:
+    """Create the missing runs of every result file of ``cfg``; returns counts of what it did."""
+    store = store or Store(cfg)
+    existing = store.runs_by_key()
+    counts = {"created": 0, "replaced": 0, "kept": 0}
+
+    def needed(key: str) -> bool:
+        run = existing.get(key)
+        if run is not None and run.data.tags.get(COMPLETE) == "true":
+            counts["kept"] += 1
+            return False
+        if run is not None:  # a job died mid-logging: rebuild the run from the files
+            store.client.delete_run(run.info.run_id)
+            counts["replaced"] += 1
+        counts["created"] += 1
+        return True
+
+    def child(spec: dict, metrics_rows: list[dict], params: dict | None = None) -> None:
+        parent = store.ensure_parent(*spec["parent"])
+        tags = {KEY: spec["key"], "mlflow.parentRunId": parent, **{k: str(v) for k, v in spec["tags"].items()}}
+        run_id = store.client.create_run(store.experiment_id, tags=tags, run_name=spec["name"]).info.run_id
+        if params:
+            store.log_params(run_id, params)
+        store.log_metrics(run_id, metrics_rows)
+        store.complete(run_id)
+
+    n = len(cfg["tasks"])
+    for j in range(1, n + 1):
+        path = row0_cell_path(cfg, j)
+        spec = cell_run(cfg, PRETRAINED, None, 0, j)
+        if path.is_file() and needed(spec["key"]):
+            child(spec, [{"step": 0, **cell_metrics(read_json(path))}])
+    for method in cfg["methods"]:
+        for seed in cfg["seeds"]:
+            for i in range(1, n + 1):
+                summary_path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
+                spec = train_run(cfg, method, seed, i)
+                if summary_path.is_file() and needed(spec["key"]):
+                    summary = read_json(summary_path)
+                    history = task_dir(cfg, method, seed, i) / HISTORY_FILE
+                    rows = [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
+                    child(spec, rows + [{"step": 0, **train_final_metrics(summary)}], params=flatten(summary["job"]))
+            for i in range(n + 1):
+                for j in range(1, n + 1):
+                    path = cell_path(cfg, method, seed, i, j)
+                    spec = cell_run(cfg, method, seed, i, j)
+                    if path.is_file() and needed(spec["key"]):
+                        child(spec, [{"step": 0, **cell_metrics(read_json(path))}])
+            if run_dir(cfg, method, seed).is_dir():
+                log_parent_results(store, cfg, method, seed, tables_dir)
+    log.info("MLflow sync of %s (%s): %s", cfg["benchmark"], store.uri, counts)
+    return counts
+
+
+def init_store(cfg: dict, marker: str | Path) -> None:
+    """Create the store, the experiment and every parent run once (before parallel jobs
+    start: concurrent first opens of a fresh SQLite store race on its schema migrations).
+    Best-effort like all tracking: ``marker`` records whether the store answered."""
+    parents = [(PRETRAINED, None)] + [(m, s) for m in cfg["methods"] for s in cfg["seeds"]]
+
+    def create(store: Store) -> None:
+        for method, seed in parents:
+            store.ensure_parent(method, seed)
+
+    available = with_store(cfg, create)
+    write_json(marker, {"uri": tracking_uri(cfg), "available": available, "parents": [run_key(cfg, m, s) for m, s in parents]})

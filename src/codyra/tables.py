@@ -1,0 +1,216 @@
+"""The paper's tables from a benchmark's per-run matrices, in Markdown, CSV and LaTeX.
+
+Every number is mean +- sample standard deviation over seeds (ddof = 1; 0 with one seed),
+computed by ``codyra.metrics`` from the A matrices the DAG produced. The best mean of
+each column is marked (bold in Markdown and LaTeX, ``best = true`` in the CSV).
+
+- ``table1``: the paper's Table 1 layout: blocks Transfer / Average / Last, rows = methods,
+  columns = tasks + Average.
+- ``forgetting``: Forgetting (paper, lower is better) and BWT (TreeLoRA, higher is
+  better), with OP and the three means (paper Table 4 and the TRACE Table 2 metrics).
+- ``table2``: TRACE's layout: rows OP and Forgetting, columns = methods.
+- ``A_<method>``: the accuracy matrix, rows i = 0..N, columns j = 1..N.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from codyra.io import read_json, write_json, write_text
+from codyra.metrics import summarize
+from codyra.paths import run_dir, tables_dir
+from codyra.results import MATRIX_FILE
+
+
+@dataclass
+class Table:
+    name: str
+    caption: str
+    columns: list[str]
+    # rows of (block, label, cells); a cell is a list of per-seed values or None (not defined)
+    rows: list[tuple[str, str, list[list[float] | None]]] = field(default_factory=list)
+    higher_is_better: dict[str, bool] = field(default_factory=dict)  # per column (or row label); default True
+    best_along: str = "column"  # "row" when the columns are methods (TRACE's Table 2)
+
+    def stats(self):
+        """(block, label, [(mean, std, n) or None per column])."""
+        for block, label, cells in self.rows:
+            yield block, label, [None if c is None else _mean_std(c) for c in cells]
+
+    def best(self) -> set[tuple[str, str, int]]:
+        """(block, label, column) of the best mean per column within each block (or per row)."""
+        marked = set()
+        rows = list(self.stats())
+        if self.best_along == "row":
+            for block, label, stats in rows:
+                means = [(s[0], col) for col, s in enumerate(stats) if s is not None]
+                if len(means) > 1:
+                    target = (max if self.higher_is_better.get(label, True) else min)(m for m, _ in means)
+                    marked.update((block, label, col) for m, col in means if np.isclose(m, target))
+            return marked
+        for block in dict.fromkeys(b for b, _, _ in rows):
+            for col, name in enumerate(self.columns):
+                means = [(s[col][0], label) for b, label, s in rows if b == block and s[col] is not None]
+                if len(means) < 2:
+                    continue
+                target = (max if self.higher_is_better.get(name, True) else min)(m for m, _ in means)
+                marked.update((block, label, col) for m, label in means if np.isclose(m, target))
+        return marked
+
+
+def _defined(values: list) -> list[float] | None:
+    """The per-seed values of a cell, or None where the metric is undefined (e.g. Transfer of task 1)."""
+    return None if any(v is None for v in values) else values
+
+
+def _mean_std(values: list[float]) -> tuple[float, float, int]:
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else 0.0, len(arr)
+
+
+def _fmt(stat, decimals: int = 1) -> str:
+    if stat is None:
+        return "--"
+    mean, std, n = stat
+    return f"{mean:.{decimals}f}" if n == 1 else f"{mean:.{decimals}f} ± {std:.{decimals}f}"
+
+
+def to_markdown(table: Table) -> str:
+    best = table.best()
+    lines = [f"**{table.caption}**", "", "| | " + " | ".join(table.columns) + " |", "|---" * (len(table.columns) + 1) + "|"]
+    current = None
+    for block, label, stats in table.stats():
+        if block and block != current:
+            lines.append(f"| *{block}* |" + " |" * len(table.columns))
+            current = block
+        cells = [f"**{_fmt(s)}**" if (block, label, c) in best else _fmt(s) for c, s in enumerate(stats)]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _tex(text: str) -> str:
+    for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
+        text = text.replace(char, escaped)
+    return text
+
+
+def to_latex(table: Table) -> str:
+    best = table.best()
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\begin{tabular}{l" + "c" * len(table.columns) + "}",
+        r"\toprule",
+        "Method & " + " & ".join(_tex(c) for c in table.columns) + r" \\",
+        r"\midrule",
+    ]
+    current = None
+    for block, label, stats in table.stats():
+        if block and block != current:
+            if current is not None:
+                lines.append(r"\midrule")
+            lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{l}}{{\emph{{{_tex(block)}}}}} \\")
+            current = block
+        cells = [_fmt(s).replace("±", r"$\pm$") for s in stats]
+        cells = [rf"\textbf{{{c}}}" if (block, label, k) in best else c for k, c in enumerate(cells)]
+        lines.append(f"{_tex(label)} & " + " & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(table.caption)}}}", rf"\label{{tab:{table.name}}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(table: Table) -> str:
+    best = table.best()
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["block", "row", "column", "mean", "std", "n_seeds", "best"])
+    for block, label, stats in table.stats():
+        for col, stat in enumerate(stats):
+            mean, std, n = stat if stat is not None else ("", "", 0)
+            writer.writerow([block, label, table.columns[col], mean, std, n, (block, label, col) in best])
+    return out.getvalue()
+
+
+def load_runs(cfg: dict) -> dict[str, list[dict]]:
+    """method -> the matrix.json of each seed (in config order)."""
+    return {m: [read_json(run_dir(cfg, m, s) / MATRIX_FILE) for s in cfg["seeds"]] for m in cfg["methods"]}
+
+
+def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    tasks = [t["name"] for t in cfg["tasks"]]
+    table = Table(
+        "table1",
+        f"{cfg['benchmark']}: Transfer, Average and Last accuracy (%) per task, mean ± std over seeds {cfg['seeds']}",
+        tasks + ["Average"],
+    )
+    for block, key in (("Transfer", "transfer"), ("Average", "average"), ("Last", "last")):
+        for method, matrices in runs.items():
+            summaries = [summarize(m["A"]) for m in matrices]
+            cells = [_defined([s["per_task"][key][j] for s in summaries]) for j in range(len(tasks))]
+            table.rows.append((block, method, cells + [_defined([s[key] for s in summaries])]))
+    return table
+
+
+def forgetting_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    columns = ["Forgetting", "BWT", "OP", "Transfer", "Average", "Last"]
+    table = Table(
+        "forgetting",
+        f"{cfg['benchmark']}: Forgetting (paper; lower is better), BWT (TreeLoRA; higher is better) and means (%)",
+        columns,
+        higher_is_better={"Forgetting": False},
+    )
+    for method, matrices in runs.items():
+        summaries = [summarize(m["A"]) for m in matrices]
+        table.rows.append(("", method, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
+    return table
+
+
+def table2(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    table = Table(
+        "table2",
+        f"{cfg['benchmark']}: Overall Performance (OP, higher is better) and Forgetting (lower is better), mean ± std",
+        list(runs),
+        higher_is_better={"Forgetting": False},
+        best_along="row",
+    )
+    summaries = {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()}
+    for label, key in (("OP", "op"), ("Forgetting", "forgetting")):
+        table.rows.append(("", label, [_defined([s[key] for s in summaries[m]]) for m in runs]))
+    return table
+
+
+def matrix_table(cfg: dict, method: str, matrices: list[dict]) -> Table:
+    tasks = [t["name"] for t in cfg["tasks"]]
+    stack = np.asarray([m["A"] for m in matrices], dtype=float)  # (seeds, N+1, N)
+    table = Table(f"A_{method}", f"{cfg['benchmark']} / {method}: A[i,j] (%), mean ± std over seeds", tasks)
+    for i in range(stack.shape[1]):
+        label = "pretrained" if i == 0 else f"after {i}: {tasks[i - 1]}"
+        table.rows.append(("", label, [list(stack[:, i, j]) for j in range(len(tasks))]))
+    return table
+
+
+def table_names(cfg: dict) -> list[str]:
+    """The tables ``write_tables`` produces for ``cfg`` (the workflow declares them as outputs)."""
+    trace = ["table2"] if cfg["data"]["kind"] == "trace" else []
+    return ["table1", "forgetting", *trace, *(f"A_{m}" for m in cfg["methods"])]
+
+
+def write_tables(cfg: dict) -> Path:
+    """Every table of ``cfg``'s benchmark under results/tables/<benchmark>/; returns that folder."""
+    runs = load_runs(cfg)
+    tables = [table1(cfg, runs), forgetting_table(cfg, runs)]
+    if cfg["data"]["kind"] == "trace":
+        tables.append(table2(cfg, runs))
+    tables += [matrix_table(cfg, m, matrices) for m, matrices in runs.items()]
+    assert [t.name for t in tables] == table_names(cfg)
+    out = tables_dir(cfg)
+    for table in tables:
+        write_text(out / f"{table.name}.md", to_markdown(table))
+        write_text(out / f"{table.name}.csv", to_csv(table))
+        write_text(out / f"{table.name}.tex", to_latex(table))
+    write_json(out / "summary.json", {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()})
+    return out

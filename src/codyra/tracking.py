@@ -1,0 +1,303 @@
+"""MLflow mirror of the result files (the files are the source of truth).
+
+Layout: one experiment per benchmark (``codyra/<benchmark>``); a parent run per
+(method, seed) plus one for the shared pretrained row; child runs per training task and
+per cell. Every run carries the tag ``codyra.key`` (e.g. ``cell/mini/codyra/seed0/A_2_1``)
+that identifies it, and ``codyra.complete = true`` once everything it mirrors is logged;
+``sync`` uses the key to fill in what live logging missed without ever duplicating a run.
+
+Live logging is best-effort: a job first probes the store (an HTTP server must answer
+``/health`` within seconds); if the store is down, or any call fails later, the job logs a
+warning and carries on without MLflow.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import urllib.request
+from pathlib import Path
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# Fail fast on an unreachable server instead of retrying with backoff for minutes.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+
+log = logging.getLogger(__name__)
+KEY, COMPLETE = "codyra.key", "codyra.complete"
+METRIC_FLUSH_SECONDS = 10.0
+
+
+def tracking_uri(cfg: dict) -> str:
+    uri = cfg["tracking"]["uri"] or os.environ.get("MLFLOW_TRACKING_URI")
+    return uri or f"sqlite:///{Path(cfg['results']).absolute() / 'mlflow.db'}"
+
+
+def experiment_name(cfg: dict) -> str:
+    return f"codyra/{cfg['benchmark']}"
+
+
+def run_key(cfg: dict, method: str, seed: int | None) -> str:
+    return f"run/{cfg['benchmark']}/{method}" + ("" if seed is None else f"/seed{seed}")
+
+
+def train_key(cfg: dict, method: str, seed: int, i: int) -> str:
+    return f"train/{cfg['benchmark']}/{method}/seed{seed}/task{i}"
+
+
+def cell_key(cfg: dict, method: str, seed: int | None, i: int, j: int) -> str:
+    return f"cell/{cfg['benchmark']}/{method}" + ("" if seed is None else f"/seed{seed}") + f"/A_{i}_{j}"
+
+
+def store_answers(uri: str) -> bool:
+    """Cheap reachability probe (no MLflow retries): an HTTP server's /health, or a local store's folder."""
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=3) as response:
+                return response.status == 200
+        except OSError:
+            return False
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///")).parent.is_dir()
+    return True
+
+
+class Store:
+    """An MLflow experiment of one benchmark, addressed by ``codyra.key`` tags."""
+
+    def __init__(self, cfg: dict):
+        from mlflow import MlflowClient
+
+        self.cfg, self.uri = cfg, tracking_uri(cfg)
+        self.client = MlflowClient(self.uri)
+        self.experiment_id = self._experiment()
+
+    def _experiment(self) -> str:
+        from mlflow.exceptions import MlflowException
+
+        name = experiment_name(self.cfg)
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        artifacts = (Path(self.cfg["results"]).absolute() / "mlartifacts").as_uri()
+        try:
+            return self.client.create_experiment(name, artifact_location=artifacts, tags={"codyra.benchmark": self.cfg["benchmark"]})
+        except MlflowException:  # created concurrently by another job
+            return self.client.get_experiment_by_name(name).experiment_id
+
+    def runs_by_key(self, prefix: str = "") -> dict:
+        """Active runs whose key starts with ``prefix`` (one search, paged)."""
+        runs, token = {}, None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id], filter_string=f"tags.`{KEY}` LIKE '{prefix}%'", max_results=5000, page_token=token
+            )
+            runs.update({r.data.tags[KEY]: r for r in page})
+            token = page.token
+            if not token:
+                return runs
+
+    def find(self, key: str):
+        found = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{KEY}` = '{key}'", order_by=["attributes.start_time ASC"])
+        for duplicate in found[1:]:  # two jobs raced to create the same run: keep the first
+            self.client.delete_run(duplicate.info.run_id)
+        return found[0] if found else None
+
+    def ensure_parent(self, method: str, seed: int | None):
+        key = run_key(self.cfg, method, seed)
+        run = self.find(key)
+        if run is None:
+            tags = {KEY: key, "benchmark": self.cfg["benchmark"], "method": method, "seed": "" if seed is None else str(seed)}
+            run = self.client.create_run(self.experiment_id, tags=tags, run_name=key.split("/", 2)[2])
+            self.find(key)
+        return run.info.run_id
+
+    def open_child(self, key: str, parent: str, name: str, tags: dict) -> str:
+        """The run for ``key``: a new one, or the incomplete one a killed job left (resumed)."""
+        run = self.find(key)
+        if run is not None:
+            self.client.update_run(run.info.run_id, status="RUNNING")
+            return run.info.run_id
+        all_tags = {KEY: key, COMPLETE: "false", "mlflow.parentRunId": parent, **{k: str(v) for k, v in tags.items()}}
+        run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id
+        self.find(key)
+        return run_id
+
+    def complete(self, run_id: str, status: str = "FINISHED") -> None:
+        self.client.set_tag(run_id, COMPLETE, "true")
+        self.client.set_terminated(run_id, status)
+
+    def log_metrics(self, run_id: str, rows: list[dict], step_key: str = "step") -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [
+            Metric(name, float(value), now, int(row.get(step_key, 0)))
+            for row in rows
+            for name, value in row.items()
+            if name != step_key and isinstance(value, (int, float)) and value is not None
+        ]
+        for start in range(0, len(metrics), 1000):  # MLflow's per-request limit
+            self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
+
+    def log_params(self, run_id: str, params: dict) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+        for start in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[start : start + 100])
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def _warn_stopped(err: Exception) -> None:
+    log.warning(
+        "MLflow logging stopped (%s: %s); results stay in files (codyra sync-mlflow fills MLflow later)",
+        type(err).__name__,
+        err,
+    )
+
+
+def _store_if_answering(cfg: dict) -> bool:
+    if not cfg["tracking"]["enabled"]:
+        return False
+    uri = tracking_uri(cfg)
+    if store_answers(uri):
+        return True
+    log.warning("MLflow store %s does not answer; results stay in files (fill MLflow later: codyra sync-mlflow)", uri)
+    return False
+
+
+def with_store(cfg: dict, action) -> bool:
+    """Best-effort ``action(store)``; False (with a warning) if tracking is off or failing."""
+    if not _store_if_answering(cfg):
+        return False
+    try:
+        action(Store(cfg))
+    except Exception as err:  # tracking must never fail a job
+        _warn_stopped(err)
+        return False
+    return True
+
+
+class JobRun:
+    """Best-effort live logging of one job; every method is a no-op once tracking is off."""
+
+    def __init__(
+        self,
+        cfg: dict,
+        key: str,
+        parent: tuple[str, int | None],
+        name: str,
+        tags: dict,
+        params: dict | None = None,
+        system_metrics: bool = False,
+    ):
+        self.store = self.run_id = self.monitor = None
+        self.pending: list[dict] = []
+        self.flushed = time.monotonic()
+        if not _store_if_answering(cfg):
+            return
+        self._guard(lambda: self._open(cfg, key, parent, name, tags, params, system_metrics))
+
+    def _open(self, cfg, key, parent, name, tags, params, system_metrics):
+        self.store = Store(cfg)
+        parent_id = self.store.ensure_parent(*parent)
+        self.run_id = self.store.open_child(key, parent_id, name, tags)
+        if params:
+            self.store.log_params(self.run_id, params)
+        if system_metrics:  # CPU, memory, GPU utilisation sampled by MLflow in a background thread
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            self.monitor = SystemMetricsMonitor(self.run_id, sampling_interval=5, tracking_uri=self.store.uri)
+            self.monitor.start()
+
+    def _guard(self, call) -> None:
+        try:
+            call()
+        except Exception as err:  # tracking must never fail a job
+            _warn_stopped(err)
+            self.store = self.run_id = None
+
+    @property
+    def active(self) -> bool:
+        return self.run_id is not None
+
+    def metrics(self, row: dict) -> None:
+        """Queue a metrics row (with its ``step``); sent in batches every few seconds."""
+        if self.active:
+            self.pending.append(row)
+            if time.monotonic() - self.flushed > METRIC_FLUSH_SECONDS:
+                self.flush()
+
+    def flush(self) -> None:
+        if self.active and self.pending:
+            rows, self.pending = self.pending, []
+            self._guard(lambda: self.store.log_metrics(self.run_id, rows))
+        self.flushed = time.monotonic()
+
+    def _stop_monitor(self) -> None:
+        if self.monitor is not None:
+            monitor, self.monitor = self.monitor, None
+            self._guard(monitor.finish)
+
+    def finish(self, final: dict | None = None, artifacts: list[Path] = ()) -> None:
+        self.flush()
+        self._stop_monitor()
+        if self.active:
+            self._guard(lambda: self._finish(final, artifacts))
+
+    def _finish(self, final, artifacts):
+        if final:
+            self.store.log_metrics(self.run_id, [{"step": 0, **final}])
+        for path in artifacts:
+            self.store.client.log_artifact(self.run_id, str(path))
+        self.store.complete(self.run_id)
+
+    def fail(self) -> None:
+        self.flush()
+        self._stop_monitor()
+        if self.active:
+            self._guard(lambda: self.store.client.set_terminated(self.run_id, "FAILED"))
+
+
+# What a training task and a cell look like in MLflow: shared by live logging and sync.
+SUMMARY_METRICS = ("seconds", "final_loss", "trainable_params", "stored_params", "active_rank_total", "active_rank_mean", "dW_fro_total")
+
+
+def train_run(cfg: dict, method: str, seed: int, i: int) -> dict:
+    task = cfg["tasks"][i - 1]["name"]
+    return {
+        "key": train_key(cfg, method, seed, i),
+        "parent": (method, seed),
+        "name": f"task{i}-{task}",
+        "tags": {"kind": "train", "benchmark": cfg["benchmark"], "method": method, "seed": seed, "task": task, "i": i},
+    }
+
+
+def train_final_metrics(summary: dict) -> dict:
+    return {k: summary[k] for k in SUMMARY_METRICS if isinstance(summary.get(k), (int, float))}
+
+
+def cell_run(cfg: dict, method: str, seed: int | None, i: int, j: int) -> dict:
+    task = cfg["tasks"][j - 1]["name"]
+    return {
+        "key": cell_key(cfg, method, seed, i, j),
+        "parent": (method, seed),
+        "name": f"A[{i},{j}]",
+        "tags": {"kind": "cell", "benchmark": cfg["benchmark"], "method": method, "seed": "" if seed is None else seed, "task": task, "i": i, "j": j},
+    }
+
+
+def cell_metrics(cell: dict) -> dict:
+    return {k: cell[k] for k in ("accuracy", "num_samples", "num_classes", "seconds") if isinstance(cell.get(k), (int, float))}

@@ -1,0 +1,67 @@
+"""The DAG: job counts per rule, config errors before any job, reruns of exactly the affected jobs."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from .conftest import REPO, grid_config, job_counts, snakemake
+
+
+def test_default_config_dag_has_the_grid_job_counts(tmp_path):
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["results"] = str(tmp_path / "results")
+    counts = job_counts(snakemake(tmp_path, cfg, "-n", "all_tables").stdout)
+    n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
+    trained = [m for m in cfg["methods"] if cfg["method_configs"][m]["kind"] != "zeroshot"]
+    assert counts == {
+        "mlflow_init": 1,
+        "pretrain_mini": 1,
+        "row0_cell": n,  # shared by every method and seed
+        "train_task": len(trained) * seeds * n,  # N per trained (method, seed); zero-shot never trains
+        "eval_cell": len(cfg["methods"]) * seeds * n * n,  # A[i,j], i = 1..N
+        "share_row0": len(cfg["methods"]) * seeds * n,  # each run's copy of A[0,j]
+        "summarize_run": len(cfg["methods"]) * seeds,
+        "tables": 1,
+        "all_tables": 1,
+    }
+    assert not (tmp_path / "results").exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c["methods"].append("ewc"), "methods: 'ewc' has no entry in method_configs"),
+        (lambda c: c["method_configs"].pop("codyra"), "methods: 'codyra' has no entry in method_configs"),
+        (lambda c: c.pop("model"), "'model' is a required property"),
+        (lambda c: c["train"].update(batch_size="large"), "config key train.batch_size: 'large' is not of type 'integer'"),
+        (lambda c: c.update(tasks=[]), "config key tasks"),
+        (lambda c: c["method_configs"]["codyra"].update(placement="ffn"), "unknown placement token 'ffn'"),
+    ],
+)
+def test_config_errors_stop_the_workflow_before_any_job(tmp_path, mutate, message):
+    cfg = grid_config(tmp_path)
+    mutate(cfg)
+    result = snakemake(tmp_path, cfg, "--cores", "1", "all_tables", check=False)
+    assert result.returncode != 0
+    assert "configuration error (nothing was run)" in result.stderr + result.stdout
+    assert message in result.stderr + result.stdout
+    assert not (tmp_path / "results").exists()
+
+
+def test_changed_hyperparameters_rerun_exactly_the_affected_jobs(finished_grid, tmp_path):
+    workdir, cfg, _ = finished_grid
+    assert job_counts(snakemake(workdir, cfg, "-n", "all_tables").stdout) == {}  # up to date
+    changed = copy.deepcopy(cfg)
+    changed["tasks"][1]["methods"] = {"codyra": {"kappa_max": 0.2}}  # codyra, task 2 only
+    counts = job_counts(snakemake(workdir, changed, "-n", "all_tables").stdout)
+    n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
+    assert counts == {
+        "train_task": seeds * (n - 1),  # tasks 2..N of codyra (task 3 starts from task 2's update)
+        "eval_cell": seeds * (n - 1) * n,  # rows 2..N of codyra
+        "summarize_run": seeds,
+        "tables": 1,
+        "all_tables": 1,
+    }

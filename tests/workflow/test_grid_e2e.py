@@ -1,0 +1,112 @@
+"""The tiny grid end to end through Snakemake: tables, one-cell reruns, MLflow mirror and sync."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import pytest
+
+from codyra.config import load_config
+from codyra.metrics import summarize
+from codyra.mlflow_sync import sync_mlflow
+from codyra.paths import cell_path, tables_dir
+from codyra.tracking import KEY, Store
+
+from .conftest import grid_config, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+def matrix_from_cells(cfg, method, seed):
+    n = len(cfg["tasks"])
+    return [[json.loads(cell_path(cfg, method, seed, i, j).read_text())["accuracy"] for j in range(1, n + 1)] for i in range(n + 1)]
+
+
+def test_tables_equal_metrics_of_the_cell_files(finished_grid):
+    _, raw, _ = finished_grid
+    cfg = load_config(raw)
+    folder = tables_dir(cfg)
+    names = {p.name for p in folder.iterdir()}
+    for table in ("table1", "forgetting", "A_codyra", "A_full-ft", "A_zeroshot"):
+        assert {f"{table}.md", f"{table}.csv", f"{table}.tex"} <= names
+    rows = list(csv.DictReader((folder / "table1.csv").open()))
+    for method in cfg["methods"]:
+        per_seed = [summarize(matrix_from_cells(cfg, method, s)) for s in cfg["seeds"]]
+        for block, key in (("Transfer", "transfer"), ("Average", "average"), ("Last", "last")):
+            got = {r["column"]: r for r in rows if r["block"] == block and r["row"] == method}
+            want = sum(s[key] for s in per_seed) / len(per_seed)
+            assert float(got["Average"]["mean"]) == pytest.approx(want)
+            first = cfg["tasks"][0]["name"]
+            if key == "transfer":
+                assert got[first]["mean"] == ""  # task 1 has no transfer
+            else:
+                assert float(got[first]["mean"]) == pytest.approx(sum(s["per_task"][key][0] for s in per_seed) / len(per_seed))
+    forgetting = {r["row"]: r for r in csv.DictReader((folder / "forgetting.csv").open()) if r["column"] == "Forgetting"}
+    want = [summarize(matrix_from_cells(cfg, "full-ft", s))["forgetting"] for s in cfg["seeds"]]
+    assert float(forgetting["full-ft"]["mean"]) == pytest.approx(sum(want) / len(want))
+    assert forgetting["zeroshot"]["mean"] == "0.0"
+    assert sum(r["best"] == "True" for r in forgetting.values()) >= 1
+    latex = (folder / "table1.tex").read_text()
+    assert "\\toprule" in latex and "\\textbf{" in latex and "$\\pm$" in latex
+
+
+def test_rerunning_one_cell_touches_only_that_cell(finished_grid):
+    workdir, raw, _ = finished_grid
+    cfg = load_config(raw)
+    results = workdir / "results"
+    before = {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file() and "logs" not in p.parts}
+    target = cell_path(cfg, "codyra", 1, 2, 3)
+    old = json.loads(target.read_text())
+    snakemake(workdir, raw, "--cores", "1", "-f", str(target))
+    after = {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file() and "logs" not in p.parts}
+    changed = {p for p in after if after[p] != before.get(p)}
+    # the cell, plus MLflow's own store (the cell's run is logged again)
+    assert {p for p in changed if "mlflow.db" not in p.name and "mlartifacts" not in p.parts} == {target}
+    assert json.loads(target.read_text())["accuracy"] == old["accuracy"]  # deterministic
+
+
+def test_mlflow_mirrors_the_grid(finished_grid):
+    _, raw, _ = finished_grid
+    cfg = load_config(raw)
+    store = Store(cfg)
+    runs = store.runs_by_key()
+    n, seeds, methods = len(cfg["tasks"]), cfg["seeds"], cfg["methods"]
+    trained = [m for m in methods if m != "zeroshot"]
+    expected = (1 + len(methods) * len(seeds)) + n + len(trained) * len(seeds) * n + len(methods) * len(seeds) * (n + 1) * n
+    assert len(runs) == expected  # parents, shared row 0, training tasks, cells; no duplicates
+    assert all(r.data.tags.get("codyra.complete") == "true" for k, r in runs.items() if not k.startswith("run/"))
+    train = runs[f"train/{cfg['benchmark']}/codyra/seed1/task2"]
+    assert train.data.tags["task"] == cfg["tasks"][1]["name"] and train.data.tags["kind"] == "train"
+    assert train.data.params["method.kappa_max"] == str(cfg["method_configs"]["codyra"]["kappa_max"])
+    history = store.client.get_metric_history(train.info.run_id, "loss")
+    assert len(history) == cfg["train"]["iterations"]
+    assert {"kappa", "active_rank_total", "lr"} <= set(train.data.metrics)
+    cell = runs[f"cell/{cfg['benchmark']}/full-ft/seed0/A_3_1"]
+    assert cell.data.metrics["accuracy"] == json.loads(cell_path(cfg, "full-ft", 0, 3, 1).read_text())["accuracy"]
+    assert cell.data.tags["mlflow.parentRunId"] == runs[f"run/{cfg['benchmark']}/full-ft/seed0"].info.run_id
+    parent = runs[f"run/{cfg['benchmark']}/codyra/seed0"]
+    artifacts = {a.path for a in store.client.list_artifacts(parent.info.run_id)}
+    assert {"matrix.json", "A_heatmap.png", "tables"} <= artifacts
+    assert "forgetting" in parent.data.metrics
+    assert sync_mlflow(cfg)["created"] == 0  # live logging left nothing to fill in
+
+
+def test_unreachable_tracking_keeps_results_and_sync_fills_mlflow_once(tmp_path):
+    cfg = grid_config(tmp_path, methods=["zeroshot", "codyra"], seeds=[0])
+    cfg["tracking"] = {"uri": "http://127.0.0.1:9"}  # nothing listens there
+    snakemake(tmp_path, cfg, "--cores", "2", "all_tables")  # succeeds without MLflow
+    loaded = load_config(cfg)
+    assert (tables_dir(loaded) / "table1.md").is_file()
+    assert all(cell_path(loaded, "codyra", 0, i, j).is_file() for i in range(4) for j in range(1, 4))
+    assert "does not answer" in (tmp_path / "results" / "logs" / "tiny" / "train" / "codyra" / "seed0" / "task1.log").read_text()
+
+    loaded["tracking"]["uri"] = f"sqlite:///{tmp_path / 'later.db'}"
+    first = sync_mlflow(loaded)
+    second = sync_mlflow(loaded)
+    runs = Store(loaded).runs_by_key()
+    assert first["created"] == len([k for k in runs if not k.startswith("run/")]) > 0
+    assert second == {"created": 0, "replaced": 0, "kept": first["created"]}
+    assert len({r.data.tags[KEY] for r in runs.values()}) == len(runs)
+    assert os.path.getsize(tmp_path / "later.db") > 0

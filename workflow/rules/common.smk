@@ -1,0 +1,71 @@
+# Configuration, paths and the helpers every rule uses.
+import codyra
+from codyra.config import ConfigError, fingerprint, load_config, resolve_job
+from codyra.methods import method_class
+from codyra.paths import CELL, MINI_PRETRAINED, ROW0_CELL, RUN_DIR, TABLES_DIR
+
+
+def _raw_config():
+    # A --configfile replaces the default config/config.yaml instead of being deep-merged
+    # into it (a merge would leak the mini benchmark's keys into a paper benchmark).
+    settings = workflow.config_settings
+    return dict(settings.overwrite_config) if settings.configfiles else dict(config)
+
+
+try:
+    CFG = load_config(_raw_config())  # schema + semantic checks, before any job runs
+except ConfigError as err:
+    raise WorkflowError(f"configuration error (nothing was run):\n{err}")
+
+RESULTS, BENCHMARK = CFG["results"], CFG["benchmark"]
+N = len(CFG["tasks"])
+TASKS = range(1, N + 1)
+LOGS = f"{RESULTS}/logs/{BENCHMARK}"
+# Path patterns with {method}, {seed}, {i}, {j} left as Snakemake wildcards.
+_fixed = dict(results=RESULTS, benchmark=BENCHMARK)
+RUN = RUN_DIR.format(**_fixed, method="{method}", seed="{seed}")
+CELL_PATTERN = CELL.format(**_fixed, method="{method}", seed="{seed}", i="{i}", j="{j}")
+ROW0_PATTERN = ROW0_CELL.format(**_fixed, j="{j}")
+TABLES = TABLES_DIR.format(**_fixed)
+PRETRAINED_WEIGHTS = (
+    MINI_PRETRAINED.format(**_fixed) if CFG["data"]["kind"] == "mini" and CFG["model"]["pretrained"] is None else None
+)
+TRACKING = CFG["tracking"]["enabled"]
+MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
+
+
+wildcard_constraints:
+    method="|".join(CFG["methods"]),
+    seed=r"\d+",
+    i=r"\d+",
+    j=r"\d+",
+
+
+def codyra_cli(log_path, threads, *argv):
+    """Run one codyra command with this workflow's validated config, the job's threads and log."""
+    from codyra.cli import run
+
+    run(["--log", str(log_path), "--threads", str(threads), *map(str, argv)], config=CFG)
+
+
+def trains(method):
+    return method_class(CFG["method_configs"][method]["kind"]).trains
+
+
+def run_path(method, seed, *parts):
+    return "/".join([RUN.format(method=method, seed=seed), *map(str, parts)])
+
+
+def common_inputs():
+    """Inputs every model job needs: theta_0 (mini) and, ancient so it never triggers reruns, the MLflow store."""
+    inputs = {}
+    if PRETRAINED_WEIGHTS:
+        inputs["pretrained"] = PRETRAINED_WEIGHTS
+    if TRACKING:
+        inputs["mlflow"] = ancient(MLFLOW_MARKER)
+    return inputs
+
+
+def version_tag():
+    # Code changes in src/codyra are invisible to Snakemake: the version goes into params.
+    return codyra.__version__

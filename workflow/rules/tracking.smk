@@ -1,0 +1,17 @@
+# MLflow: the store, experiment and parent runs exist before parallel jobs start (a fresh
+# SQLite store opened by several writers at once races on its schema migrations).
+
+
+localrules:
+    mlflow_init,
+
+
+rule mlflow_init:
+    output:
+        MLFLOW_MARKER,
+    params:
+        runs=fingerprint([CFG["tracking"], CFG["methods"], CFG["seeds"]]),
+    log:
+        f"{LOGS}/mlflow_init.log",
+    run:
+        codyra_cli(log[0], threads, "mlflow-init", "--marker", output[0])
