@@ -8,11 +8,12 @@ model's speed a cell loses to data loading and bookkeeping (target >= 0.9).
 
 The test stream is a Food-101 folder in its real on-disk layout (the test fixture writer)
 with Food-sized JPEGs (512 x 384) in a temporary directory. After an untimed warm-up batch
-of the model, cell and bare passes alternate; the median of the repetitions is reported.
-A cell's one-off costs (worker start-up, classifier) count against it, as they do in a job.
+of the model, cell and bare passes alternate (the order flips every repetition, so drift in
+a shared machine's load hits both alike); medians are reported. A cell's one-off costs
+(worker start-up, text classifier) count against it, as they do in a job.
 
-    .venv/bin/python benchmarks/eval_throughput.py                 # about 9 minutes on 2 cores
-    .venv/bin/python benchmarks/eval_throughput.py --images 64     # about 2 minutes
+    .venv/bin/python benchmarks/eval_throughput.py                        # about 10 minutes on 2 cores
+    .venv/bin/python benchmarks/eval_throughput.py --images 256 --repeats 1
 """
 
 from __future__ import annotations
@@ -44,11 +45,11 @@ TARGET = 0.9
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=256, help="test images in the stream (rounded up to 3 classes)")
+    parser.add_argument("--images", type=int, default=64, help="test images in the stream (rounded up to 3 classes)")
     parser.add_argument("--batch-size", type=int, default=64, help="eval.batch_size")
     parser.add_argument("--workers", type=int, default=1, help="data.num_workers: DataLoader worker processes")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (eval.threads)")
-    parser.add_argument("--repeats", type=int, default=1, help="timed repetitions of each pass")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of each pass")
     return parser.parse_args(argv)
 
 
@@ -84,13 +85,14 @@ def main(argv=None) -> None:
         preprocess = time.perf_counter() - started
 
         bare_seconds(bundle.model, batches[:1])  # warm-up
-        cell, bare = [], []
-        for _ in range(args.repeats):
-            cell.append(cell_seconds(bundle, tasks, cfg))
-            bare.append(bare_seconds(bundle.model, batches))
+        passes = {"cell": lambda: cell_seconds(bundle, tasks, cfg), "bare": lambda: bare_seconds(bundle.model, batches)}
+        seconds = {name: [] for name in passes}
+        for repeat in range(args.repeats):
+            for name in sorted(passes, reverse=repeat % 2 == 1):
+                seconds[name].append(passes[name]())
 
     n = len(test_set)
-    cell_rate, bare_rate = n / statistics.median(cell), n / statistics.median(bare)
+    cell_rate, bare_rate = (n / statistics.median(seconds[name]) for name in ("cell", "bare"))
     ratio = cell_rate / bare_rate
     print(f"{MODEL} eval cell on the CPU: {n} images of {FOOD_IMAGE_SIZE[0]}x{FOOD_IMAGE_SIZE[1]} -> "
           f"{bundle.image.size} px, batch {args.batch_size}, {args.workers} loader worker(s), "
@@ -99,6 +101,7 @@ def main(argv=None) -> None:
     print(f"  bare encode_image on those batches:    {bare_rate:8.1f} images/s")
     print(f"  eval cell (classifier + stream):       {cell_rate:8.1f} images/s")
     print(f"  ratio cell / bare: {ratio:.3f} (target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'})")
+    print("  seconds per pass: " + "; ".join(f"{name} " + " ".join(f"{t:.1f}" for t in ts) for name, ts in seconds.items()))
 
 
 if __name__ == "__main__":

@@ -135,21 +135,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, help="torch threads for this command (default: the config's)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name, handler, help_text):
+    def command(name, handler, help_text, launchable=False):
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--config", default=DEFAULT_CONFIG, help=f"experiment config YAML (default {DEFAULT_CONFIG})")
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. train.lr=1e-4")
         p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
         p.set_defaults(handler=handler)
+        if launchable:
+            add_launch_options(p)
         return p
 
     p = command("pretrain-mini", cmd_pretrain_mini, "pretrain the mini benchmark's tiny CLIP (theta_0)")
     p.add_argument("--out", help="output .safetensors (default: the config's pretrained path)")
-    p = command("train", cmd_train, "train task i from theta_{i-1} and store its merged update")
+    p = command("train", cmd_train, "train task i from theta_{i-1} and store its merged update", launchable=True)
     p.add_argument("--method", required=True)
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--task", type=int, required=True, help="task index i, 1-based")
-    p = command("cell", cmd_cell, "evaluate one cell A[i,j] (method 'pretrained' for the shared row 0)")
+    p = command("cell", cmd_cell, "evaluate one cell A[i,j] (method 'pretrained' for the shared row 0)", launchable=True)
     p.add_argument("method")
     p.add_argument("seed", type=int)
     p.add_argument("i", type=int)
@@ -157,9 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("summarize", cmd_summarize, "assemble a run's A matrix from its cells and compute its metrics")
     p.add_argument("--method", required=True)
     p.add_argument("--seed", type=int, required=True)
-    p = command("run", cmd_run, "one method x one seed over the whole stream in this process (no Snakemake)")
+    p = command("run", cmd_run, "one method x one seed over the whole stream in this process (no Snakemake)", launchable=True)
     p.add_argument("--method", required=True)
     p.add_argument("--seed", type=int, required=True)
+    p = command("sweep", cmd_sweep, "run a method over a grid of hyperparameters (one `run` per point and seed)")
+    add_launch_options(p)
+    p.add_argument("--method", required=True)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2", help="method option, e.g. train.lr=1e-4,5e-4 or kappa_max=0.005,0.01")
     command("tables", cmd_tables, "write the paper's tables of the benchmark (Markdown, CSV, LaTeX) and sync MLflow")
     command("sync-mlflow", cmd_sync_mlflow, "create the MLflow runs live logging missed, from the result files (idempotent)")
     p = command("mlflow-init", cmd_mlflow_init, "create the MLflow store, experiment and parent runs (before parallel jobs)")
@@ -171,6 +178,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_fetch_weights)
     _register_optional(sub)
     return parser
+
+
+def add_launch_options(p) -> None:
+    from codyra.launch import DEFAULT_PROFILE
+
+    g = p.add_argument_group("launching on SLURM (submitit)")
+    g.add_argument("--slurm", action="store_true", help="submit to SLURM instead of running here")
+    g.add_argument("--slurm-profile", default=DEFAULT_PROFILE, help=f"Snakemake profile whose resources to request (default {DEFAULT_PROFILE})")
+    g.add_argument("--executor", choices=["slurm", "local", "debug"], help="submitit executor (default: slurm if available)")
+    g.add_argument("--wait", action="store_true", help="wait for the job(s) and fail if one fails")
+
+
+def cmd_sweep(args) -> None:
+    from codyra.launch import sweep
+
+    report_jobs(sweep(args, _config(args)), args)
+
+
+def report_jobs(jobs, args) -> None:
+    if not args.slurm:
+        return
+    for job in jobs:
+        print(f"submitted job {job.job_id}: log {job.paths.stdout}")
+    if args.wait:
+        for job in jobs:
+            job.result()  # raises submitit's FailedJobError with the job's stderr tail
+            print(f"job {job.job_id} finished")
 
 
 def _register_optional(sub) -> None:
@@ -189,6 +223,11 @@ def run(argv: list[str], config: dict | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     args.config_dict = config
+    if getattr(args, "slurm", False) and args.command != "sweep":
+        from codyra.launch import submit
+
+        report_jobs(submit(args, _config(args), argv), args)
+        return 0
     with job_log(args.log):
         return args.handler(args) or 0
 

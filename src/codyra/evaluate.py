@@ -45,10 +45,11 @@ def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, i
     # class with its own dataset's templates; built from theta_i here, never cached.
     space = label_space(tasks if cfg["data"]["label_space"] == "union" else [task])
     offset = space.offset(task.name)
+    test_set = task.test_set()  # checks its image files first: a broken dataset fails before any compute
     with autocast(device, ev["precision"]):
         classifier = label_space_classifier(model, bundle.tokenizer, space, device)
     loader = torch.utils.data.DataLoader(
-        task.test_set(),
+        test_set,
         batch_size=ev["batch_size"],
         num_workers=cfg["data"]["num_workers"],
         pin_memory=device.type == "cuda",

@@ -1,0 +1,140 @@
+"""Launch codyra commands on SLURM with submitit, without a Snakemake run.
+
+Resources come from the same Snakemake profile the workflow uses (one source of truth):
+``default-resources`` overlaid with the ``set-resources`` entry of the rule that would
+run the command (``train_task``, ``eval_cell``, ``row0_cell``), CPUs from the config's
+thread counts. Jobs are ``Checkpointable``: on a timeout submitit requeues them, and
+training resumes from its last periodic checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+DEFAULT_PROFILE = "profiles/slurm"
+LAUNCH_FLAGS = {"--slurm": 0, "--wait": 0, "--slurm-profile": 1, "--executor": 1}
+
+
+def rule_for(command: str, argv_args) -> str:
+    if command == "train":
+        return "train_task"
+    if command == "cell":
+        return "row0_cell" if argv_args.method == "pretrained" else "eval_cell"
+    return "train_task"  # `run`: a whole stream, sized like its longest jobs
+
+
+def profile_resources(profile: str | Path, rule: str) -> dict:
+    path = Path(profile)
+    path = path / "config.yaml" if path.is_dir() else path
+    if not path.is_file():
+        raise FileNotFoundError(f"SLURM profile not found: {path} (pass --slurm-profile <dir>)")
+    profile_cfg = yaml.safe_load(path.read_text()) or {}
+    return {**profile_cfg.get("default-resources", {}), **profile_cfg.get("set-resources", {}).get(rule, {})}
+
+
+def submitit_parameters(resources: dict, cpus: int, name: str) -> dict:
+    """Snakemake SLURM resources -> submitit AutoExecutor parameters."""
+    params = {"name": name, "cpus_per_task": resources.get("cpus_per_task") or cpus}
+    if "runtime" in resources:
+        params["timeout_min"] = int(resources["runtime"])
+    if "mem_mb" in resources:
+        params["mem_gb"] = math.ceil(int(resources["mem_mb"]) / 1024)
+    for key, target in (("slurm_partition", "slurm_partition"), ("slurm_account", "slurm_account"), ("constraint", "slurm_constraint")):
+        if resources.get(key):
+            params[target] = str(resources[key])
+    gpus = int(resources.get("gpu") or 0)
+    if gpus and resources.get("gpu_model"):
+        params["slurm_gres"] = f"gpu:{resources['gpu_model']}:{gpus}"
+    elif gpus:
+        params["gpus_per_node"] = gpus
+    return params
+
+
+@dataclass
+class CodyraJob:
+    """A codyra command as a picklable, checkpointable submitit job."""
+
+    argv: list[str]
+    config: dict
+
+    def __call__(self) -> int:
+        from codyra.cli import run
+
+        return run(self.argv, config=self.config)
+
+    def checkpoint(self, *args, **kwargs):
+        # Called by submitit on a timeout: resubmit the same command; training picks up its own checkpoint.
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(CodyraJob(self.argv, self.config))
+
+
+def strip_launch_flags(argv: list[str]) -> list[str]:
+    out, skip = [], 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+        elif arg in LAUNCH_FLAGS:
+            skip = LAUNCH_FLAGS[arg]
+        elif arg.split("=", 1)[0] in LAUNCH_FLAGS:
+            continue
+        else:
+            out.append(arg)
+    return out
+
+
+def executor_for(cfg: dict, kind: str | None):
+    import submitit
+
+    folder = Path(cfg["results"]) / "logs" / "submitit" / "%j"
+    return submitit.AutoExecutor(folder=folder, cluster=kind, slurm_max_num_timeout=3)
+
+
+def submit(args, cfg: dict, argv: list[str]):
+    """Submit one command (``argv`` as typed, launch flags removed here)."""
+    executor = executor_for(cfg, args.executor)
+    rule = rule_for(args.command, args)
+    threads = cfg["eval"]["threads"] if rule != "train_task" else cfg["train"]["threads"]
+    executor.update_parameters(**submitit_parameters(profile_resources(args.slurm_profile, rule), threads, f"codyra-{args.command}"))
+    job = executor.submit(CodyraJob(strip_launch_flags(argv), cfg))
+    return [job]
+
+
+def sweep(args, cfg: dict) -> list:
+    """One `run` per (grid point, seed): each grid point becomes its own method variant."""
+    axes = []
+    for item in args.grid:
+        key, _, values = item.partition("=")
+        if not values:
+            raise ValueError(f"--grid expects KEY=V1,V2,..., got {item!r}")
+        axes.append([(key, yaml.safe_load(v)) for v in values.split(",")])
+    base = cfg["method_configs"][args.method]
+    jobs_cfg, argvs = copy.deepcopy(cfg), []
+    for point in itertools.product(*axes):
+        name = "-".join([args.method, *(f"{k.rsplit('.', 1)[-1]}{v}" for k, v in point)])
+        spec = copy.deepcopy(base)
+        for key, value in point:
+            *parents, leaf = key.split(".")
+            node = spec
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        jobs_cfg["method_configs"][name] = spec
+        jobs_cfg["methods"] = [*jobs_cfg["methods"], name]
+        argvs += [["run", "--method", name, "--seed", str(seed)] for seed in args.seeds]
+    from codyra.config import load_config
+
+    jobs_cfg = load_config(jobs_cfg)  # every variant is validated before anything is submitted
+    if not args.slurm:
+        return [CodyraJob(argv, jobs_cfg)() for argv in argvs]
+    executor = executor_for(jobs_cfg, args.executor)
+    executor.update_parameters(**submitit_parameters(profile_resources(args.slurm_profile, "train_task"), jobs_cfg["train"]["threads"], "codyra-sweep"))
+    with executor.batch():
+        jobs = [executor.submit(CodyraJob(argv, jobs_cfg)) for argv in argvs]
+    return jobs

@@ -1,0 +1,85 @@
+"""submitit launches: resources from the Snakemake profile, debug/local executors, sweeps."""
+
+from __future__ import annotations
+
+import json
+
+import submitit
+
+from codyra.cli import main
+from codyra.launch import CodyraJob, profile_resources, strip_launch_flags, submitit_parameters
+from codyra.paths import cell_path, run_dir
+
+from .conftest import ROOT, write_yaml
+
+
+def test_profile_resources_overlay_the_rule_on_the_defaults():
+    train = profile_resources(f"{ROOT}/profiles/slurm", "train_task")
+    cell = profile_resources(f"{ROOT}/profiles/slurm", "eval_cell")
+    assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 120
+    assert cell["runtime"] == 30 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
+    lm = profile_resources(f"{ROOT}/profiles/slurm", "train_lm_task")
+    assert lm["gpu"] == 4 and "tasks" not in lm
+
+
+def test_submitit_parameters_mapping():
+    params = submitit_parameters(
+        {"slurm_partition": "gpu", "slurm_account": "", "constraint": "h100", "gpu": 2, "gpu_model": "h100", "mem_mb": 64000, "runtime": 90},
+        cpus=8,
+        name="codyra-train",
+    )
+    assert params == {
+        "name": "codyra-train",
+        "cpus_per_task": 8,
+        "timeout_min": 90,
+        "mem_gb": 63,  # ceil(64000 / 1024)
+        "slurm_partition": "gpu",
+        "slurm_constraint": "h100",
+        "slurm_gres": "gpu:h100:2",
+    }
+    assert submitit_parameters({"gpu": 1}, cpus=2, name="x")["gpus_per_node"] == 1
+    assert "gpus_per_node" not in submitit_parameters({"gpu": 0, "gpu_model": ""}, cpus=2, name="x")
+
+
+def test_launch_flags_are_stripped_from_the_job_command():
+    argv = ["--log", "a.log", "cell", "--slurm", "--slurm-profile", "profiles/slurm-local", "--wait", "--executor=local", "codyra", "0", "1", "1"]
+    assert strip_launch_flags(argv) == ["--log", "a.log", "cell", "codyra", "0", "1", "1"]
+
+
+def test_checkpoint_resubmits_the_same_command():
+    job = CodyraJob(["train", "--method", "codyra", "--seed", "0", "--task", "1"], {"benchmark": "x"})
+    delayed = job.checkpoint()
+    assert isinstance(delayed, submitit.helpers.DelayedSubmission)
+    assert delayed.function == job
+
+
+def test_cell_through_submitit_debug_executor(tmp_path, tiny_cfg_dict, tiny_pretrained, capsys):
+    tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)
+    path = write_yaml(tmp_path / "tiny.yaml", tiny_cfg_dict)
+    argv = ["cell", "--config", path, "pretrained", "0", "0", "2", "--slurm", "--executor", "debug", "--slurm-profile", f"{ROOT}/profiles/slurm-local", "--wait"]
+    assert main(argv) == 0
+    assert "submitted job" in capsys.readouterr().out
+    cell = json.loads((tmp_path / "results" / "tiny" / "pretrained" / "cells" / "A_0_2.json").read_text())
+    assert cell["task"] == "digits"
+
+
+def test_train_through_submitit_local_executor(tmp_path, tiny_cfg_dict, tiny_pretrained):
+    """A separate process (submitit's LocalExecutor) trains and stores the update."""
+    tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)
+    path = write_yaml(tmp_path / "tiny.yaml", tiny_cfg_dict)
+    argv = ["train", "--config", path, "--method", "lora-r4", "--seed", "0", "--task", "1", "--slurm", "--executor", "local", "--slurm-profile", f"{ROOT}/profiles/slurm-local", "--wait"]
+    assert main(argv) == 0
+    assert (run_dir(tiny_cfg_dict, "lora-r4", 0) / "task1" / "summary.json").is_file()
+
+
+def test_sweep_runs_one_stream_per_grid_point(tmp_path, tiny_cfg_dict, tiny_pretrained):
+    tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)
+    tiny_cfg_dict["tasks"] = tiny_cfg_dict["tasks"][:2]
+    tiny_cfg_dict["tracking"] = {"enabled": False}
+    path = write_yaml(tmp_path / "tiny.yaml", tiny_cfg_dict)
+    assert main(["sweep", "--config", path, "--method", "codyra", "--grid", "kappa_max=0.0,10.0"]) == 0
+    low = json.loads((run_dir(tiny_cfg_dict, "codyra-kappa_max0.0", 0) / "task1" / "summary.json").read_text())
+    high = json.loads((run_dir(tiny_cfg_dict, "codyra-kappa_max10.0", 0) / "task1" / "summary.json").read_text())
+    assert low["job"]["method"]["kappa_max"] == 0.0 and low["active_rank_total"] == 24 * 4  # nothing pruned
+    assert high["active_rank_total"] == 0  # everything pruned
+    assert cell_path(tiny_cfg_dict, "codyra-kappa_max10.0", 0, 2, 2).is_file()
