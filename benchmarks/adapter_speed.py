@@ -10,8 +10,8 @@ One process, the same inputs and the same starting weights for every variant:
    ``method.finish``, a plain open_clip model) vs the base model. Target: ratio 1.00.
    The unmerged model (adapters still attached) is timed as a reference.
 3. Size on disk: the stored CoDyRA task update (``update.safetensors`` via
-   ``codyra.updates.save_update``) with half of each matrix's gates pruned and unpruned,
-   vs a full model checkpoint (``safetensors.torch.save_file`` of the state dict).
+   ``codyra.updates.save_update``) with half of each matrix's gates pruned, and as trained
+   (only what the proximal steps pruned), vs a full model checkpoint (``safetensors.torch.save_file`` of the state dict).
 
 Variants are interleaved per repetition (order alternating), warm-up steps are discarded;
 reported are the median and the minimum of the timed steps and, the most robust figure on
@@ -19,9 +19,10 @@ a shared machine, the median of the per-repetition paired ratios (the two varian
 of one repetition run back to back, so slow drifts in machine load cancel). The load
 average before and after is recorded: figures taken with load above --threads are noisy.
 Peak RSS per training variant comes from a fresh subprocess per variant that builds the
-model and runs two train steps (ru_maxrss); --no-rss skips it.
+model and runs two train steps (VmHWM); --no-rss skips it. The AdamW step and the proximal
+step are also timed alone, repeated, after the run (``overheads_ms``).
 
-    .venv/bin/python benchmarks/adapter_speed.py            # defaults: ~5 minutes on 2 cores
+    .venv/bin/python benchmarks/adapter_speed.py            # defaults: ~5 minutes on 2 idle cores
     .venv/bin/python benchmarks/adapter_speed.py --profile  # + torch.profiler op tables
 """
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import os
 import platform
@@ -94,7 +96,7 @@ def measure_rss(args) -> dict | None:
     for variant in ("model", "lora", "codyra"):
         cmd = [sys.executable, os.path.abspath(__file__), "--rss-probe", variant, "--threads", str(args.threads),
                "--batch", str(args.batch), "--rank", str(args.rank), "--seed", str(args.seed)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = subprocess.run(cmd, check=False, capture_output=True, text=True)
         if done.returncode != 0:
             print(f"RSS probe {variant} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
             return None
@@ -127,7 +129,7 @@ class Trainer:
     def step(self, images, tokens):
         """One training step; returns per-phase seconds."""
         self.step_index += 1
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         loss = clip_loss(self.model, images, tokens)
         t1 = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
@@ -139,7 +141,8 @@ class Trainer:
         t4 = time.perf_counter()
         if getattr(self.method, "kappa", None) == 0.0:
             raise RuntimeError("CoDyRA step is not in the sparse phase (kappa == 0)")
-        return {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2, "after_step": t4 - t3, "total": t4 - t0}
+        return {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2, "after_step": t4 - t3, "total": t4 - t0,
+                "cpu": time.process_time() - c0}
 
 
 def method_spec(variant: str, args) -> dict:
@@ -214,6 +217,35 @@ def file_size(path: Path) -> int:
     return path.stat().st_size
 
 
+def measure_overheads(parts: dict, args, repeats: int = 20) -> dict:
+    """Fastest of ``repeats`` calls, in ms, of optimizer.step() (as configured, and with
+    fused=True) and of after_step: fixed work, so the minimum is the figure least touched
+    by other processes."""
+
+    def timed(fn, n):
+        xs = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            xs.append(time.perf_counter() - t0)
+        return min(xs) * 1e3
+
+    out = {}
+    for n, (optimizer, method) in parts.items():
+        fused = torch.optim.AdamW(
+            [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in optimizer.param_groups],
+            lr=args.lr,
+            fused=True,
+        )
+        out[n] = {
+            "adamw_step": timed(optimizer.step, repeats),
+            "adamw_fused_step": timed(fused.step, repeats),
+            "after_step": timed(functools.partial(method.after_step, NOMINAL_START + 50, NOMINAL_TOTAL), repeats),
+            "optimizer_tensors": sum(len(g["params"]) for g in optimizer.param_groups),
+        }
+    return out
+
+
 def profile_step(trainer, images, tokens, rows: int) -> str:
     from torch.profiler import ProfilerActivity, profile
 
@@ -285,15 +317,22 @@ def main(argv=None) -> dict:
         s["min_s"] = min(s["steps_s"])
     train_ratio = train_stats["codyra"]["median_s"] / train_stats["lora"]["median_s"]
     train_paired = [c / l for c, l in zip(train_stats["codyra"]["steps_s"], train_stats["lora"]["steps_s"])]
+    cpu_steps = {n: [r[0]["cpu"] for r in recs] for n, recs in train.items()}
+    train_paired_cpu = [c / l for c, l in zip(cpu_steps["codyra"], cpu_steps["lora"])]
+    for n, s in train_stats.items():
+        s["cpu_steps_s"] = cpu_steps[n]
+        s["cpu_utilisation"] = sum(cpu_steps[n]) / sum(s["steps_s"])  # ~threads when the cores were ours
     codyra = trainers["codyra"]
     active_after_training = sum(a.active_rank() for a in codyra.method.adapters.values())
     final_kappa = codyra.method.kappa
-    log(f"train ratio codyra/lora = {train_ratio:.3f}")
+    log(f"train codyra/lora: paired median {median(train_paired):.3f}, ratio of medians {train_ratio:.3f}")
 
     profiles = {}
     if args.profile:
         for n, t in trainers.items():
             profiles[n] = profile_step(t, images, tokens, rows=15)
+    # what the overhead timing (after finish) needs of the LoRA variant: its optimizer and method
+    lora_parts = (trainers["lora"].optimizer, trainers["lora"].method)
     del trainers["lora"]
 
     # 3 (first half). sizes: unpruned update from a copy, then prune half and finish
@@ -354,6 +393,14 @@ def main(argv=None) -> dict:
     unmerged_paired = paired_ratios(inf, "unmerged", "base")
     merge_err = max(float((a - b).abs().max()) for a, b in zip(outputs["merged"], outputs["unmerged"]))
     moved = max(float((a - b).abs().max()) for a, b in zip(outputs["merged"], outputs["base"]))
+    # CoDyRA-specific work, timed alone and repeated (robust to machine load): the AdamW step
+    # (CoDyRA has 144 more, tiny, parameters: the gates) and the proximal step. After finish
+    # the adapters are detached from the model but keep their grads, so nothing measured
+    # above is affected.
+    log("overheads: AdamW step and proximal step, timed alone")
+    overheads = measure_overheads({"lora": lora_parts, "codyra": (codyra.optimizer, codyra.method)}, args)
+    del lora_parts
+
     rss = None
     if not args.no_rss:
         del merged, unmerged, outputs, base, codyra, trainers
@@ -380,6 +427,7 @@ def main(argv=None) -> dict:
             "ratio_codyra_vs_lora_of_min": train_stats["codyra"]["min_s"] / train_stats["lora"]["min_s"],
             "paired_ratios": train_paired,
             "paired_ratio_median": median(train_paired),
+            "paired_ratio_cpu_time_median": median(train_paired_cpu),
             "target": TRAIN_TARGET,
             "meets_target": median(train_paired) <= TRAIN_TARGET,
             "codyra_final_kappa": final_kappa,
@@ -400,6 +448,7 @@ def main(argv=None) -> dict:
             "max_abs_diff_merged_vs_base": moved,
         },
         "size": sizes,
+        "overheads_ms": overheads,
         "peak_rss_mib": rss,
         "loadavg_1min": {"start": load_start, "end": os.getloadavg()[0]},
         "wall_s": time.perf_counter() - started,
@@ -430,6 +479,15 @@ def print_table(r):
     verdict = "OK" if tr["meets_target"] else "ABOVE TARGET"
     print(f"   codyra / lora: paired median {tr['paired_ratio_median']:.3f}x, of medians {tr['ratio_codyra_vs_lora']:.3f}x, "
           f"of minima {tr['ratio_codyra_vs_lora_of_min']:.3f}x  (target <= {tr['target']:.2f}x: {verdict})")
+    print(f"   process CPU time: paired median {tr['paired_ratio_cpu_time_median']:.3f}x; CPU utilisation "
+          f"lora {tr['lora']['cpu_utilisation']:.2f} / codyra {tr['codyra']['cpu_utilisation']:.2f} cores"
+          + (" (well below --threads: the cores were shared)"
+             if min(tr[n]["cpu_utilisation"] for n in ("lora", "codyra")) < 0.9 * r["threads"] else ""))
+    ov = r["overheads_ms"]
+    print(f"   timed alone (min of 20, ms): AdamW step lora {ov['lora']['adamw_step']:.1f} / codyra "
+          f"{ov['codyra']['adamw_step']:.1f} ({ov['lora']['optimizer_tensors']} / {ov['codyra']['optimizer_tensors']} tensors; "
+          f"fused=True: {ov['lora']['adamw_fused_step']:.1f} / {ov['codyra']['adamw_fused_step']:.1f}); "
+          f"proximal step {ov['codyra']['after_step']:.2f}")
     print(f"   CoDyRA sparse phase: kappa {tr['codyra_final_kappa']:.2e} at the last step, active rank "
           f"{tr['codyra_active_rank_after_training']}/{tr['rank_total']}"
           + (f"; model alone (no step) peak RSS {rss['model']:.0f} MiB" if rss else ""))
@@ -454,7 +512,7 @@ def print_table(r):
     full = sz["full_checkpoint_bytes"]
     rows = [
         (f"CoDyRA update, half pruned (rank {sz['update_pruned_active_rank_total']})", sz["update_pruned_bytes"]),
-        (f"CoDyRA update, unpruned (rank {sz['update_unpruned_active_rank_total']})", sz["update_unpruned_bytes"]),
+        (f"CoDyRA update, as trained (rank {sz['update_unpruned_active_rank_total']})", sz["update_unpruned_bytes"]),
         ("full checkpoint (state dict)", full),
     ]
     for label, b in rows:

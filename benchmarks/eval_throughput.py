@@ -14,6 +14,8 @@ a shared machine's load hits both alike); medians are reported. A cell's one-off
 
     .venv/bin/python benchmarks/eval_throughput.py                        # about 10 minutes on 2 cores
     .venv/bin/python benchmarks/eval_throughput.py --images 256 --repeats 1
+
+Prints the figures and writes them as JSON to --out (default results/benchmarks/eval_throughput.json).
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the dataset fixture writers live with the tests
 
-from codyra.clip.model import create_clip  # noqa: E402
-from codyra.data.registry import build_task  # noqa: E402
-from codyra.evaluate import accuracy_on_task  # noqa: E402
-from tests.data.fixtures import write_food  # noqa: E402
+from codyra.clip.model import create_clip
+from codyra.data.registry import build_task
+from codyra.evaluate import accuracy_on_task
+from codyra.io import write_json
+from tests.data.fixtures import write_food
 
 MODEL = "ViT-B-16"
 FOOD_IMAGE_SIZE = (512, 384)  # Food-101's images have a longest side of 512
@@ -50,6 +53,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="data.num_workers: DataLoader worker processes")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (eval.threads)")
     parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of each pass")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "benchmarks" / "eval_throughput.json")
     return parser.parse_args(argv)
 
 
@@ -69,6 +73,7 @@ def bare_seconds(model, batches) -> float:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    load_before = os.getloadavg()[0]
     torch.set_num_threads(args.threads)
     bundle = create_clip(MODEL, None)
     cfg = {
@@ -102,6 +107,15 @@ def main(argv=None) -> None:
     print(f"  eval cell (classifier + stream):       {cell_rate:8.1f} images/s")
     print(f"  ratio cell / bare: {ratio:.3f} (target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'})")
     print("  seconds per pass: " + "; ".join(f"{name} " + " ".join(f"{t:.1f}" for t in ts) for name, ts in seconds.items()))
+    load = (load_before, os.getloadavg()[0])
+    print(f"  1-minute load average at start / end: {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} cores")
+    write_json(args.out, {
+        "model": MODEL, "images": n, "image_size": bundle.image.size, "batch_size": args.batch_size,
+        "workers": args.workers, "threads": args.threads, "repeats": args.repeats,
+        "preprocess_images_per_s": n / preprocess, "bare_images_per_s": bare_rate, "cell_images_per_s": cell_rate,
+        "ratio": ratio, "meets_target": ratio >= TARGET, "seconds": seconds, "loadavg_1min": load,
+    })
+    print(f"  written to {args.out}")
 
 
 if __name__ == "__main__":

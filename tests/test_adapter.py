@@ -10,7 +10,10 @@ import torch
 from torch import nn
 
 import codyra.clip.model  # noqa: F401 - registers the codyra-mini config
-from codyra.adapters.attach import LoRALinear, LoRAMultiheadAttention, attach_adapters, detach_adapters
+from codyra.adapters.attach import (
+    LoRALinear,
+    LoRAMultiheadAttention,
+)
 from codyra.adapters.lora import RankSelectiveLoRA
 from codyra.adapters.sparsity import kappa_at, soft_threshold_
 from codyra.adapters.targets import select_targets

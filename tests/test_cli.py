@@ -72,7 +72,7 @@ def test_bad_input_gives_a_clear_error(tiny_yaml, capsys, argv, message):
     command, *rest = argv
     assert main([command, "--config", path, *rest]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("codyra: error: ")
+    assert err.startswith("codyra: error: "), err
     assert re.search(message, err), err
 
 

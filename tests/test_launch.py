@@ -7,7 +7,12 @@ import json
 import submitit
 
 from codyra.cli import main
-from codyra.launch import CodyraJob, profile_resources, strip_launch_flags, submitit_parameters
+from codyra.launch import (
+    CodyraJob,
+    profile_resources,
+    strip_launch_flags,
+    submitit_parameters,
+)
 from codyra.paths import cell_path, run_dir
 
 from .conftest import ROOT, write_yaml

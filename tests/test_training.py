@@ -9,10 +9,9 @@ import torch
 from safetensors import safe_open
 
 from codyra.evaluate import evaluate_cell
-from codyra.paths import cell_path, row0_cell_path, task_dir
+from codyra.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
 from codyra.state import rebuild_clip
 from codyra.train import train_task
-from codyra.updates import SUMMARY_FILE, UPDATE_FILE
 
 
 def state(model):

@@ -23,11 +23,30 @@ def build_tasks(cfg: dict, image: ImageConfig) -> Sequence[ClassificationTask]:
     raise ValueError(f"data.kind {kind!r} has no classification tasks (TRACE runs through codyra.llm)")
 
 
-def pretrained_weights(cfg: dict) -> str | None:
-    """The weights theta_0 is loaded from (the mini benchmark's own pretraining by default)."""
+def own_pretraining(cfg: dict) -> str | None:
+    """The theta_0 file a mini benchmark pretrains itself (`codyra pretrain-mini`), else None."""
     from codyra.paths import MINI_PRETRAINED
 
-    pretrained = cfg["model"]["pretrained"]
-    if pretrained is None and cfg["data"]["kind"] == "mini":
+    mini = cfg["data"]["kind"] == "mini" or (cfg["model"]["family"] == "causal_lm" and cfg["llm"]["mini"] is not None)
+    if mini and cfg["model"]["pretrained"] is None:
         return MINI_PRETRAINED.format(results=cfg["results"], benchmark=cfg["benchmark"])
-    return pretrained
+    return None
+
+
+def pretrain_own(cfg: dict) -> None:
+    """Write the mini benchmark's theta_0 (and, for the mini TRACE, its data and tokenizer)."""
+    if own_pretraining(cfg) is None:
+        raise ValueError("pretrain-mini applies to the mini benchmarks (data.kind: mini, or llm.mini) with model.pretrained null")
+    if cfg["model"]["family"] == "causal_lm":
+        from codyra.llm.pretrain import pretrain_mini_lm
+
+        pretrain_mini_lm(cfg)
+    else:
+        from codyra.mini.pretrain import pretrain_mini
+
+        pretrain_mini(cfg, own_pretraining(cfg))
+
+
+def pretrained_weights(cfg: dict) -> str | None:
+    """The weights theta_0 is loaded from (the mini benchmark's own pretraining by default)."""
+    return cfg["model"]["pretrained"] or own_pretraining(cfg)

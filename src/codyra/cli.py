@@ -52,13 +52,9 @@ def _set_threads(cfg: dict, threads: int) -> None:
 
 
 def cmd_pretrain_mini(args) -> None:
-    from codyra.benchmarks import pretrained_weights
-    from codyra.mini.pretrain import pretrain_mini
+    from codyra.benchmarks import pretrain_own
 
-    cfg = _config(args)
-    if cfg["data"]["kind"] != "mini":
-        raise ValueError("pretrain-mini only applies to configs with data.kind: mini")
-    pretrain_mini(cfg, args.out or pretrained_weights(cfg))
+    pretrain_own(_config(args))
 
 
 def cmd_train(args) -> None:
@@ -145,8 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
             add_launch_options(p)
         return p
 
-    p = command("pretrain-mini", cmd_pretrain_mini, "pretrain the mini benchmark's tiny CLIP (theta_0)")
-    p.add_argument("--out", help="output .safetensors (default: the config's pretrained path)")
+    p = command("pretrain-mini", cmd_pretrain_mini, "write theta_0 of a mini benchmark: the tiny CLIP, or the mini TRACE's data, tokenizer and tiny LLaMA")
+    p.add_argument("--out", help="output .safetensors, or folder for a causal LM (default: the config's pretrained path)")
     p = command("train", cmd_train, "train task i from theta_{i-1} and store its merged update", launchable=True)
     p.add_argument("--method", required=True)
     p.add_argument("--seed", type=int, required=True)

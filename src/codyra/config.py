@@ -84,10 +84,10 @@ def _check_semantics(cfg: dict) -> None:
                 f"config key tasks.{k}.name: {name!r} is not a dataset of the {cfg['data']['kind']} protocol; "
                 f"choose from {', '.join(known)}"
             )
-    from codyra.paths import PRETRAINED
+    from codyra.paths import RESERVED_NAMES
 
-    if PRETRAINED in cfg["method_configs"]:
-        raise ConfigError(f"config key method_configs.{PRETRAINED}: the name is reserved for the shared pretrained row")
+    for name in RESERVED_NAMES & set(cfg["method_configs"]):
+        raise ConfigError(f"config key method_configs.{name}: the name is reserved (results/<benchmark>/{name}/ is not a method's)")
     for m in cfg["methods"]:
         if m not in cfg["method_configs"]:
             raise ConfigError(

@@ -18,12 +18,17 @@ import torch.nn.functional as F
 from codyra import __version__
 from codyra.benchmarks import build_tasks
 from codyra.clip.zeroshot import label_space_classifier
-from codyra.data.registry import label_space
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, cell_path, row0_cell_path
 from codyra.progress import progress_bar
-from codyra.state import autocast, pick_device, pretrained_clip, rebuild_clip
+from codyra.state import (
+    autocast,
+    pick_device,
+    pretrained_clip,
+    rebuild_clip,
+    require_updates,
+)
 from codyra.tracking import JobRun, cell_metrics, cell_run
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,10 @@ def _check_indices(cfg: dict, i: int, j: int) -> None:
 @torch.no_grad()
 def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:
     """(top-1 accuracy in %, number of test images, number of classes in the label space)."""
+    from codyra.data.registry import (
+        label_space,  # torchvision: only CLIP cells pay for it
+    )
+
     ev = cfg["eval"]
     model = bundle.model.to(device).eval()
     task = tasks[j - 1]
@@ -109,10 +118,13 @@ def evaluate_cell(cfg: dict, method: str, seed: int, i: int, j: int, *, device=N
     _check_indices(cfg, i, j)
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
+    copies_row0 = i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains
+    if not copies_row0:
+        require_updates(cfg, method, seed, i)
 
     def compute():
         started = time.time()
-        if i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
+        if copies_row0:
             row0 = row0_cell_path(cfg, j)
             shared = read_json(row0) if row0.is_file() else evaluate_row0(cfg, j, device=device)
             result = {**shared, "method": method, "seed": seed, "i": i, "copied_from": str(row0)}

@@ -13,7 +13,17 @@ from pathlib import Path
 
 from codyra.config import fingerprint
 from codyra.io import read_json, write_json
-from codyra.paths import PRETRAINED, cell_path, row0_cell_path, run_dir, task_dir
+from codyra.paths import (
+    HEATMAP_FILE,
+    HISTORY_FILE,
+    MATRIX_FILE,
+    PRETRAINED,
+    SUMMARY_FILE,
+    cell_path,
+    row0_cell_path,
+    run_dir,
+    task_dir,
+)
 from codyra.tracking import (
     COMPLETE,
     KEY,
@@ -27,8 +37,6 @@ from codyra.tracking import (
     train_run,
     with_store,
 )
-from codyra.results import HEATMAP_FILE, MATRIX_FILE
-from codyra.updates import HISTORY_FILE, SUMMARY_FILE
 
 log = logging.getLogger(__name__)
 SUMMARY_METRICS_TAG = "codyra.metrics_logged"

@@ -5,7 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 PRETRAINED = "pretrained"  # the shared row 0: results/{benchmark}/pretrained/cells/A_0_{j}.json
+FEWSHOT = "fewshot"  # few-shot manifests: results/{benchmark}/fewshot/{dataset}.json
+PRETRAIN = "pretrain"  # the mini benchmark's theta_0
+RESERVED_NAMES = {PRETRAINED, FEWSHOT, PRETRAIN, "data"}  # folders beside the method folders
+FEWSHOT_MANIFEST = "{results}/{benchmark}/" + FEWSHOT + "/{dataset}.json"
 RUN_DIR = "{results}/{benchmark}/{method}/seed{seed}"
+# files of a task folder ({RUN_DIR}/task{i}/) and of a run folder ({RUN_DIR}/)
+UPDATE_FILE = "update.safetensors"
+SUMMARY_FILE = "summary.json"  # written last: its presence means the task is done
+HISTORY_FILE = "history.jsonl"  # per-step training metrics, one JSON object per line
+MATRIX_FILE = "matrix.json"
+HEATMAP_FILE = "A_heatmap.png"
 TASK_DIR = RUN_DIR + "/task{i}"
 CELL = RUN_DIR + "/cells/A_{i}_{j}.json"
 ROW0_CELL = "{results}/{benchmark}/" + PRETRAINED + "/cells/A_0_{j}.json"

@@ -13,7 +13,6 @@ import logging
 import sys
 import threading
 import time
-from pathlib import Path
 import traceback
 from pathlib import Path
 

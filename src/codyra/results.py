@@ -7,12 +7,17 @@ from pathlib import Path
 
 from codyra.io import read_json, write_json
 from codyra.metrics import summarize
-from codyra.paths import cell_path, run_dir, row0_cell_path, task_dir
-from codyra.updates import SUMMARY_FILE
+from codyra.paths import (
+    HEATMAP_FILE,
+    MATRIX_FILE,
+    SUMMARY_FILE,
+    cell_path,
+    row0_cell_path,
+    run_dir,
+    task_dir,
+)
 
 log = logging.getLogger(__name__)
-MATRIX_FILE = "matrix.json"
-HEATMAP_FILE = "A_heatmap.png"
 
 
 def read_matrix(cfg: dict, method: str, seed: int) -> list[list[float]]:
@@ -47,7 +52,9 @@ def save_heatmap(result: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from matplotlib.figure import Figure  # no pyplot: its global state is not thread-safe
+    from matplotlib.figure import (
+        Figure,  # no pyplot: its global state is not thread-safe
+    )
 
     A, tasks = result["A"], result["tasks"]
     fig = Figure(figsize=(1.2 + 0.9 * len(tasks), 1.0 + 0.7 * len(A)))
@@ -76,16 +83,14 @@ def mirror_parent(cfg: dict, method: str, seed: int) -> None:
 
 def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
     """Pretrain (mini, if needed), train every task and evaluate every cell, skipping finished work."""
-    from codyra.benchmarks import pretrained_weights
+    from codyra.benchmarks import own_pretraining, pretrain_own
     from codyra.evaluate import evaluate_cell, evaluate_row0
     from codyra.train import train_task
 
     n = len(cfg["tasks"])
-    weights = pretrained_weights(cfg)
-    if cfg["data"]["kind"] == "mini" and not Path(weights).is_file():
-        from codyra.mini.pretrain import pretrain_mini
-
-        pretrain_mini(cfg, weights)
+    weights = own_pretraining(cfg)
+    if weights is not None and not Path(weights).is_file():
+        pretrain_own(cfg)
     for j in range(1, n + 1):
         if not row0_cell_path(cfg, j).is_file():
             evaluate_row0(cfg, j, device=device)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 import torch
 
 from codyra.benchmarks import pretrained_weights
-from codyra.paths import task_dir
-from codyra.updates import UPDATE_FILE, apply_update, load_update
+from codyra.paths import UPDATE_FILE, task_dir
+from codyra.updates import apply_update, load_update
 
 if TYPE_CHECKING:
     from codyra.clip.model import ClipBundle
@@ -32,10 +32,7 @@ def rebuild(cfg: dict, method: str, seed: int, upto: int, pretrained: Callable[[
     """theta_upto on the CPU in fp32: ``pretrained(cfg)`` (a bundle with ``.model``) plus the
     stored updates 1..upto applied in task order, so the result is bit-identical to the model
     the training job of task ``upto`` ended with."""
-    dirs = [task_dir(cfg, method, seed, k) for k in range(1, upto + 1)]
-    missing = [str(d / UPDATE_FILE) for d in dirs if not (d / UPDATE_FILE).is_file()]
-    if missing:  # fail before building anything
-        raise FileNotFoundError(f"missing task update(s) {missing}: train those tasks first")
+    dirs = require_updates(cfg, method, seed, upto)  # fail before building anything
     bundle = pretrained(cfg)
     for d in dirs:  # one at a time: full fine-tuning deltas are model-sized
         apply_update(bundle.model, load_update(d))
@@ -44,6 +41,15 @@ def rebuild(cfg: dict, method: str, seed: int, upto: int, pretrained: Callable[[
 
 def rebuild_clip(cfg: dict, method: str, seed: int, upto: int) -> ClipBundle:
     return rebuild(cfg, method, seed, upto, pretrained_clip)
+
+
+def require_updates(cfg: dict, method: str, seed: int, upto: int) -> list:
+    """The task folders of updates 1..upto; a clear error, before any work, if one is missing."""
+    dirs = [task_dir(cfg, method, seed, k) for k in range(1, upto + 1)]
+    missing = [str(d / UPDATE_FILE) for d in dirs if not (d / UPDATE_FILE).is_file()]
+    if missing:
+        raise FileNotFoundError(f"missing task update(s) {missing}: train those tasks first")
+    return dirs
 
 
 def pick_device(device: str | None = None) -> torch.device:

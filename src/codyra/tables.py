@@ -23,8 +23,7 @@ import numpy as np
 
 from codyra.io import read_json, write_json, write_text
 from codyra.metrics import summarize
-from codyra.paths import run_dir, tables_dir
-from codyra.results import MATRIX_FILE
+from codyra.paths import MATRIX_FILE, run_dir, tables_dir
 
 
 @dataclass

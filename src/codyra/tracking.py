@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no store-migration chatter in job output
 # Fail fast on an unreachable server instead of retrying with backoff for minutes.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
@@ -58,8 +59,13 @@ def store_answers(uri: str) -> bool:
                 return response.status == 200
         except OSError:
             return False
-    if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///")).parent.is_dir()
+    if uri.startswith("sqlite:///"):  # a local file: its folder is all it needs
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return False
+        return True
     return True
 
 
@@ -217,7 +223,9 @@ class JobRun:
         if params:
             self.store.log_params(self.run_id, params)
         if system_metrics:  # CPU, memory, GPU utilisation sampled by MLflow in a background thread
-            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+            from mlflow.system_metrics.system_metrics_monitor import (
+                SystemMetricsMonitor,
+            )
 
             self.monitor = SystemMetricsMonitor(self.run_id, sampling_interval=5, tracking_uri=self.store.uri)
             self.monitor.start()

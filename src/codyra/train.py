@@ -17,24 +17,26 @@ import logging
 import shutil
 import time
 from dataclasses import dataclass
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from codyra import __version__
+from codyra.adapters.lora import seed_adapter_dropout
 from codyra.benchmarks import build_tasks
 from codyra.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from codyra.clip.targets import CLIP_VOCABULARY, clip_targets
 from codyra.clip.zeroshot import encode_prompts
 from codyra.config import resolve_job
+from codyra.io import write_text
 from codyra.methods import build_method
-from codyra.paths import task_dir
+from codyra.paths import HISTORY_FILE, task_dir
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
-from codyra.state import autocast, pick_device, rebuild_clip
+from codyra.state import autocast, pick_device, rebuild_clip, require_updates
 from codyra.tracking import JobRun, train_final_metrics, train_run
-from codyra.io import write_text
-from codyra.updates import HISTORY_FILE, save_update
+from codyra.updates import save_update
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +98,11 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
     """
     job = resolve_job(cfg, method_name, task_index)
     torch.set_num_threads(job["train"]["threads"])
+    method = build_method(job["method"])
+    if method.trains:
+        require_updates(cfg, method_name, seed, task_index - 1)
     run = JobRun(cfg, **train_run(cfg, method_name, seed, task_index), params=job, system_metrics=True)
     try:
-        method = build_method(job["method"])
         if method.trains:
             trained = _fit_function(cfg)(cfg, method_name, method, seed, task_index, job, run, device, on_step)
         else:
@@ -114,7 +118,9 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
 def _fit_function(cfg: dict):
     """The training loop of the model family: CLIP (below) or causal LM (codyra.llm.train)."""
     if cfg["model"]["family"] == "causal_lm":
-        from codyra.llm.train import fit_lm_task  # imported here: it imports this module
+        from codyra.llm.train import (
+            fit_lm_task,  # imported here: it imports this module
+        )
 
         return fit_lm_task
     return fit_clip_task
@@ -130,8 +136,10 @@ def fit_clip_task(cfg, method_name, method, seed, task_index, job, run, device, 
     generator = torch.Generator().manual_seed(derive_seed(seed, task_index, 1))
     groups = method.setup(model, clip_targets(model), CLIP_VOCABULARY, generator, hp["weight_decay"])
     model.to(device).train()
+    dropout = seed_adapter_dropout(model, device)
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
-    optimizer = torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"])
+    # fused: one kernel for all parameters instead of a loop over hundreds of small adapter tensors
+    optimizer = torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"], fused=True)
     total = hp["iterations"]
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total, hp["warmup_steps"]))
 
@@ -162,6 +170,8 @@ def fit_clip_task(cfg, method_name, method, seed, task_index, job, run, device, 
     logit_scale = model.logit_scale.exp().detach()
     for step, (images, labels) in enumerate(loader, start=start + 1):
         images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        if dropout is not None:  # masks are a function of (seed, task, step), as the batches are
+            dropout.manual_seed(derive_seed(seed, task_index, step))
         with autocast(device, hp["precision"]):
             image_emb = F.normalize(model.encode_image(images).float(), dim=-1)
             text_emb = fixed_text if fixed_text is not None else F.normalize(model.encode_text(tokens).float(), dim=-1)

@@ -24,10 +24,8 @@ from safetensors.torch import save_file
 
 from codyra.adapters.lora import delta_from_factors
 from codyra.io import atomic_write, write_json
+from codyra.paths import SUMMARY_FILE, UPDATE_FILE
 
-UPDATE_FILE = "update.safetensors"
-SUMMARY_FILE = "summary.json"
-HISTORY_FILE = "history.jsonl"  # per-step training metrics, one JSON object per line
 FORMAT_VERSION = "1"
 KINDS = ("lora", "delta", "none")
 

@@ -265,12 +265,12 @@ def write_stanford_cars(root: Path) -> None:
     class_names[0, :] = CAR_CLASSES
     scipy.io.savemat(base / "devkit" / "cars_meta.mat", {"class_names": class_names})
     items = []
-    for split, per_class, annotations in (
+    for split, per_class, annotation_file in (
         ("cars_train", TRAIN_PER_CLASS, base / "devkit" / "cars_train_annos.mat"),
         ("cars_test", TEST_PER_CLASS, base / "cars_test_annos_withlabels.mat"),
     ):
         labels = [label for label in range(1, len(CAR_CLASSES) + 1) for _ in range(per_class)]
-        _cars_annotations(annotations, labels)
+        _cars_annotations(annotation_file, labels)
         for index, label in enumerate(labels):
             write_image(base / split / f"{index + 1:05d}.jpg")
             # CoOp moves the year to the front of the class name.

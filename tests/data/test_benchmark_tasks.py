@@ -141,7 +141,7 @@ def test_xtail_cell_classifies_over_the_registry_label_space(data_root, tmp_path
 def test_mtil_cell_classifies_over_the_task_s_own_ensemble(data_root, tmp_path, tiny_clip, classified_spaces):
     cfg = shipped("mtil_5shot.yaml", data_root, tmp_path, num_workers=0)
     tasks = build_tasks(cfg, tiny_clip.image)
-    accuracy, images, classes = evaluate.accuracy_on_task(tiny_clip, tasks, 2, cfg, evaluate.pick_device("cpu"))
+    _, images, classes = evaluate.accuracy_on_task(tiny_clip, tasks, 2, cfg, evaluate.pick_device("cpu"))
     assert (images, classes) == (SIZES["mtil"]["Caltech101"][2], 101)
     [space] = classified_spaces
     assert space.datasets == ("Caltech101",)

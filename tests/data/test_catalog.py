@@ -3,7 +3,14 @@
 import pytest
 
 from codyra.data import classnames
-from codyra.data.catalog import EXPECTED, MTIL, MTIL_DATASETS, XTAIL, XTAIL_DATASETS, requirement
+from codyra.data.catalog import (
+    EXPECTED,
+    MTIL,
+    MTIL_DATASETS,
+    XTAIL,
+    XTAIL_DATASETS,
+    requirement,
+)
 from codyra.data.templates import MTIL_TEMPLATES, XTAIL_TEMPLATES, templates
 
 # protocols.md, MTIL: template ensemble sizes, split sizes, 5-shot train sizes (order I).

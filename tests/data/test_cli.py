@@ -1,6 +1,5 @@
 """`codyra data check --config ...` on fixture datasets."""
 
-import argparse
 import subprocess
 import sys
 
@@ -9,7 +8,6 @@ import yaml
 
 from codyra.cli import main
 from codyra.data.catalog import MTIL_DATASETS, XTAIL_DATASETS
-from codyra.data.cli import register_cli
 
 from .fixtures import write_aircraft, write_mnist
 

@@ -17,7 +17,6 @@ from codyra.llm.metrics import (
 )
 from codyra.llm.sari import sari_sentence, tokenize_13a
 
-
 # --- accuracy -----------------------------------------------------------------------------
 
 PREDICTIONS = ["A", "B ", "", " A. support", "12"]

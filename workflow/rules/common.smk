@@ -1,8 +1,9 @@
 # Configuration, paths and the helpers every rule uses.
 import codyra
+from codyra.benchmarks import own_pretraining
 from codyra.config import ConfigError, fingerprint, load_config, resolve_job
 from codyra.methods import method_class
-from codyra.paths import CELL, MINI_PRETRAINED, ROW0_CELL, RUN_DIR, TABLES_DIR
+from codyra.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
 
 
 def _raw_config():
@@ -27,9 +28,7 @@ RUN = RUN_DIR.format(**_fixed, method="{method}", seed="{seed}")
 CELL_PATTERN = CELL.format(**_fixed, method="{method}", seed="{seed}", i="{i}", j="{j}")
 ROW0_PATTERN = ROW0_CELL.format(**_fixed, j="{j}")
 TABLES = TABLES_DIR.format(**_fixed)
-PRETRAINED_WEIGHTS = (
-    MINI_PRETRAINED.format(**_fixed) if CFG["data"]["kind"] == "mini" and CFG["model"]["pretrained"] is None else None
-)
+PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their own theta_0
 TRACKING = CFG["tracking"]["enabled"]
 MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
 
@@ -64,6 +63,11 @@ def common_inputs():
     if TRACKING:
         inputs["mlflow"] = ancient(MLFLOW_MARKER)
     return inputs
+
+
+def family_settings():
+    """Settings only one model family reads (part of the fingerprints of the jobs they affect)."""
+    return {"llm": CFG["llm"]} if CFG["model"]["family"] == "causal_lm" else {}
 
 
 def version_tag():

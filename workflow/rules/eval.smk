@@ -5,7 +5,7 @@
 def eval_settings(j):
     union = CFG["data"]["label_space"] == "union"
     tasks = [t["name"] for t in CFG["tasks"]] if union else CFG["tasks"][int(j) - 1]["name"]
-    return fingerprint([CFG["eval"], CFG["data"], CFG["model"], tasks, version_tag()])
+    return fingerprint([CFG["eval"], CFG["data"], CFG["model"], family_settings(), tasks, version_tag()])
 
 
 rule row0_cell:

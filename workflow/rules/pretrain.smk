@@ -1,13 +1,16 @@
-# The mini benchmark's theta_0: a tiny CLIP pretrained on synthetic captioned scenes.
+# The mini benchmarks' theta_0: a tiny CLIP pretrained on synthetic captioned scenes, or
+# (mini TRACE) the synthetic task data, a tokenizer and a tiny LLaMA.
 
 
-rule pretrain_mini:
-    output:
-        MINI_PRETRAINED.format(**_fixed),
-    params:
-        settings=fingerprint([CFG["mini"], CFG["model"], version_tag()]),
-    threads: CFG["mini"]["pretrain_threads"]
-    log:
-        f"{LOGS}/pretrain_mini.log",
-    run:
-        codyra_cli(log[0], threads, "pretrain-mini")
+if PRETRAINED_WEIGHTS:
+
+    rule pretrain_mini:
+        output:
+            PRETRAINED_WEIGHTS,
+        params:
+            settings=fingerprint([CFG["mini"], CFG["model"], family_settings(), version_tag()]),
+        threads: CFG["mini"]["pretrain_threads"]
+        log:
+            f"{LOGS}/pretrain_mini.log",
+        run:
+            codyra_cli(log[0], threads, "pretrain-mini")

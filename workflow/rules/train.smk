@@ -18,13 +18,17 @@ def train_settings(w):
             "task": CFG["tasks"][i - 1]["name"],
             "model": CFG["model"],
             "data": CFG["data"],
-            "mini": CFG["mini"] if CFG["data"]["kind"] == "mini" else None,
+            "mini": CFG["mini"] if PRETRAINED_WEIGHTS else None,
+            "family": family_settings(),
             "version": version_tag(),
         }
     )
 
 
-rule train_task:
+rule:
+    # LLM training gets its own rule name: profiles give it 4 GPUs in one task
+    name:
+        "train_lm_task" if CFG["model"]["family"] == "causal_lm" else "train_task"
     input:
         unpack(train_inputs),
     output:

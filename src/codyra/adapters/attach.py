@@ -21,6 +21,7 @@ from torch import nn
 from .lora import RankSelectiveLoRA
 from .targets import Target
 
+
 class LoRALinear(nn.Linear):
     def __init__(self, base: nn.Linear, adapter: RankSelectiveLoRA):
         nn.Module.__init__(self)

@@ -53,7 +53,7 @@ class RankSelectiveLoRA(nn.Module):
             self.w = nn.Parameter(w)
         else:
             self.register_buffer("w", w)
-        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.dropout = GeneratorDropout(dropout) if dropout > 0 else nn.Identity()
 
     @property
     def gated(self) -> bool:
@@ -72,12 +72,13 @@ class RankSelectiveLoRA(nn.Module):
 
     @torch.no_grad()
     def factors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(A, B, w * scale) of the surviving components only, fp32, detached."""
+        """(A, B, w * scale) of the surviving components only, fp32 on the CPU, detached."""
         keep = self.active()
+        # on the CPU: merging and storage happen there, whatever device trained
         return (
-            self.A[keep].float().clone(),
-            self.B[:, keep].float().clone(),
-            (self.w[keep] * self.scale).float().clone(),
+            self.A[keep].float().cpu().clone(),
+            self.B[:, keep].float().cpu().clone(),
+            (self.w[keep] * self.scale).float().cpu().clone(),
         )
 
     def extra_repr(self) -> str:
@@ -85,6 +86,35 @@ class RankSelectiveLoRA(nn.Module):
             f"in={self.in_features}, out={self.out_features}, rank={self.rank}, "
             f"scale={self.scale:g}, gated={self.gated}"
         )
+
+
+class GeneratorDropout(nn.Module):
+    """Dropout whose masks come from an explicit generator, never torch's global RNG (jobs may run
+    as threads of one process, and a resumed run must draw the masks an uninterrupted one drew)."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p, self.generator = p, None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return x
+        if self.generator is None:
+            raise RuntimeError("adapter dropout has no generator: call seed_adapter_dropout(model, device) before training")
+        keep = torch.empty_like(x).bernoulli_(1 - self.p, generator=self.generator)
+        return x * keep / (1 - self.p)
+
+
+def seed_adapter_dropout(model: nn.Module, device) -> torch.Generator | None:
+    """Give every adapter dropout one shared generator on ``device`` (reseed it before each step);
+    None when no adapter uses dropout."""
+    layers = [m for m in model.modules() if isinstance(m, GeneratorDropout)]
+    if not layers:
+        return None
+    generator = torch.Generator(device=device)
+    for layer in layers:
+        layer.generator = generator
+    return generator
 
 
 def delta_from_factors(A: torch.Tensor, B: torch.Tensor, w_scaled: torch.Tensor) -> torch.Tensor:

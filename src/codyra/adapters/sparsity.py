@@ -14,8 +14,10 @@ Schedules (the threshold at optimizer step t = 1..T, after a dense phase of D st
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # tensor methods only: config validation imports this module without torch
+    import torch
 
 PROX_OPERATORS = ("paper", "official")
 KAPPA_SCHEDULES = ("linear", "staircase")
@@ -24,10 +26,9 @@ STAIRCASE_LEVELS = 50
 
 def soft_threshold_(w: torch.Tensor, kappa: float, operator: str = "paper") -> torch.Tensor:
     if operator == "paper":
-        shrunk = w.abs() - kappa
-        w.copy_(torch.where(shrunk > 0, torch.sign(w) * shrunk, torch.zeros_like(w)))
+        w.copy_(w.sign() * (w.abs() - kappa).clamp_(min=0))
     elif operator == "official":
-        w.copy_(torch.where(w.abs() < 2 * kappa, torch.zeros_like(w), w - torch.sign(w) * kappa))
+        w.copy_((w - w.sign() * kappa).masked_fill_(w.abs() < 2 * kappa, 0.0))
     else:
         raise ValueError(f"unknown proximal operator {operator!r}; choose one of {PROX_OPERATORS}")
     return w

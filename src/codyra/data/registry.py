@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codyra.paths import FEWSHOT_MANIFEST
 from codyra.tasks import ClassificationTask, ImageConfig
 
 from .catalog import EXPECTED, Expected, requirement
@@ -147,9 +148,6 @@ def label_space(tasks) -> LabelSpace:
         entries += [(task.name, classname) for classname in task.classnames]
         start += task.num_classes
     return LabelSpace(names, tuple(offsets), tuple(entries), tuple(task.templates for task in tasks))
-
-
-FEWSHOT_MANIFEST = "{results}/{benchmark}/fewshot/{dataset}.json"
 
 
 def fewshot_manifest_path(cfg: dict, dataset: str) -> Path:

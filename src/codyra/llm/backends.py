@@ -71,7 +71,9 @@ class PlainBackend:
         return tensor
 
     def save(self, directory, step: int, scheduler, history: list) -> None:
-        save_checkpoint(directory, step=step, params=self.params, optimizer=self.optimizer, scheduler=scheduler, history=history)
+        save_checkpoint(
+            directory, step=step, params=self.params, optimizer=self.optimizer, scheduler=scheduler, history=history
+        )
 
     def load(self, directory, scheduler) -> tuple[int, list]:
         return load_checkpoint(directory, params=self.params, optimizer=self.optimizer, scheduler=scheduler)

@@ -7,7 +7,9 @@ order of length (less padding); answers come back in the input order.
 
 ``decoding: greedy`` (the default) is deterministic. ``decoding: sample`` is TRACE's setting:
 sampling at ``temperature`` (0.1) on top of the model's own generation config (e.g.
-LLaMA-2-chat's top-p 0.9), seeded per call.
+LLaMA-2-chat's top-p 0.9), seeded per call. ``generate`` samples from torch's global RNG, so
+sampled answers repeat only when no other job shares the process (Snakemake's local thread
+mode does).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def generate_answers(
     decoding: str = "greedy",
     temperature: float = 0.1,
     seed: int = 0,
-    device: torch.device = torch.device("cpu"),
+    device: torch.device | None = None,
     desc: str = "generate",
 ) -> list[str]:
     """The generated continuation of every prompt, special tokens removed."""
@@ -56,12 +58,13 @@ def generate_answers(
     collate = GenerationCollator(tokenizer, limits)
     order = sorted(range(len(prompts)), key=lambda k: len(prompts[k]), reverse=True)
     answers: list[str | None] = [None] * len(prompts)
-    torch.manual_seed(seed)
+    if decoding == "sample":
+        torch.manual_seed(seed)
     bar = progress_bar(total=len(prompts), desc=desc)
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         inputs = collate([TraceExample(prompts[k], "") for k in chunk])
-        inputs = {k: v.to(device) for k, v in inputs.items()}
+        inputs = {k: v.to(device or "cpu") for k, v in inputs.items()}
         output = model.generate(**inputs, generation_config=config)
         texts = tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
         for k, text in zip(chunk, texts):

@@ -11,6 +11,7 @@ safetensors only and kept in fp32 on the CPU, so stored updates merge exactly
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,10 @@ from codyra.paths import MINI_PRETRAINED, mini_data_dir
 from codyra.state import rebuild
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
+# transformers builds models under process-wide patches (torch.nn.init functions, the default
+# dtype, the meta device): jobs running as threads of one process (Snakemake's local mode)
+# must build one at a time, or one load sees another's half-applied state.
+MODEL_BUILD_LOCK = threading.Lock()
 
 
 class WeightsUnavailableError(RuntimeError):
@@ -93,15 +98,18 @@ def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None) ->
     """Model (fp32, CPU, eval mode) and tokenizer from a local folder or a hub id."""
     from huggingface_hub.constants import HF_HUB_CACHE
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # one carriage-return bar per load would clutter every job log
     if local:
         source = str(Path(source).expanduser())
         check_local_model(Path(source))
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            source, cache_dir=cache_dir, use_safetensors=True, dtype=torch.float32, local_files_only=local
-        )
-        tokenizer = AutoTokenizer.from_pretrained(source, cache_dir=cache_dir, local_files_only=local)
+        with MODEL_BUILD_LOCK:
+            model = AutoModelForCausalLM.from_pretrained(
+                source, cache_dir=cache_dir, use_safetensors=True, dtype=torch.float32, local_files_only=local
+            )
+            tokenizer = AutoTokenizer.from_pretrained(source, cache_dir=cache_dir, local_files_only=local)
     except OSError as err:
         raise WeightsUnavailableError(
             f"could not load the causal LM {source!r}: {err}\nLooked in the cache {cache_dir or HF_HUB_CACHE} "

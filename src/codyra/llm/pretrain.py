@@ -4,8 +4,9 @@
    under ``data.root`` (default ``results/{benchmark}/data``).
 2. A byte-level BPE tokenizer trained on their training splits.
 3. theta_0: a tiny LLaMA (``model_configs/<model.name>.json``) pretrained as a plain language
-   model (loss on every token) on solved examples of the ``llm.mini.pretrain_tasks``, drawn
-   with a different seed and never with an eval or test prompt of the benchmark. So the
+   model (loss on every token) on ``mini.corpus_size`` solved examples of the
+   ``llm.mini.pretrain_tasks``, drawn with a different seed and never with an eval or test
+   prompt of the benchmark. So the
    pretrained model solves some tasks zero-shot and knows nothing of the others, as an
    instruction-tuned LLM knows some TRACE tasks and not others.
 
@@ -17,6 +18,7 @@ exists only once everything does.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import time
@@ -26,9 +28,15 @@ import torch
 
 from codyra.llm.backends import answer_loss_sum, position_ids
 from codyra.llm.collate import TrainingCollator
-from codyra.llm.data import SPLITS, IGNORE_INDEX, load_split
+from codyra.llm.data import IGNORE_INDEX, SPLITS, load_split
 from codyra.llm.mini_trace import MINI_TRACE_TASKS, generate_task, write_mini_trace
-from codyra.llm.model import length_limits, mini_model_config, mini_model_dir, trace_root
+from codyra.llm.model import (
+    MODEL_BUILD_LOCK,
+    length_limits,
+    mini_model_config,
+    mini_model_dir,
+    trace_root,
+)
 from codyra.llm.tokenizer import train_mini_trace_tokenizer
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
@@ -40,14 +48,17 @@ SEED_OFFSET = 1_000_003  # the pretraining corpus is drawn apart from the benchm
 
 def pretraining_corpus(cfg: dict, root: Path) -> list:
     """Solved examples of the pretraining tasks, none sharing a prompt with an eval or test split."""
-    mini = cfg["llm"]["mini"]
-    unknown = sorted(set(mini["pretrain_tasks"]) - set(MINI_TRACE_TASKS))
+    tasks = cfg["llm"]["mini"]["pretrain_tasks"]
+    unknown = sorted(set(tasks) - set(MINI_TRACE_TASKS))
     if unknown:
-        raise ValueError(f"config key llm.mini.pretrain_tasks: unknown task(s) {unknown}; choose from {MINI_TRACE_TASKS}")
+        raise ValueError(
+            f"config key llm.mini.pretrain_tasks: unknown task(s) {unknown}; choose from {MINI_TRACE_TASKS}"
+        )
+    per_task = math.ceil(cfg["mini"]["corpus_size"] / max(1, len(tasks)))
     corpus = []
-    for task in mini["pretrain_tasks"]:
+    for task in tasks:
         held_out = {e.prompt for split in ("eval", "test") for e in load_split(root / task, split)}
-        drawn = generate_task(task, mini["data_seed"] + SEED_OFFSET, {"train": mini["pretrain_per_task"], "eval": 0, "test": 0})
+        drawn = generate_task(task, cfg["mini"]["data_seed"] + SEED_OFFSET, {"train": per_task, "eval": 0, "test": 0})
         corpus += [e for e in drawn["train"] if e.prompt not in held_out]
     return corpus
 
@@ -62,20 +73,21 @@ def build_mini_llama(name: str, tokenizer, seed: int):
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    torch.manual_seed(seed)  # transformers initialises from the global RNG
-    return LlamaForCausalLM(config)
+    with MODEL_BUILD_LOCK:
+        torch.manual_seed(seed)  # transformers initialises from the global RNG
+        return LlamaForCausalLM(config)
 
 
 def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
-    mini = cfg["llm"]["mini"]
-    if mini is None:
+    if cfg["llm"]["mini"] is None:
         raise ValueError("pretrain-mini for a causal LM needs the llm.mini block (the synthetic mini TRACE)")
+    mini = cfg["mini"]
     torch.set_num_threads(mini["pretrain_threads"])
     started = time.time()
     root = trace_root(cfg)
-    sizes = dict(zip(SPLITS, (mini["train_per_task"], mini["eval_per_task"], mini["test_per_task"])))
+    sizes = dict(zip(SPLITS, (mini["train_per_task"], cfg["llm"]["mini"]["eval_per_task"], mini["test_per_task"])))
     write_mini_trace(root, mini["data_seed"], sizes)
-    tokenizer = train_mini_trace_tokenizer(root, mini["vocab_size"])
+    tokenizer = train_mini_trace_tokenizer(root, cfg["llm"]["mini"]["vocab_size"])
     collate = TrainingCollator(tokenizer, length_limits(cfg))  # also sets the pad token and left padding
     model = build_mini_llama(cfg["model"]["name"], tokenizer, mini["pretrain_seed"]).train()
     corpus = pretraining_corpus(cfg, root)
@@ -119,5 +131,8 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     os.replace(staging, out)
     seconds = time.time() - started
-    log.info("mini TRACE data, tokenizer and theta_0 in %.1fs (corpus %d, final loss %.3f) -> %s", seconds, len(corpus), loss.item(), out)
+    log.info(
+        "mini TRACE data, tokenizer and theta_0 in %.1fs (corpus %d, final loss %.3f) -> %s",
+        seconds, len(corpus), loss.item(), out,
+    )
     return {"seconds": seconds, "corpus": len(corpus), "final_loss": loss.item(), "steps": steps}

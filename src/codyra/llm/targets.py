@@ -9,8 +9,6 @@ embeddings, norms and ``lm_head`` (as in TRACE's and TreeLoRA's LoRA setups).
 
 from __future__ import annotations
 
-from torch import nn
-
 from codyra.adapters.targets import PlacementVocabulary, Target
 
 ATTN_KINDS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -18,7 +16,9 @@ MLP_KINDS = ("gate_proj", "up_proj", "down_proj")
 LM_VOCABULARY = PlacementVocabulary(towers=("lm",), groups={"attn": ATTN_KINDS, "mlp": MLP_KINDS})
 
 
-def lm_targets(model: nn.Module) -> list[Target]:
+def lm_targets(model) -> list[Target]:
+    from torch import nn  # here: config validation reads LM_VOCABULARY without torch
+
     kinds = LM_VOCABULARY.kinds
     targets = [
         Target(path, f"{path}.weight", None, module.in_features, module.out_features, "lm", path.rpartition(".")[2])

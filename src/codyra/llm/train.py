@@ -11,9 +11,10 @@ Two backends (:mod:`codyra.llm.backends`): one process with torch AdamW (CPU, te
 GPU), or DeepSpeed ZeRO-2 with ``llm.deepspeed.enabled``, for which ``codyra train``
 re-executes itself under torchrun (:mod:`codyra.llm.launch`).
 
-Resumable like CLIP training: batches are pure functions of (seed, task, step), dropout is
-reseeded from (seed, task, step, rank) before every step, and checkpoints hold the full
-optimizer state, so a resumed run ends where an uninterrupted one does.
+Resumable like CLIP training: batches are pure functions of (seed, task, step), adapter
+dropout draws from its own generator reseeded from (seed, task, step, rank) before every step
+(never from torch's global RNG, which jobs running as threads of one process share), and
+checkpoints hold the full optimizer state, so a resumed run ends where an uninterrupted one does.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 
 import torch
 
+from codyra.adapters.lora import seed_adapter_dropout
 from codyra.checkpoint import find_checkpoint
 from codyra.io import read_json
 from codyra.llm.backends import PlainBackend, answer_loss_sum, position_ids
@@ -33,12 +35,11 @@ from codyra.llm.data import load_split
 from codyra.llm.launch import in_distributed_rank, launch_ranks
 from codyra.llm.model import length_limits, rebuild_lm, task_folder
 from codyra.llm.targets import LM_VOCABULARY, lm_targets
-from codyra.paths import task_dir
+from codyra.paths import SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 from codyra.state import pick_device
 from codyra.train import StepBatches, TrainedTask, derive_seed, finish_task
-from codyra.updates import SUMMARY_FILE
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,22 @@ def total_steps(hp: dict, num_examples: int) -> int:
     if hp["epochs"] is None:
         return hp["iterations"]
     return math.ceil(hp["epochs"] * num_examples / hp["batch_size"])
+
+
+def optimizer_step(backend, inputs: dict) -> tuple[float, int]:
+    """One step on this rank's share of the batch, with the loss averaged over the answer tokens
+    of the whole batch; returns that loss and the batch's number of answer tokens."""
+    with backend.autocast():
+        logits = backend.forward(
+            input_ids=inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            position_ids=position_ids(inputs["attention_mask"]),
+        ).logits
+    loss_sum, tokens = answer_loss_sum(logits, inputs["labels"])
+    sums = backend.all_sum(torch.stack([loss_sum.detach(), tokens.to(loss_sum.dtype)]))
+    # DeepSpeed averages gradients over ranks, hence the factor world_size.
+    backend.step(loss_sum * backend.world_size / sums[1])
+    return float(sums[0] / sums[1]), int(sums[1])
 
 
 def fit_lm_task(cfg, method_name, method, seed, task_index, job, run, device, on_step) -> TrainedTask:
@@ -68,6 +85,7 @@ def fit_lm_task(cfg, method_name, method, seed, task_index, job, run, device, on
     examples = load_split(task_folder(cfg, task_index), "train")
     generator = torch.Generator().manual_seed(derive_seed(seed, task_index, 1))
     groups = method.setup(model, lm_targets(model), LM_VOCABULARY, generator, hp["weight_decay"])
+    dropout = seed_adapter_dropout(model, device)
     backend = make_backend(model, groups, method, hp, cfg["llm"], device)
     total = total_steps(hp, len(examples))
     scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, warmup_cosine(total, hp["warmup_steps"]))
@@ -90,26 +108,13 @@ def fit_lm_task(cfg, method_name, method, seed, task_index, job, run, device, on
     for step in range(start + 1, total + 1):
         keys = batches.batch(step - 1)[rank * share : (rank + 1) * share]
         inputs = {k: v.to(device) for k, v in collate([examples[index] for index, _ in keys]).items()}
-        torch.manual_seed(derive_seed(seed, task_index, step, rank))  # dropout masks
-        with backend.autocast():
-            logits = backend.forward(
-                input_ids=inputs["input_ids"],
-                attention_mask=inputs["attention_mask"],
-                position_ids=position_ids(inputs["attention_mask"]),
-            ).logits
-        loss_sum, tokens = answer_loss_sum(logits, inputs["labels"])
-        sums = backend.all_sum(torch.stack([loss_sum.detach(), tokens.to(loss_sum.dtype)]))
-        # DeepSpeed averages gradients over ranks, hence the factor world_size.
-        backend.step(loss_sum * world_size / sums[1])
+        if dropout is not None:
+            dropout.manual_seed(derive_seed(seed, task_index, step, rank))
+        loss, tokens = optimizer_step(backend, inputs)
         scheduler.step()
         backend.after_step(method, step, total)
-        record = {
-            "step": step,
-            "loss": float(sums[0] / sums[1]),
-            "lr": scheduler.get_last_lr()[0],
-            "tokens": int(sums[1]),
-            **method.step_metrics(),
-        }
+        lr = scheduler.get_last_lr()[0]
+        record = {"step": step, "loss": loss, "lr": lr, "tokens": tokens, **method.step_metrics()}
         history.append(record)
         if rank == 0:
             run.metrics(record)
@@ -134,4 +139,5 @@ def fit_lm_task(cfg, method_name, method, seed, task_index, job, run, device, on
         torch.distributed.barrier()
         summary = read_json(task_dir(cfg, method_name, seed, task_index) / SUMMARY_FILE)
     backend.close()
-    return TrainedTask(summary, model if world_size == 1 and make_backend is PlainBackend else None)
+    # Under ZeRO the module's frozen weights were cast to the replica's precision: theta_i is rebuilt by the next job.
+    return TrainedTask(summary, model if make_backend is PlainBackend else None)

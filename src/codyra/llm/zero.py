@@ -1,7 +1,7 @@
 """DeepSpeed ZeRO-2 training backend (one process per rank, started by torchrun).
 
-ZeRO-2 keeps a full replica of the model on every rank (bf16 with ``train.precision`` bf16,
-fp32 otherwise) but partitions the fp32 master weights, the AdamW moments and the reduced
+ZeRO-2 keeps a full replica of the model on every rank (bf16 when ``train.precision`` is
+bf16, or auto on a GPU; fp32 otherwise) but partitions the fp32 master weights, the AdamW moments and the reduced
 gradients: after ``engine.step()`` each rank has updated its own slice of the masters, and
 an all-gather refreshes every replica from them.
 
@@ -28,6 +28,7 @@ up front. ZeRO-1 with bf16 switches to a different optimizer, so only stage 2 is
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -93,6 +94,9 @@ class ZeroBackend:
                 f"method {method.kind!r} rewrites parameters after each step but has no {PROXIMAL_GROUPS} "
                 "parameter group; under ZeRO only those groups go through the fp32 master weights"
             )
+        scalars = [n for n, p in model.named_parameters() if p.dim() == 0]
+        if scalars:  # deepspeed.initialize's broadcast views every parameter as bytes and fails on these
+            raise ValueError(f"DeepSpeed cannot broadcast the 0-dim parameter(s) {scalars}; give them shape [1]")
         self.optimizer = client_optimizer(groups, hp)
         config = zero2_config(hp["batch_size"], self.world_size, self.bf16, llm["gradient_clipping"])
         self.engine, self.zero, _, _ = deepspeed.initialize(model=model, optimizer=self.optimizer, config=config)
@@ -112,7 +116,7 @@ class ZeroBackend:
         self.zero._lazy_init_hp_params_optimizer_state()
 
     def autocast(self):
-        return torch.autocast(self.device.type, enabled=False)  # DeepSpeed already cast the replica
+        return contextlib.nullcontext()  # DeepSpeed already cast the replica
 
     def forward(self, **inputs):
         return self.engine(**inputs)
@@ -125,20 +129,24 @@ class ZeroBackend:
         torch.distributed.all_reduce(tensor)
         return tensor
 
+    @torch.no_grad()
     def gather(self, params: list, key: str | None = None) -> list[torch.Tensor]:
         """Full fp32 values of ``params`` (key None: master weights; else that AdamW moment),
         identical on every rank: each rank fills its own fragments, one all-reduce sums them."""
         sizes = [p.numel() for p in params]
         flat = torch.zeros(sum(sizes), dtype=torch.float32, device=self.device)
-        for p, chunk in zip(params, flat.split(sizes)):
+        offset = 0
+        for p, size in zip(params, sizes):
             mapping = p._hp_mapping
             if mapping is not None:
                 where = mapping.lp_fragment_address
-                chunk.narrow(0, where.start, where.numel).copy_(mapping.get_hp_fragment(key))
+                flat.narrow(0, offset + where.start, where.numel).copy_(mapping.get_hp_fragment(key))
+            offset += size
         torch.distributed.all_reduce(flat)
         return [chunk.view(p.shape) for p, chunk in zip(params, flat.split(sizes))]
 
     @staticmethod
+    @torch.no_grad()
     def _write_fragment(param, full: torch.Tensor, key: str | None = None) -> None:
         """Store this rank's fragment of ``full`` into the masters (key None) or an AdamW moment."""
         mapping = param._hp_mapping
@@ -146,6 +154,7 @@ class ZeroBackend:
             where = mapping.lp_fragment_address
             mapping.get_hp_fragment(key).copy_(full.flatten().narrow(0, where.start, where.numel))
 
+    @torch.no_grad()
     def after_step(self, method, step: int, total: int) -> None:
         if not self.gates:
             method.after_step(step, total)
@@ -162,6 +171,7 @@ class ZeroBackend:
                 replica.copy_(master)
                 p.data = replica  # back to the view into DeepSpeed's flat buffer
 
+    @torch.no_grad()
     def save(self, directory, step: int, scheduler, history: list) -> None:
         masters = self.gather(self.trainables)
         moments = {key: self.gather(self.trainables, key) for key in MOMENTS}
@@ -174,21 +184,23 @@ class ZeroBackend:
                     index += 1
             snapshot = _StateDict({"state": state, "param_groups": self._param_groups()})
             params = dict(zip(self.names, masters))
-            save_checkpoint(directory, step=step, params=params, optimizer=snapshot, scheduler=scheduler, history=history)
+            save_checkpoint(
+                directory, step=step, params=params, optimizer=snapshot, scheduler=scheduler, history=history
+            )
         torch.distributed.barrier()
 
+    @torch.no_grad()
     def load(self, directory, scheduler) -> tuple[int, list]:
         values = {n: torch.zeros(p.shape) for n, p in zip(self.names, self.trainables)}
         loaded = _StateDict()
         step, history = load_checkpoint(directory, params=values, optimizer=loaded, scheduler=scheduler)
         state = loaded.value["state"]
-        with torch.no_grad():
-            for index, (name, p) in enumerate(zip(self.names, self.trainables)):
-                full = values[name].to(self.device)
-                self._write_fragment(p, full)
-                p.data.copy_(full)
-                for key in MOMENTS:
-                    self._write_fragment(p, state[index][key].to(self.device), key)
+        for index, (name, p) in enumerate(zip(self.names, self.trainables)):
+            full = values[name].to(self.device)
+            self._write_fragment(p, full)
+            p.data.copy_(full)
+            for key in MOMENTS:
+                self._write_fragment(p, state[index][key].to(self.device), key)
         index = 0
         for g, params in enumerate(self.groups):
             self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"].copy_(state[index]["step"])
@@ -201,10 +213,12 @@ class ZeroBackend:
         """The client optimizer's hyperparameters with torch's parameter numbering."""
         out, start = [], 0
         for group, params in zip(self.optimizer.param_groups, self.groups):
-            out.append({**{k: v for k, v in group.items() if k != "params"}, "params": list(range(start, start + len(params)))})
+            hyperparameters = {k: v for k, v in group.items() if k != "params"}
+            out.append({**hyperparameters, "params": list(range(start, start + len(params)))})
             start += len(params)
         return out
 
+    @torch.no_grad()
     def finalize(self) -> None:
         """Check that every rank's replica is the same and equals its masters (rounded to the
         replica's dtype), then give the module the exact fp32 masters for ``Method.finish``."""

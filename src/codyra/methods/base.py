@@ -10,12 +10,14 @@ A baseline is one module in ``codyra.methods`` defining ``METHOD = <its class>``
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # method modules import torch lazily: config validation (every Snakemake start) reads them
+    import torch
+    from torch import nn
 
-from codyra.adapters.targets import PlacementVocabulary, Target
-from codyra.updates import TaskUpdate
+    from codyra.adapters.targets import PlacementVocabulary, Target
+    from codyra.updates import TaskUpdate
 
 
 class Method(ABC):

@@ -9,9 +9,12 @@ gate is zero at the end are dropped from the stored update.
 
 from __future__ import annotations
 
-import torch
-
-from codyra.adapters.sparsity import KAPPA_SCHEDULES, PROX_OPERATORS, kappa_at, soft_threshold_
+from codyra.adapters.sparsity import (
+    KAPPA_SCHEDULES,
+    PROX_OPERATORS,
+    kappa_at,
+    soft_threshold_,
+)
 from codyra.methods.lora import LoRA
 
 
@@ -37,13 +40,15 @@ class CoDyRA(LoRA):
             )
         self.kappa = 0.0
 
-    @torch.no_grad()
     def after_step(self, step, total_steps):
+        import torch
+
         o = self.options
         self.kappa = kappa_at(step, total_steps, o["dense_ratio"], o["kappa_max"], o["schedule"])
-        if self.kappa > 0:
-            for adapter in self.adapters.values():
-                soft_threshold_(adapter.w.data, self.kappa, o["prox"])
+        if self.kappa > 0:  # all gates in one flat tensor: one kernel, not one per adapter
+            gates = [adapter.w.data for adapter in self.adapters.values()]
+            flat = soft_threshold_(torch.cat(gates), self.kappa, o["prox"])
+            torch._foreach_copy_(gates, list(flat.split([g.numel() for g in gates])))
 
     def step_metrics(self):
         return {**super().step_metrics(), "kappa": self.kappa}

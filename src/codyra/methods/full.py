@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from codyra.methods.base import Method
-from codyra.updates import TaskUpdate, apply_update
 
 FROZEN = ("logit_scale",)
 
@@ -33,16 +30,17 @@ class FullFineTune(Method):
             {"params": no_decay, "weight_decay": 0.0, "name": "vectors"},
         ]
 
-    @torch.no_grad()
     def finish(self, model):
+        from codyra.updates import TaskUpdate, apply_update
+
         deltas = {n: p.detach().float().cpu() - self.before[n] for n, p in self.params.items()}
         # Restore theta_{i-1} and merge through apply_update, so the in-memory model is bit-identical
         # to the one rebuilt from stored updates.
         for n, p in self.params.items():
-            p.copy_(self.before[n].to(p.dtype))
+            p.data.copy_(self.before[n].to(p.dtype))
         update = TaskUpdate("delta", deltas)
         apply_update(model, update)
-        norms = {n: float(torch.linalg.vector_norm(d)) for n, d in deltas.items()}
+        norms = {n: float(d.norm()) for n, d in deltas.items()}
         summary = {
             "trainable_params": sum(d.numel() for d in deltas.values()),
             "stored_params": update.num_stored(),

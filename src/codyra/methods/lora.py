@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import math
 
-import torch
-
-from codyra.adapters.attach import attach_adapters, detach_adapters
-from codyra.adapters.lora import RankSelectiveLoRA, delta_from_factors
-from codyra.adapters.targets import select_targets
 from codyra.methods.base import Method, freeze
-from codyra.updates import TaskUpdate, apply_update
 
 
 class LoRA(Method):
@@ -19,6 +13,10 @@ class LoRA(Method):
     defaults = {"rank": 16, "alpha": None, "placement": "all", "dropout": 0.0}
 
     def setup(self, model, targets, vocab, generator, weight_decay):
+        from codyra.adapters.attach import attach_adapters
+        from codyra.adapters.lora import RankSelectiveLoRA
+        from codyra.adapters.targets import select_targets
+
         opts = self.options
         freeze(model)
         self.targets = select_targets(targets, opts["placement"], vocab)
@@ -50,6 +48,12 @@ class LoRA(Method):
         return {"active_rank_mean": sum(ranks) / len(ranks), "active_rank_total": float(sum(ranks))}
 
     def finish(self, model):
+        import torch
+
+        from codyra.adapters.attach import detach_adapters
+        from codyra.adapters.lora import delta_from_factors
+        from codyra.updates import TaskUpdate, apply_update
+
         tensors, where, matrices = {}, {}, {}
         for t in self.targets:
             adapter = self.adapters[t.name]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from codyra.methods.base import Method
-from codyra.updates import TaskUpdate
 
 
 class ZeroShot(Method):
@@ -14,6 +13,8 @@ class ZeroShot(Method):
         return []
 
     def finish(self, model):
+        from codyra.updates import TaskUpdate
+
         return TaskUpdate("none"), {"trainable_params": 0, "stored_params": 0}
 
 

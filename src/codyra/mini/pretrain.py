@@ -17,10 +17,10 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 from codyra.clip.model import create_clip
+from codyra.io import atomic_write
 from codyra.mini.corpus import make_corpus
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
-from codyra.io import atomic_write
 
 log = logging.getLogger(__name__)
 WARMUP_FRACTION = 0.05
@@ -56,6 +56,7 @@ def pretrain_mini(cfg: dict, out_path: str | Path) -> dict:
         [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
         lr=mini["pretrain_lr"],
         betas=(0.9, 0.98),
+        fused=True,  # one kernel over all tensors: unfused, the update of the 3.2 M-entry token embedding takes a fifth of each step
     )
     steps, batch = mini["pretrain_steps"], mini["pretrain_batch_size"]
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, int(WARMUP_FRACTION * steps)))

@@ -13,7 +13,17 @@ import numpy as np
 import torch
 
 from codyra.mini import TASK_NAMES
-from codyra.mini.render import COLOURS, COUNTS, POSITIONS, SHAPES, SIZE, TEXTURES, random_scene, render, texture
+from codyra.mini.render import (
+    COLOURS,
+    COUNTS,
+    POSITIONS,
+    SHAPES,
+    SIZE,
+    TEXTURES,
+    random_scene,
+    render,
+    texture,
+)
 from codyra.tasks import ClassificationTask, ImageConfig
 
 DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")

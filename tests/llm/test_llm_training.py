@@ -1,0 +1,157 @@
+"""LM training and evaluation on the tiny mini TRACE: stored updates, reconstruction of
+theta_i, resume after a kill, the epoch schedule, cells and generation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from codyra.evaluate import evaluate_cell
+from codyra.io import read_json
+from codyra.llm.data import load_split
+from codyra.llm.generation import generate_answers
+from codyra.llm.model import (
+    WeightsUnavailableError,
+    length_limits,
+    load_causal_lm,
+    pretrained_lm,
+    rebuild_lm,
+    task_folder,
+)
+from codyra.llm.zero import zero2_config
+from codyra.paths import (
+    HISTORY_FILE,
+    SUMMARY_FILE,
+    UPDATE_FILE,
+    cell_path,
+    row0_cell_path,
+    task_dir,
+)
+from codyra.train import train_task
+
+
+def state(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def history(cfg, method, i=1) -> list[dict]:
+    return [json.loads(line) for line in (task_dir(cfg, method, 0, i) / HISTORY_FILE).read_text().splitlines()]
+
+
+@pytest.mark.parametrize("method", ["codyra", "lora-qv"])
+def test_rebuilt_theta_equals_the_trained_model(tiny_trace, method):
+    for i in (1, 2):
+        trained = train_task(tiny_trace, method, 0, i)
+    want = state(trained.model)
+    rebuilt = state(rebuild_lm(tiny_trace, method, 0, 2).model)
+    assert rebuilt.keys() == want.keys()
+    for name, tensor in rebuilt.items():
+        assert torch.equal(tensor, want[name]), name
+    summary = read_json(task_dir(tiny_trace, method, 0, 2) / SUMMARY_FILE)
+    assert summary["task"] == "NumGLUE-cm" and summary["steps"] == 6 and summary["update_kind"] == "lora"
+    assert len(summary["matrices"]) == (14 if method == "codyra" else 4)
+    assert [h["step"] for h in history(tiny_trace, method, 2)] == list(range(1, 7))
+
+
+def test_codyra_prunes_gates_after_the_dense_phase(tiny_trace):
+    tiny_trace["method_configs"]["codyra"]["kappa_max"] = 10.0  # far above the gates' scale
+    summary = train_task(tiny_trace, "codyra", 0, 1).summary
+    assert summary["active_rank_total"] == 0 and summary["stored_params"] == 0
+    kappas = [h["kappa"] for h in history(tiny_trace, "codyra")]
+    assert kappas[:3] == [0.0] * 3 and kappas[-1] == pytest.approx(10.0)
+
+
+class Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("method", ["codyra", "lora-qv"])  # lora-qv: adapter dropout 0.1
+def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_trace, tmp_path, method):
+    def kill_at_5(step):
+        if step == 5:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_task(tiny_trace, method, 0, 1, on_step=kill_at_5)  # checkpoints at steps 2 and 4
+    out = task_dir(tiny_trace, method, 0, 1)
+    assert read_json(out / "checkpoint" / "state.json")["step"] == 4 and not (out / UPDATE_FILE).exists()
+    resumed = train_task(tiny_trace, method, 0, 1)
+    assert not (out / "checkpoint").exists()
+    fresh = {**tiny_trace, "results": str(tmp_path / "fresh")}
+    uninterrupted = train_task(fresh, method, 0, 1)
+    a, b = state(resumed.model), state(uninterrupted.model)
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    assert history(tiny_trace, method) == history(fresh, method)
+
+
+def test_epochs_per_task_set_the_number_of_steps(tiny_trace_dict):
+    from codyra.config import load_config
+
+    tiny_trace_dict["tasks"][0]["train"] = {"epochs": 2}  # 2 x 16 examples / batch 4
+    tiny_trace_dict["tasks"][0]["methods"] = {"lora-qv": {"train": {"epochs": 3}}}
+    cfg = load_config(tiny_trace_dict)
+    assert train_task(cfg, "codyra", 0, 1).summary["steps"] == 8
+    assert train_task(cfg, "lora-qv", 0, 1).summary["steps"] == 12
+
+
+def test_cells_score_generated_answers_and_share_row_0(tiny_trace):
+    train_task(tiny_trace, "codyra", 0, 1)
+    cell = evaluate_cell(tiny_trace, "codyra", 0, 1, 2)
+    assert cell == read_json(cell_path(tiny_trace, "codyra", 0, 1, 2))
+    assert cell["task"] == "NumGLUE-cm" and cell["metric"] == "accuracy" and cell["num_samples"] == 10
+    assert 0.0 <= cell["accuracy"] <= 100.0 and (cell["benchmark"], cell["i"], cell["j"]) == ("tiny-trace", 1, 2)
+    rows = cell_path(tiny_trace, "codyra", 0, 1, 2).with_suffix(".predictions.jsonl").read_text().splitlines()
+    assert [json.loads(r)["answer"] for r in rows] == [e.answer for e in load_split(task_folder(tiny_trace, 2), "test")]
+
+    row0 = evaluate_cell(tiny_trace, "zeroshot", 0, 2, 1)  # never trains: a copy of the pretrained row
+    shared = read_json(row0_cell_path(tiny_trace, 1))
+    assert row0["accuracy"] == shared["accuracy"] and row0["copied_from"] == str(row0_cell_path(tiny_trace, 1))
+    assert row0_cell_path(tiny_trace, 1).with_suffix(".predictions.jsonl").is_file()
+    assert evaluate_cell(tiny_trace, "codyra", 0, 0, 1)["accuracy"] == shared["accuracy"]
+
+
+def test_greedy_generation_is_deterministic_and_independent_of_padding(tiny_trace):
+    bundle = pretrained_lm(tiny_trace)
+    prompts = [e.prompt for j in (1, 2) for e in load_split(task_folder(tiny_trace, j), "test")]
+
+    def answers(batch_size):
+        return generate_answers(bundle.model, bundle.tokenizer, prompts, limits=length_limits(tiny_trace),
+                                max_new_tokens=8, batch_size=batch_size)
+
+    batched = answers(7)  # prompts of different lengths share batches: left padding
+    assert batched == answers(7) and batched == answers(1)
+    assert any(batched)
+
+
+def test_missing_weights_errors_name_the_fix(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="pretrain-mini"):
+        load_causal_lm(str(tmp_path), local=True)
+
+    def offline(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co'")
+
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", offline)
+    with pytest.raises(WeightsUnavailableError, match=f"cache {tmp_path}.*model.cache_dir.*HF_HUB_OFFLINE"):
+        load_causal_lm("meta-llama/Llama-2-7b-chat-hf", local=False, cache_dir=str(tmp_path))
+
+
+def test_zero_batches_split_evenly_over_ranks():
+    config = zero2_config(batch_size=4, world_size=2, bf16=True, clip_norm=1.0)
+    assert (config["train_batch_size"], config["train_micro_batch_size_per_gpu"]) == (4, 2)
+    assert config["zero_optimization"]["stage"] == 2 and config["bf16"]["enabled"]
+    with pytest.raises(ValueError, match="train.batch_size"):
+        zero2_config(batch_size=4, world_size=3, bf16=True, clip_norm=1.0)
+
+
+def test_models_load_correctly_in_concurrent_threads(tiny_trace):
+    """Snakemake's local mode runs jobs as threads: transformers' loading must not interleave."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    want = state(pretrained_lm(tiny_trace).model)
+    with ThreadPoolExecutor(4) as pool:
+        loaded = list(pool.map(lambda _: state(pretrained_lm(tiny_trace).model), range(8)))
+    for got in loaded:
+        assert all(torch.equal(got[k], want[k]) for k in want)

@@ -1,0 +1,29 @@
+"""One rank of a ZeRO-2 training that is killed after a step (run by test_llm_zero.py under
+torchrun): ``zero_worker.py CONFIG METHOD KILL_AT_STEP``. The checkpoint it leaves behind is
+what the test resumes."""
+
+import sys
+
+from codyra.config import load_config
+from codyra.train import train_task
+
+
+class Killed(Exception):
+    pass
+
+
+def kill_at(step: int):
+    def hook(s: int) -> None:
+        if s == step:
+            raise Killed
+
+    return hook
+
+
+if __name__ == "__main__":
+    config, method, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    try:
+        train_task(load_config(config), method, 0, 1, on_step=kill_at(step))
+    except Killed:
+        sys.exit(0)
+    sys.exit(f"rank was not killed at step {step}")
