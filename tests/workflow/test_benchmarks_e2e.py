@@ -1,0 +1,83 @@
+"""The real benchmark pipelines through the grid, on data the tests generate:
+MTIL (few-shot, own label space) and X-TAIL (union label space) on fixture datasets in their
+on-disk layouts with a tiny open_clip model, and the mini TRACE with a tiny LLaMA."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from codyra.benchmarks import build_tasks
+from codyra.config import load_config
+from codyra.paths import cell_path, row0_cell_path, tables_dir
+from codyra.tasks import ImageConfig
+from tests.conftest import TINY
+from tests.data.fixtures import write_dtd, write_eurosat, write_mnist
+from tests.llm.conftest import TINY_TRACE
+
+from .conftest import REPO, job_counts, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def fixture_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("clip-data")
+    for write in (write_dtd, write_eurosat, write_mnist):
+        write(root)
+    return root
+
+
+def clip_config(tmp_path, data_root, pretrained, kind: str) -> dict:
+    return {
+        "benchmark": f"fixture-{kind}",
+        "results": str(tmp_path / "results"),
+        "seeds": [0],
+        "methods": ["zeroshot", "codyra"],
+        "model": {"name": "codyra-mini", "pretrained": str(pretrained)},
+        "data": {"kind": kind, "root": str(data_root), "fewshot": 2, "label_space": "task" if kind == "mtil" else "union"},
+        "tasks": [{"name": "DTD"}, {"name": "EuroSAT"}, {"name": "MNIST"}],
+        "train": {"iterations": 3, "batch_size": 4, "lr": 0.003, "checkpoint_every": 2},
+        "eval": {"batch_size": 16},
+        "method_configs": {"zeroshot": {"kind": "zeroshot"}, "codyra": copy.deepcopy(TINY["method_configs"]["codyra"])},
+    }
+
+
+@pytest.mark.parametrize("kind", ["mtil", "xtail"])
+def test_clip_benchmark_on_fixture_datasets(tmp_path, fixture_root, tiny_pretrained, kind):
+    cfg = clip_config(tmp_path, fixture_root, tiny_pretrained, kind)
+    result = snakemake(tmp_path, cfg, "--cores", "2", "all_tables")
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts["train_task"] == 3 and counts["row0_cell"] == 3 and counts["eval_cell"] == 2 * 9
+    loaded = load_config(cfg)
+    manifests = sorted(p.name for p in (tmp_path / "results" / cfg["benchmark"] / "fewshot").iterdir())
+    assert manifests == ["DTD.json", "EuroSAT.json", "MNIST.json"]  # 2-shot subsets pinned once per dataset
+    tasks = build_tasks(loaded, ImageConfig(32, (0.5,) * 3, (0.25,) * 3))
+    mnist = json.loads(row0_cell_path(loaded, 3).read_text())
+    if kind == "mtil":  # classified over its own classes
+        assert mnist["num_classes"] == tasks[2].num_classes == 10
+    else:  # over the union of every task's classes
+        assert mnist["num_classes"] == sum(t.num_classes for t in tasks) > 10
+    summary = json.loads((tmp_path / "results" / cfg["benchmark"] / "codyra" / "seed0" / "task2" / "summary.json").read_text())
+    assert summary["task"] == "EuroSAT" and summary["steps"] == 3
+    assert json.loads(cell_path(loaded, "codyra", 0, 3, 1).read_text())["task"] == "DTD"
+    assert (tables_dir(loaded) / "table1.md").is_file()
+
+
+def test_mini_trace_through_the_grid(tmp_path):
+    cfg = copy.deepcopy(TINY_TRACE)
+    cfg["results"] = str(tmp_path / "results")
+    result = snakemake(tmp_path, cfg, "--cores", "2", "all_tables")
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts["pretrain_mini"] == 1 and counts["train_lm_task"] == 2 * 2  # two trained methods, two tasks
+    loaded = load_config(cfg)
+    cell = json.loads(cell_path(loaded, "codyra", 0, 2, 1).read_text())
+    assert cell["task"] == "C-STANCE" and 0 <= cell["accuracy"] <= 100 and cell["metric"]
+    predictions = cell_path(loaded, "codyra", 0, 2, 1).with_suffix(".predictions.jsonl")
+    assert len(predictions.read_text().splitlines()) == cfg["mini"]["test_per_task"]
+    table2 = (tables_dir(loaded) / "table2.md").read_text()
+    assert "OP" in table2 and "Forgetting" in table2
+    assert yaml.safe_load((REPO / "config" / "mini_trace.yaml").read_text())["data"]["kind"] == "trace"
