@@ -94,15 +94,7 @@ def evaluate_row0(cfg: dict, j: int, *, device=None) -> dict:
     _check_indices(cfg, 0, j)
 
     def compute():
-        if cfg["model"]["family"] == "causal_lm":
-            result = _generated_cell(cfg, PRETRAINED, None, 0, j, device)
-        else:
-            torch.set_num_threads(cfg["eval"]["threads"])
-            started = time.time()
-            bundle = pretrained_clip(cfg)
-            tasks = build_tasks(cfg, bundle.image)
-            acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
-            result = _cell(cfg, PRETRAINED, None, 0, j, acc, n, classes, started)
+        result = _computed_cell(cfg, PRETRAINED, None, 0, j, device)
         write_json(row0_cell_path(cfg, j), result)
         return result
 
@@ -123,19 +115,12 @@ def evaluate_cell(cfg: dict, method: str, seed: int, i: int, j: int, *, device=N
         require_updates(cfg, method, seed, i)
 
     def compute():
-        started = time.time()
         if copies_row0:
             row0 = row0_cell_path(cfg, j)
             shared = read_json(row0) if row0.is_file() else evaluate_row0(cfg, j, device=device)
             result = {**shared, "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
-        elif cfg["model"]["family"] == "causal_lm":
-            result = _generated_cell(cfg, method, seed, i, j, device)
         else:
-            torch.set_num_threads(cfg["eval"]["threads"])
-            bundle = rebuild_clip(cfg, method, seed, i)
-            tasks = build_tasks(cfg, bundle.image)
-            acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
-            result = _cell(cfg, method, seed, i, j, acc, n, classes, started)
+            result = _computed_cell(cfg, method, seed, i, j, device)
         write_json(cell_path(cfg, method, seed, i, j), result)
         log.info("A[%d,%d] = %.2f (%s)", i, j, result["accuracy"], cell_path(cfg, method, seed, i, j))
         return result
@@ -143,11 +128,18 @@ def evaluate_cell(cfg: dict, method: str, seed: int, i: int, j: int, *, device=N
     return tracked(cfg, method, seed, i, j, compute)
 
 
-def _generated_cell(cfg, method, seed, i, j, device) -> dict:
-    """A[i, j] of a causal-LM (TRACE) benchmark: generated answers scored by the task's metric."""
-    from codyra.llm.evaluate import evaluate_lm_cell
+def _computed_cell(cfg, method, seed, i, j, device) -> dict:
+    """A[i, j] of theta_i (theta_0 for the method ``pretrained``), by the model family's protocol."""
+    if cfg["model"]["family"] == "causal_lm":  # generated answers scored by the task's metric
+        from codyra.llm.evaluate import evaluate_lm_cell
 
-    return evaluate_lm_cell(cfg, method, seed, i, j, device=device)
+        return evaluate_lm_cell(cfg, method, seed, i, j, device=device)
+    torch.set_num_threads(cfg["eval"]["threads"])
+    started = time.time()
+    bundle = pretrained_clip(cfg) if method == PRETRAINED else rebuild_clip(cfg, method, seed, i)
+    tasks = build_tasks(cfg, bundle.image)
+    acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
+    return _cell(cfg, method, seed, i, j, acc, n, classes, started)
 
 
 def _cell(cfg, method, seed, i, j, acc, n, classes, started) -> dict:

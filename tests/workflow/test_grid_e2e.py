@@ -110,3 +110,17 @@ def test_unreachable_tracking_keeps_results_and_sync_fills_mlflow_once(tmp_path)
     assert second == {"created": 0, "replaced": 0, "kept": first["created"]}
     assert len({r.data.tags[KEY] for r in runs.values()}) == len(runs)
     assert os.path.getsize(tmp_path / "later.db") > 0
+
+
+def test_a_failed_job_shows_its_log_tail_and_leaves_no_result(tmp_path):
+    broken = tmp_path / "theta0.safetensors"
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")  # a truncated safetensors header
+    cfg = grid_config(tmp_path, methods=["codyra"], seeds=[0])
+    cfg["model"]["pretrained"] = str(broken)
+    result = snakemake(tmp_path, cfg, "--cores", "1", "all_tables", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "results/logs/tiny/" in output  # the failed job's log path ...
+    assert "is corrupted or truncated" in output and "Traceback" in output  # ... and its last lines
+    loaded = load_config(cfg)
+    assert not any(cell_path(loaded, "codyra", 0, i, j).exists() for i in range(4) for j in range(1, 4))

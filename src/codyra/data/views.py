@@ -13,10 +13,10 @@ from .samples import Samples
 from .transforms import EvalTransform, TrainTransform
 
 
-class EvalView(Dataset):
-    """Indexed by int; returns (float tensor [3, H, W], int label)."""
+class _View(Dataset):
+    """Images of a split, loaded lazily per item (so DataLoader workers stream large test sets)."""
 
-    def __init__(self, samples: Samples, transform: EvalTransform):
+    def __init__(self, samples: Samples, transform):
         self.samples = samples
         self.transform = transform
 
@@ -26,25 +26,22 @@ class EvalView(Dataset):
 
     def __len__(self) -> int:
         return len(self.samples)
+
+
+class EvalView(_View):
+    """Indexed by int; returns (float tensor [3, H, W], int label)."""
+
+    transform: EvalTransform
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         image = self.samples.images.load(self.samples.keys[index])
         return self.transform(image), self.samples.labels[index]
 
 
-class TrainView(Dataset):
+class TrainView(_View):
     """Indexed by (index, aug_seed); the augmentation is a function of aug_seed alone."""
 
-    def __init__(self, samples: Samples, transform: TrainTransform):
-        self.samples = samples
-        self.transform = transform
-
-    @property
-    def labels(self) -> tuple[int, ...]:
-        return self.samples.labels
-
-    def __len__(self) -> int:
-        return len(self.samples)
+    transform: TrainTransform
 
     def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor, int]:
         index, aug_seed = key

@@ -90,7 +90,7 @@ class ZeroBackend:
         self.names = [names[id(p)] for p in self.trainables]
         self.gates = [p for g in groups if g.get("name") in PROXIMAL_GROUPS for p in g["params"]]
         if type(method).after_step is not Method.after_step and not self.gates:
-            raise NotImplementedError(
+            raise ValueError(
                 f"method {method.kind!r} rewrites parameters after each step but has no {PROXIMAL_GROUPS} "
                 "parameter group; under ZeRO only those groups go through the fp32 master weights"
             )
