@@ -30,9 +30,10 @@ import transformers
 
 from codyra import __version__ as codyra_version
 from codyra.io import write_json
-from codyra.llm.backends import PlainBackend, answer_loss_sum, position_ids
+from codyra.llm.backends import PlainBackend
 from codyra.llm.data import IGNORE_INDEX
 from codyra.llm.targets import LM_VOCABULARY, lm_targets
+from codyra.llm.train import optimizer_step
 from codyra.methods import build_method
 
 TARGET = 1.05
@@ -88,13 +89,7 @@ def batch(args) -> dict:
 
 def train_step(method, backend, inputs: dict, step: int) -> float:
     started = time.perf_counter()
-    logits = backend.forward(
-        input_ids=inputs["input_ids"],
-        attention_mask=inputs["attention_mask"],
-        position_ids=position_ids(inputs["attention_mask"]),
-    ).logits
-    total, tokens = answer_loss_sum(logits, inputs["labels"])
-    backend.step(total / tokens)
+    optimizer_step(backend, inputs)  # the training path's own step
     backend.after_step(method, step, NOMINAL_STEPS)
     return time.perf_counter() - started
 

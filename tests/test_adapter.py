@@ -92,7 +92,7 @@ def test_clip_has_six_targets_per_block_and_placement_subsets():
     model = tiny_clip()
     targets = clip_targets(model)
     assert len(targets) == 2 * 2 * 6  # 2 towers x 2 blocks x (q, k, v, o, fc, proj)
-    pick = lambda p: {(t.tower, t.kind) for t in select_targets(targets, p, CLIP_VOCABULARY)}  # noqa: E731
+    pick = lambda p: {(t.tower, t.kind) for t in select_targets(targets, p, CLIP_VOCABULARY)}
     assert pick("attn") == {(tw, k) for tw in ("vision", "text") for k in "qkvo"}
     assert pick(["vision", "mlp"]) == {("vision", "fc"), ("vision", "proj")}
     assert pick(["text", "o"]) == {("text", "o")}
@@ -141,7 +141,7 @@ def test_merge_equals_unmerged_model_and_restores_plain_modules():
     method = attached(model)
     randomize_B(method.adapters)
     unmerged = outputs(model, images, text)
-    update, summary = method.finish(model)
+    _update, summary = method.finish(model)
     assert not any(isinstance(m, (LoRALinear, LoRAMultiheadAttention)) for m in model.modules())
     assert isinstance(model.visual.transformer.resblocks[0].attn, nn.MultiheadAttention)
     torch.testing.assert_close(outputs(model, images, text), unmerged, atol=1e-5, rtol=1e-5)

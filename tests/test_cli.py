@@ -79,7 +79,7 @@ def test_bad_input_gives_a_clear_error(tiny_yaml, capsys, argv, message):
 def test_missing_config_and_corrupted_pretrained_weights(tiny_yaml, tmp_path, capsys):
     assert main(["train", "--config", str(tmp_path / "none.yaml"), "--method", "codyra", "--seed", "0", "--task", "1"]) == 2
     assert "config file not found" in capsys.readouterr().err
-    path, cfg = tiny_yaml
+    path, _cfg = tiny_yaml
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
     argv = ["train", "--config", path, "--method", "codyra", "--seed", "0", "--task", "1", "--set", f"model.pretrained={broken}"]

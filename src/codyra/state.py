@@ -7,7 +7,8 @@ built, so causal-LM jobs do not pay for it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 

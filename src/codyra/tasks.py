@@ -12,8 +12,9 @@ as threads of one process cannot disturb each other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 
 class TrainDataset(Protocol):

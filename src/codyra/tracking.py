@@ -190,7 +190,7 @@ def with_store(cfg: dict, action) -> bool:
         return False
     try:
         action(Store(cfg))
-    except Exception as err:  # tracking must never fail a job
+    except Exception as err:  # noqa: BLE001 (tracking must never fail a job)
         _warn_stopped(err)
         return False
     return True
@@ -233,7 +233,7 @@ class JobRun:
     def _guard(self, call) -> None:
         try:
             call()
-        except Exception as err:  # tracking must never fail a job
+        except Exception as err:  # noqa: BLE001 (tracking must never fail a job)
             _warn_stopped(err)
             self.store = self.run_id = None
 

@@ -86,7 +86,7 @@ def load_update(directory: str | Path) -> TaskUpdate:
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not iterable)
     except (SafetensorError, OSError) as err:
         raise ValueError(
             f"task update {path} is corrupted or truncated ({err}); delete it and rerun its training job"

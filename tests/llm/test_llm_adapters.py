@@ -93,3 +93,27 @@ def test_merged_backbone_equals_the_adapted_model(family, spec):
     torch.testing.assert_close(logits(model), adapted, rtol=0, atol=1e-5)
     if spec["kind"] == "codyra":
         assert summary["active_rank_total"] == 2 * len(method.adapters)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma"])
+def test_trace_lora_baseline_equals_peft_lora(family):
+    """TRACE's baseline is peft's LoraConfig(r=8, lora_alpha=32) on q/v: with the same factors, our
+    fixed-rank LoRA gives the logits of peft's (an independent implementation)."""
+    from peft import LoraConfig, get_peft_model
+
+    model = tiny_model(family)
+    reference = get_peft_model(
+        tiny_model(family), LoraConfig(r=8, lora_alpha=32, lora_dropout=0.0, target_modules=["q_proj", "v_proj"])
+    ).eval()
+    method = adapt(model, {"kind": "lora", "rank": 8, "alpha": 32, "placement": ["q_proj", "v_proj"]})
+    generator = torch.Generator().manual_seed(4)
+    peft_layers = {n: m for n, m in reference.named_modules() if hasattr(m, "lora_A") and "default" in m.lora_A}
+    assert len(peft_layers) == len(method.adapters) == 2 * LAYERS
+    with torch.no_grad():
+        for name, adapter in method.adapters.items():
+            adapter.B.copy_(torch.randn(adapter.B.shape, generator=generator) * 0.1)
+            (layer,) = [m for n, m in peft_layers.items() if n.endswith(name)]
+            layer.lora_A["default"].weight.copy_(adapter.A)
+            layer.lora_B["default"].weight.copy_(adapter.B)
+    torch.testing.assert_close(logits(model), logits(reference), rtol=0, atol=1e-5)
+    assert not torch.allclose(logits(model), logits(tiny_model(family)), atol=1e-3)  # the update is not trivial

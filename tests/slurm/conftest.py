@@ -45,7 +45,7 @@ def _local_ctld_down() -> bool:
         conf = Path("/etc/slurm/slurm.conf").read_text()
     except OSError:
         return False
-    m = re.search(r"^\s*SlurmctldHost\s*=\s*(\S+)", conf, re.M | re.I)
+    m = re.search(r"^\s*SlurmctldHost\s*=\s*(\S+)", conf, re.MULTILINE | re.IGNORECASE)
     if not m or not re.match(r"(localhost|127\.0\.0\.1)\b", m.group(1)):
         return False
     for comm in Path("/proc").glob("[0-9]*/comm"):

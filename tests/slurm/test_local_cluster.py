@@ -65,7 +65,7 @@ def test_generated_config_is_reproducible():
         "AutoDetect=off",
     ):
         assert needle in a, needle
-    cpus = int(re.search(r"^NodeName=localhost .*\bCPUs=(\d+)", a, re.M).group(1))
+    cpus = int(re.search(r"^NodeName=localhost .*\bCPUs=(\d+)", a, re.MULTILINE).group(1))
     assert cpus == os.cpu_count()
     # the running cluster uses exactly this config
     installed = Path("/etc/slurm/slurm.conf").read_text()

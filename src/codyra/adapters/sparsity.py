@@ -37,7 +37,7 @@ def soft_threshold_(w: torch.Tensor, kappa: float, operator: str = "paper") -> t
 def dense_steps(total_steps: int, dense_ratio: float) -> int:
     if not 0.0 <= dense_ratio <= 1.0:
         raise ValueError(f"dense_ratio must lie in [0, 1], got {dense_ratio}")
-    return int(round(total_steps * dense_ratio))
+    return round(total_steps * dense_ratio)
 
 
 def kappa_at(step: int, total_steps: int, dense_ratio: float, kappa_max: float, schedule: str = "linear") -> float:

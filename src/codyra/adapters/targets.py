@@ -57,7 +57,7 @@ def parse_placement(placement, vocab: PlacementVocabulary) -> tuple[set[str], se
     towers, kinds, globs = set(), set(), []
     for token in tokens:
         if not isinstance(token, str):
-            raise ValueError(f"placement tokens must be strings, got {token!r}")
+            raise ValueError(f"placement tokens must be strings, got {token!r}")  # noqa: TRY004 (a config error)
         if token == "all":
             continue
         if token in vocab.towers:

@@ -59,8 +59,8 @@ def random_resized_crop_box(
     for _ in range(10):
         target_area = area * torch.empty(1).uniform_(scale[0], scale[1], generator=generator).item()
         aspect = torch.exp(torch.empty(1).uniform_(log_low, log_high, generator=generator)).item()
-        crop_width = int(round(math.sqrt(target_area * aspect)))
-        crop_height = int(round(math.sqrt(target_area / aspect)))
+        crop_width = round(math.sqrt(target_area * aspect))
+        crop_height = round(math.sqrt(target_area / aspect))
         if 0 < crop_width <= width and 0 < crop_height <= height:
             top = torch.randint(0, height - crop_height + 1, (1,), generator=generator).item()
             left = torch.randint(0, width - crop_width + 1, (1,), generator=generator).item()
@@ -68,9 +68,9 @@ def random_resized_crop_box(
 
     image_ratio = width / height
     if image_ratio < min(ratio):
-        crop_width, crop_height = width, int(round(width / min(ratio)))
+        crop_width, crop_height = width, round(width / min(ratio))
     elif image_ratio > max(ratio):
-        crop_width, crop_height = int(round(height * max(ratio))), height
+        crop_width, crop_height = round(height * max(ratio)), height
     else:
         crop_width, crop_height = width, height
     return (height - crop_height) // 2, (width - crop_width) // 2, crop_height, crop_width

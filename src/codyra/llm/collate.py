@@ -7,8 +7,8 @@ real token: padding goes on the left (as in TRACE). Padding positions get attent
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 
@@ -33,7 +33,7 @@ def left_pad(rows: Sequence[Sequence[int]], pad_value: int, multiple_of: int = 1
 @dataclass
 class _LeftPaddingCollator:
     tokenizer: object
-    limits: LengthLimits = LengthLimits()
+    limits: LengthLimits = field(default_factory=LengthLimits)
     pad_to_multiple_of: int = 1
 
     def __post_init__(self):

@@ -17,7 +17,7 @@ Overall Performance and the forgetting measures live in :mod:`codyra.metrics`.
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rapidfuzz import fuzz
 

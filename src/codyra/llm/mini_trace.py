@@ -34,8 +34,8 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from codyra.llm.data import SPLITS, TraceExample
 from codyra.llm.metrics import TRACE_TASKS

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 MAX_ORDER = 4
 

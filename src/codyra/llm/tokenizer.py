@@ -9,8 +9,8 @@ regular ``transformers`` fast tokenizer: ``save_pretrained`` writes JSON files o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast

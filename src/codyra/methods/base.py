@@ -10,7 +10,7 @@ A baseline is one module in ``codyra.methods`` defining ``METHOD = <its class>``
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # method modules import torch lazily: config validation (every Snakemake start) reads them
     import torch
@@ -24,7 +24,7 @@ class Method(ABC):
     kind: str = ""
     trains: bool = True
     # method config keys (besides kind/train) and their defaults; unknown keys are errors
-    defaults: dict = {}
+    defaults: ClassVar[dict] = {}
 
     def __init__(self, spec: dict):
         unknown = sorted(set(spec) - set(self.defaults) - {"kind", "train"})

@@ -9,6 +9,8 @@ gate is zero at the end are dropped from the stored update.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from codyra.adapters.sparsity import (
     KAPPA_SCHEDULES,
     PROX_OPERATORS,
@@ -21,7 +23,7 @@ from codyra.methods.lora import LoRA
 class CoDyRA(LoRA):
     kind = "codyra"
     gated = True
-    defaults = {
+    defaults: ClassVar[dict] = {
         **LoRA.defaults,
         "w_init": "normal",
         "dense_ratio": 0.5,

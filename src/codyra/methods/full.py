@@ -8,6 +8,7 @@ or other vectors.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from codyra.methods.base import Method
 
@@ -16,7 +17,7 @@ FROZEN = ("logit_scale",)
 
 class FullFineTune(Method):
     kind = "full"
-    defaults = {}
+    defaults: ClassVar[dict] = {}
 
     def setup(self, model, targets, vocab, generator, weight_decay):
         self.params = {n: p for n, p in model.named_parameters() if n not in FROZEN}

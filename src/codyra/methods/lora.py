@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from codyra.methods.base import Method, freeze
 
@@ -10,7 +11,7 @@ from codyra.methods.base import Method, freeze
 class LoRA(Method):
     kind = "lora"
     gated = False
-    defaults = {"rank": 16, "alpha": None, "placement": "all", "dropout": 0.0}
+    defaults: ClassVar[dict] = {"rank": 16, "alpha": None, "placement": "all", "dropout": 0.0}
 
     def setup(self, model, targets, vocab, generator, weight_decay):
         from codyra.adapters.attach import attach_adapters
