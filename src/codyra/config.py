@@ -57,9 +57,38 @@ def _key_path(error) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "<top level>"
 
 
+def select_backbone(cfg: dict) -> None:
+    """Resolve ``backbones`` (name -> model id) and ``backbone`` (the chosen name) in place.
+
+    One config then serves every backbone of a benchmark (TRACE: paper Table 2): the choice
+    sets ``model.name`` and suffixes ``benchmark``, so each backbone's results live apart
+    (results/trace-<backbone>/...). Both keys are consumed, so a resolved config is plain
+    and resolving it again changes nothing.
+    """
+    if "backbones" not in cfg:
+        if "backbone" in cfg:
+            raise ConfigError("config key backbone: set, but the config has no backbones mapping to choose from")
+        return
+    backbones, choice = cfg.pop("backbones"), cfg.pop("backbone", None)
+    if not isinstance(backbones, dict) or not backbones or not all(isinstance(v, str) for v in backbones.values()):
+        raise ConfigError("config key backbones: must map backbone names to model ids, e.g. {gemma-2b-it: google/gemma-2b-it}")
+    if choice not in backbones:
+        raise ConfigError(
+            f"config key backbone: {choice!r} is not one of backbones ({', '.join(backbones)}); "
+            "choose one, e.g. snakemake --config backbone=<name> or codyra --set backbone=<name>"
+        )
+    model = cfg.setdefault("model", {})
+    if "name" in model:
+        raise ConfigError("config key model.name: set it or use backbones/backbone, not both")
+    model["name"] = backbones[choice]
+    if isinstance(cfg.get("benchmark"), str):  # a missing one is the schema's error to report
+        cfg["benchmark"] += f"-{choice}"
+
+
 def validate_config(cfg: dict) -> dict:
     import jsonschema
 
+    select_backbone(cfg)
     _fill_defaults(cfg, schema())
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))

@@ -22,13 +22,7 @@ from codyra.io import read_json, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, cell_path, row0_cell_path
 from codyra.progress import progress_bar
-from codyra.state import (
-    autocast,
-    pick_device,
-    pretrained_clip,
-    rebuild_clip,
-    require_updates,
-)
+from codyra.state import autocast, pick_device, pretrained_clip, rebuild_clip, require_updates
 from codyra.tracking import JobRun, cell_metrics, cell_run
 
 log = logging.getLogger(__name__)
@@ -43,9 +37,7 @@ def _check_indices(cfg: dict, i: int, j: int) -> None:
 @torch.no_grad()
 def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:
     """(top-1 accuracy in %, number of test images, number of classes in the label space)."""
-    from codyra.data.registry import (
-        label_space,  # torchvision: only CLIP cells pay for it
-    )
+    from codyra.data.registry import label_space  # imports torchvision: only CLIP cells pay for it
 
     ev = cfg["eval"]
     model = bundle.model.to(device).eval()

@@ -52,9 +52,7 @@ def save_heatmap(result: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from matplotlib.figure import (
-        Figure,  # no pyplot: its global state is not thread-safe
-    )
+    from matplotlib.figure import Figure  # no pyplot: its global state is not thread-safe
 
     A, tasks = result["A"], result["tasks"]
     fig = Figure(figsize=(1.2 + 0.9 * len(tasks), 1.0 + 0.7 * len(A)))

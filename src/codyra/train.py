@@ -118,9 +118,7 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
 def _fit_function(cfg: dict):
     """The training loop of the model family: CLIP (below) or causal LM (codyra.llm.train)."""
     if cfg["model"]["family"] == "causal_lm":
-        from codyra.llm.train import (
-            fit_lm_task,  # imported here: it imports this module
-        )
+        from codyra.llm.train import fit_lm_task  # imported here: it imports this module
 
         return fit_lm_task
     return fit_clip_task

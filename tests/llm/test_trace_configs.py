@@ -1,4 +1,4 @@
-"""The TRACE configs: valid, the paper's schedules, and one backbone per file."""
+"""The TRACE configs: valid, the paper's schedules, and the backbone choice of paper Table 2."""
 
 from __future__ import annotations
 
@@ -7,20 +7,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codyra.config import load_config, resolve_job
+from codyra.config import ConfigError, load_config, resolve_job
 from codyra.llm.metrics import TRACE_TASKS
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
-BACKBONES = {
-    "trace.yaml": ("trace-llama-2-7b-chat", "meta-llama/Llama-2-7b-chat-hf"),
-    "trace_gemma-2b-it.yaml": ("trace-gemma-2b-it", "google/gemma-2b-it"),
-    "trace_llama-3.2-1b-instruct.yaml": ("trace-llama-3.2-1b-instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+BACKBONES = {  # paper Table 2
+    "llama-2-7b-chat": "meta-llama/Llama-2-7b-chat-hf",
+    "gemma-2b-it": "google/gemma-2b-it",
+    "llama-3.2-1b-instruct": "meta-llama/Llama-3.2-1B-Instruct",
 }
 CODYRA_EPOCHS = [2, 1, 3, 2, 1, 2, 2, 3]  # paper (after TreeLoRA)
 TRACE_LORA_EPOCHS = [5, 3, 7, 5, 3, 5, 5, 7]  # TRACE's LoRA baseline
 
 
-@pytest.mark.parametrize("name", [*BACKBONES, "mini_trace.yaml"])
+@pytest.mark.parametrize("name", ["trace.yaml", "mini_trace.yaml"])
 def test_trace_configs_follow_the_paper_schedule(name):
     cfg = load_config(CONFIG_DIR / name)
     assert [t["name"] for t in cfg["tasks"]] == list(TRACE_TASKS)
@@ -35,13 +35,34 @@ def test_trace_configs_follow_the_paper_schedule(name):
     }
 
 
-def test_backbone_configs_differ_only_in_benchmark_and_model():
-    configs = {}
-    for name, (benchmark, model) in BACKBONES.items():
-        cfg = load_config(CONFIG_DIR / name)
-        assert (cfg["benchmark"], cfg["model"]["name"], len(cfg["seeds"])) == (benchmark, model, 3)
-        assert cfg["llm"]["deepspeed"]["enabled"] and cfg["train"]["precision"] == "bf16"
-        raw = yaml.safe_load((CONFIG_DIR / name).read_text())
-        configs[name] = {**raw, "benchmark": None, "model": {**raw["model"], "name": None}}
-    first, *others = configs.values()
-    assert all(other == first for other in others)
+def raw_trace() -> dict:
+    return yaml.safe_load((CONFIG_DIR / "trace.yaml").read_text())
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+def test_the_backbone_sets_the_model_and_a_benchmark_of_its_own(backbone):
+    cfg = load_config({**raw_trace(), "backbone": backbone})
+    assert (cfg["benchmark"], cfg["model"]["name"]) == (f"trace-{backbone}", BACKBONES[backbone])
+    assert "backbone" not in cfg and "backbones" not in cfg  # consumed: the resolved config is plain
+    assert load_config(cfg) == cfg  # resolving again changes nothing (jobs re-validate the workflow's config)
+    assert len(cfg["seeds"]) == 3 and cfg["llm"]["deepspeed"]["enabled"] and cfg["train"]["precision"] == "bf16"
+
+
+def test_the_default_backbone_is_llama_2_7b_chat():
+    assert load_config(CONFIG_DIR / "trace.yaml")["benchmark"] == "trace-llama-2-7b-chat"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"backbone": "llama-7b"}, "config key backbone: 'llama-7b' is not one of backbones (llama-2-7b-chat, gemma-2b-it"),
+    ({"backbones": []}, "config key backbones: must map backbone names to model ids"),
+    ({"model": {"family": "causal_lm", "name": "gpt2"}}, "config key model.name: set it or use backbones/backbone"),
+])
+def test_a_bad_backbone_choice_names_the_key(change, message):
+    with pytest.raises(ConfigError) as err:
+        load_config({**raw_trace(), **change})
+    assert message in str(err.value)
+
+
+def test_a_backbone_without_backbones_is_an_error():
+    with pytest.raises(ConfigError, match="config key backbone: set, but the config has no backbones"):
+        load_config({**yaml.safe_load((CONFIG_DIR / "mini_trace.yaml").read_text()), "backbone": "gemma-2b-it"})
