@@ -8,7 +8,7 @@ from transformers import AutoTokenizer
 
 from codyra.llm.data import SPLITS, encode_prompt, load_task
 from codyra.llm.metrics import TRACE_TASKS, score_task
-from codyra.llm.mini_trace import generate_task, write_mini_trace
+from codyra.llm.mini_trace import general_corpus, generate_task, write_mini_trace
 from codyra.llm.tokenizer import load_tokenizer, train_mini_trace_tokenizer
 
 SIZES = {"train": 60, "eval": 10, "test": 20}
@@ -105,3 +105,40 @@ def test_tokenizer_is_deterministic_and_round_trips_through_json(benchmark, toke
             "<s>", "</s>", "<pad>", "<unk>",
         )
     assert tokenizer.decode(expected) == text
+
+
+def test_general_corpus_is_deterministic_and_covers_every_world():
+    corpus = general_corpus(seed=5, size=80)
+    assert corpus == general_corpus(seed=5, size=80) and corpus != general_corpus(seed=6, size=80)
+    assert len(corpus) == 80 and len(set(corpus)) > 70
+    joined = "\n".join(corpus)
+    for marker in ("we ", "rates", "Council meeting", "<EOL>", "Because", "=", "Now ", "Compute.", "officials"):
+        assert marker in joined, marker
+
+
+def test_general_corpus_never_states_a_task_instruction_or_cue(benchmark):
+    """The corpus teaches the words, not the tasks: no instruction, field label or answer cue
+    of a task appears in it ("Answer:" only follows the corpus's own instructions)."""
+    root, tasks = benchmark
+    corpus = general_corpus(seed=3, size=800)
+    instructions = {load_task(root / task)["test"][0].prompt.split("\n")[0] for task in tasks}
+    assert len(instructions) == len(tasks) - 1  # the NumGLUE tasks share theirs
+    for document in corpus:
+        for marker in (*instructions, "Target:", "Text:", "Question:", "Options:", "Summary:", "Simplified:"):
+            assert marker not in document, (marker, document)
+        if "Answer:" in document:
+            assert document.split("\n")[0] in {"Give the last word.", "Compute.", "Is it true?", "Which letter comes next?"}
+
+
+def test_general_corpus_holds_every_answer_token(benchmark, tokenizer):
+    """Every token a task answers with (tokenised alone or after its prompt) occurs in the
+    corpus: the pretrained LM can emit it, so a small adapter can learn to (an output token the
+    LM never saw keeps a suppressed logit no adapter on the hidden layers lifts in time)."""
+    root, tasks = benchmark
+    seen = {i for document in general_corpus(seed=3, size=800) for i in tokenizer(document)["input_ids"]}
+    for task in tasks:
+        for example in load_task(root / task)["test"]:
+            alone = tokenizer(example.answer)["input_ids"]
+            joint = tokenizer(example.prompt + example.answer)["input_ids"][-len(alone):]
+            missing = set(alone + joint) - seen
+            assert not missing, (task, example.answer, tokenizer.convert_ids_to_tokens(sorted(missing)))

@@ -1,4 +1,5 @@
-"""A synthetic mini TRACE: eight small tasks in TRACE's file format, for CPU runs and tests.
+"""A synthetic mini TRACE: eight small tasks in TRACE's file format, and the general text a
+tiny LM is pretrained on, for CPU runs and tests.
 
 Each task borrows the name, answer format and metric of the TRACE task it imitates, so
 configs, scoring (:func:`codyra.llm.metrics.score_task`) and tables work unchanged:
@@ -16,16 +17,20 @@ NumGLUE-ds   subtraction or multiplication word problem      accuracy
 20Minuten    drop the embellishments of a sentence           SARI
 ===========  ==============================================  ========================
 
-Answers follow from the prompt by simple rules, and prompts stay short (under 64 tokens of
-the mini tokenizer). Trained alone for 150 steps (batch 16, AdamW lr 3e-3), a 2-layer,
-64-wide LLaMA nearly solves the FOMC, MeetingBank, Py150 and 20Minuten stand-ins, gets
-NumGLUE-cm partly right and stays near chance on ScienceQA: a spread of difficulty, so
-forgetting shows. All text is English ASCII (the real 20Minuten is German; the metric
-does not care).
+The pretraining corpus (:func:`general_corpus`) is plain text about the same world, one
+kind of document per task: opinions whose words agree in polarity, policy news, council
+notes, code in the same abstracted style, facts about animals and plants, arithmetic and
+stories with quantities, long and short news sentences. It holds every word and answer
+token the tasks need, so a small adapter can learn a task quickly, but never a task's
+instruction, answer cue or mapping: how the code continues, what a summary or a
+simplification looks like, which letter answers which question. So the pretrained model
+knows the language and fails every task, as a base LLM does on TRACE's formats.
 
 Generation is deterministic in the seed: each task draws from its own ``random.Random``
 seeded with ``"{seed}:{task}"`` (string seeds are hashed with SHA-512, independent of
-``PYTHONHASHSEED``). Prompts are unique across the three splits of a task.
+``PYTHONHASHSEED``), the corpus from ``"{seed}:corpus:{task}"``. Prompts are unique across
+the three splits of a task. All text is English ASCII (the real 20Minuten is German; the
+metric does not care).
 """
 
 from __future__ import annotations
@@ -43,49 +48,77 @@ from codyra.llm.metrics import TRACE_TASKS
 DEFAULT_SIZES = {"train": 200, "eval": 50, "test": 50}
 _MAX_DRAWS_PER_EXAMPLE = 50  # a template space too small for the sizes fails loudly
 
+_LETTERS = "ABC"
 _NAMES = ("Anna", "Ben", "Carla", "David", "Emma", "Felix", "Greta", "Hugo")
 _ITEMS = ("apples", "books", "coins", "pencils", "stamps", "marbles")
-_LETTERS = "ABC"
+
+
+def _lines(rng: random.Random, make: Callable[[], str], low: int = 2, high: int = 4) -> str:
+    return "\n".join(make() for _ in range(rng.randint(low, high)))
+
+
+# C-STANCE: the verb or adjective of a sentence cues its stance (support, oppose, neutral).
+_STANCE_TARGETS = (
+    "the new stadium", "remote work", "electric cars", "the school reform",
+    "public transport", "the tax plan", "city parks", "online voting",
+)
+_STANCE_WORDS = (
+    (("love", "welcome", "need", "admire"), ("great", "helpful", "wonderful", "fair")),
+    (("hate", "reject", "fear", "oppose"), ("bad", "harmful", "useless", "unfair")),
+    (("discussed", "studied", "mentioned", "reviewed"), ("new", "on the agenda", "in the news", "debated")),
+)
+_SPEAKERS = ("", "Anna says ", "A user wrote: ", "My neighbor thinks ")
+
+
+def _opinion(rng: random.Random, target: str, label: int) -> str:
+    verbs, adjectives = _STANCE_WORDS[label]
+    text = rng.choice((f"we {rng.choice(verbs)} {target}.", f"{target} is {rng.choice(adjectives)}."))
+    return rng.choice(_SPEAKERS) + text
 
 
 def _c_stance(rng: random.Random) -> TraceExample:
-    target = rng.choice(
-        ("the new stadium", "remote work", "electric cars", "the school reform",
-         "public transport", "the tax plan", "city parks", "online voting")
-    )
-    label = rng.randrange(3)  # A support, B oppose, C neutral: cued by the verb or adjective
-    verb, adjective = [
-        (("love", "welcome", "need", "admire"), ("great", "helpful", "wonderful", "fair")),
-        (("hate", "reject", "fear", "oppose"), ("bad", "harmful", "useless", "unfair")),
-        (("discussed", "studied", "mentioned", "reviewed"), ("new", "on the agenda", "in the news", "debated")),
-    ][label]
-    text = rng.choice((f"we {rng.choice(verb)} {target}.", f"{target} is {rng.choice(adjective)}."))
-    speaker = rng.choice(("", "Anna says ", "A user wrote: ", "My neighbor thinks "))
+    target, label = rng.choice(_STANCE_TARGETS), rng.randrange(3)
     prompt = (
         "Stance? A. support, B. oppose, C. neutral.\n"
-        f"Target: {target}\nText: {speaker}{text}\nAnswer:"
+        f"Target: {target}\nText: {_opinion(rng, target, label)}\nAnswer:"
     )
     return TraceExample(prompt, _LETTERS[label])
+
+
+def _opinions_text(rng: random.Random) -> str:
+    """Opinions on one target that agree: the corpus ties each cue word to its polarity."""
+    target, label = rng.choice(_STANCE_TARGETS), rng.randrange(3)
+    return _lines(rng, lambda: _opinion(rng, target, label))
+
+
+# FOMC: the verb and the reason of a policy sentence cue dovish, hawkish or neutral.
+_POLICY_WORDS = (
+    (("will cut", "may lower", "plans to reduce"), ("to support jobs", "to help growth", "to lift demand")),
+    (("will raise", "may increase", "plans to lift"), ("to fight inflation", "to cool prices", "to slow lending")),
+    (("will keep", "may hold", "plans to leave"), ("steady", "unchanged", "where they are")),
+)
+
+
+def _policy(rng: random.Random, label: int) -> str:
+    verbs, reasons = _POLICY_WORDS[label]
+    subject = rng.choice(("The committee", "Officials", "The board", "Members"))
+    when = rng.choice(("next month", "this year", "soon", "in March", "after the meeting"))
+    return f"{subject} {rng.choice(verbs)} rates {rng.choice(reasons)} {when}."
 
 
 def _fomc(rng: random.Random) -> TraceExample:
     label = rng.randrange(3)  # A dovish, B hawkish, C neutral
-    verb, reason = [
-        (("will cut", "may lower", "plans to reduce"), ("to support jobs", "to help growth", "to lift demand")),
-        (("will raise", "may increase", "plans to lift"), ("to fight inflation", "to cool prices", "to slow lending")),
-        (("will keep", "may hold", "plans to leave"), ("steady", "unchanged", "where they are")),
-    ][label]
-    subject = rng.choice(("The committee", "Officials", "The board", "Members"))
-    when = rng.choice(("next month", "this year", "soon", "in March", "after the meeting"))
-    sentence = f"{subject} {rng.choice(verb)} rates {rng.choice(reason)} {when}."
-    prompt = (
-        "Monetary policy stance? A. dovish, B. hawkish, C. neutral.\n"
-        f"Text: {sentence}\nAnswer:"
-    )
+    prompt = f"Monetary policy stance? A. dovish, B. hawkish, C. neutral.\nText: {_policy(rng, label)}\nAnswer:"
     return TraceExample(prompt, _LETTERS[label])
 
 
-def _meetingbank(rng: random.Random) -> TraceExample:
+def _policy_text(rng: random.Random) -> str:
+    label = rng.randrange(3)
+    return _lines(rng, lambda: _policy(rng, label))
+
+
+# MeetingBank: the summary names the decision and the topic of shuffled notes.
+def _meeting(rng: random.Random) -> tuple[list[str], str]:
     decision = rng.choice(("approved", "rejected", "delayed"))
     item = rng.choice(("new lights", "a bike lane", "more benches", "street repairs", "a new library", "a bus stop"))
     place = rng.choice(("the park", "Main Street", "the harbor", "the old school", "the market"))
@@ -97,33 +130,67 @@ def _meetingbank(rng: random.Random) -> TraceExample:
         f"The meeting ended at {end}.",
     ]
     rng.shuffle(notes)
-    prompt = "Summarize the meeting.\n" + " ".join(notes) + "\nSummary:"
-    return TraceExample(prompt, f"Council {decision} {item} for {place} and discussed {topic}.")
+    return notes, f"Council {decision} {item} for {place} and discussed {topic}."
+
+
+def _meetingbank(rng: random.Random) -> TraceExample:
+    notes, summary = _meeting(rng)
+    return TraceExample("Summarize the meeting.\n" + " ".join(notes) + "\nSummary:", summary)
+
+
+def _meeting_text(rng: random.Random) -> str:
+    return "Council meeting\n" + "\n".join(_meeting(rng)[0])
+
+
+# Py150: the next line follows from the code before it: a getter returns what its setter
+# set, a counted loop logs its tag and index, what is loaded under a key is saved back.
+_CODE_NAMES = ("size", "name", "count", "path", "value", "mode", "level", "color")
+_CODE_OBJECTS = ("data", "items", "config", "result", "cache", "table")
+_CODE_WORDS = ("debug", "ready", "error", "start", "done", "skip")
+_CODE_INDICES = ("i", "j", "k", "n")
+_CODE_ARGUMENTS = ("value", "new", "x", "arg")
 
 
 def _py150(rng: random.Random) -> TraceExample:
-    name = rng.choice(("size", "name", "count", "path", "value", "mode", "level", "color"))
-    other = rng.choice(("data", "items", "config", "result", "cache", "table"))
-    word = rng.choice(("debug", "ready", "error", "start", "done", "skip"))
+    name, other, word = rng.choice(_CODE_NAMES), rng.choice(_CODE_OBJECTS), rng.choice(_CODE_WORDS)
     pattern = rng.randrange(3)
-    if pattern == 0:  # a setter is followed by its getter
-        argument = rng.choice(("value", "new", "x", "arg"))
+    if pattern == 0:
+        argument = rng.choice(_CODE_ARGUMENTS)
         code = (
             f"def set_{name} ( self , {argument} ) : <EOL> self . {name} = {argument} <EOL> "
             f"def get_{name} ( self ) : <EOL>"
         )
         line = f"return self . {name}"
-    elif pattern == 1:  # a counted loop logs the tag and its index
-        index = rng.choice(("i", "j", "k", "n"))
+    elif pattern == 1:
+        index = rng.choice(_CODE_INDICES)
         code = f"tag = <STR_LIT:{word}> <EOL> {other} = <NUM_LIT> <EOL> for {index} in range ( {other} ) : <EOL>"
         line = f"print ( <STR_LIT:{word}> , {index} )"
-    else:  # what is loaded under a key is saved back
+    else:
         code = f"import {name} <EOL> {other} = {name} . load ( <STR_LIT:{word}> ) <EOL>"
         line = f"{other} . save ( <STR_LIT> , <NUM_LIT> )"
     # Real Py150 prompts contain a literal "<s>", which tokenizers read as BOS; so do these.
     return TraceExample(f"Continue the code.\n<s> {code} ", line)
 
 
+def _statement(rng: random.Random) -> str:
+    """One statement of the tasks' code, its names drawn independently of any context."""
+    name, other, word = rng.choice(_CODE_NAMES), rng.choice(_CODE_OBJECTS), rng.choice(_CODE_WORDS)
+    index, argument = rng.choice(_CODE_INDICES), rng.choice(_CODE_ARGUMENTS)
+    return rng.choice((
+        f"def set_{name} ( self , {argument} ) :", f"self . {name} = {argument}",
+        f"def get_{name} ( self ) :", f"return self . {name}",
+        f"tag = <STR_LIT:{word}>", f"{other} = <NUM_LIT>", f"for {index} in range ( {other} ) :",
+        f"print ( <STR_LIT:{word}> , {index} )", f"import {name}",
+        f"{other} = {name} . load ( <STR_LIT:{word}> )", f"{other} . save ( <STR_LIT> , <NUM_LIT> )",
+    ))
+
+
+def _code_text(rng: random.Random) -> str:
+    """Statements in random order: the syntax and words of the code, none of its dependencies."""
+    return " <EOL> ".join(_statement(rng) for _ in range(rng.randint(3, 6)))
+
+
+# ScienceQA: which option has a quality, and the reason.
 _SCIENCE_FACTS = {
     "can fly": (("eagles", "bats", "parrots", "owls", "ducks", "crows"), "have wings"),
     "live in water": (("sharks", "whales", "octopuses", "crabs", "dolphins", "eels"), "breathe under water"),
@@ -145,9 +212,20 @@ def _scienceqa(rng: random.Random) -> TraceExample:
     return TraceExample(prompt, f"{letter}\nBecause {answer} {reason}.")
 
 
+def _science_text(rng: random.Random) -> str:
+    """Facts with their reasons, or a lettered list of facts."""
+    facts = [(member, quality, reason) for quality, (members, reason) in sorted(_SCIENCE_FACTS.items())
+             for member in members]
+    picked = rng.sample(facts, 3)
+    if rng.random() < 0.5:
+        return "\n".join(f"{_LETTERS[k]}. {m} {q}." for k, (m, q, _) in enumerate(picked))
+    return "\n".join(f"{m} {q}.\nBecause {m} {r}." for m, q, r in picked[:2])
+
+
+# NumGLUE: one-step word problems.
 def _numglue_cm(rng: random.Random) -> TraceExample:
     name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
-    a, b = rng.randint(1, 9), rng.randint(1, 9)
+    a, b = rng.randint(1, 5), rng.randint(1, 4)
     question = f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?"
     return TraceExample(f"Solve the math problem.\nQuestion: {question}\nAnswer:", str(a + b))
 
@@ -155,46 +233,126 @@ def _numglue_cm(rng: random.Random) -> TraceExample:
 def _numglue_ds(rng: random.Random) -> TraceExample:
     name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
     if rng.random() < 0.5:
-        a = rng.randint(5, 18)
+        a = rng.randint(3, 9)
         b = rng.randint(1, a - 1)
         question, answer = f"{name} had {a} {item} and gave away {b}. How many {item} are left?", a - b
     else:
-        a, b = rng.randint(2, 5), rng.randint(2, 5)
+        a, b = rng.randint(2, 4), rng.randint(2, 3)
         question, answer = f"{name} has {a} boxes with {b} {item} each. How many {item} in total?", a * b
     return TraceExample(f"Solve the math problem.\nQuestion: {question}\nAnswer:", str(answer))
 
 
-def _20minuten(rng: random.Random) -> TraceExample:
-    subject = rng.choice(("The city", "The school", "The club", "The museum", "The zoo", "The town"))
-    plain, fancy = rng.choice(
-        (("opens", "officially inaugurates"), ("builds", "is constructing"),
-         ("closes", "permanently shuts down"), ("buys", "has acquired"), ("sells", "is disposing of"))
+def _equation(rng: random.Random) -> tuple[str, int]:
+    """A sum, difference or product in the NumGLUE tasks' ranges."""
+    op = rng.randrange(3)
+    if op == 0:
+        a, b = rng.randint(1, 5), rng.randint(1, 4)
+        return f"{a}+{b}", a + b
+    if op == 1:
+        a = rng.randint(3, 9)
+        b = rng.randint(1, a - 1)
+        return f"{a}-{b}", a - b
+    a, b = rng.randint(2, 4), rng.randint(2, 3)
+    return f"{a}*{b}", a * b
+
+
+def _story(rng: random.Random) -> str:
+    name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+    a, b = rng.randint(1, 5), rng.randint(1, 4)
+    events = (
+        (f"{name} has {a} {item} and gets {b} more.", a + b),
+        (f"{name} had {a + b} {item} and gave away {b}.", a),
+        (f"{name} has {a % 3 + 2} boxes with {b % 2 + 2} {item} each.", (a % 3 + 2) * (b % 2 + 2)),
     )
-    thing = rng.choice(("a new park", "the old bridge", "a small garden", "the main hall", "a large field"))
+    event, outcome = rng.choice(events)
+    return f"{event}\nNow {name} has {outcome} {item}."
+
+
+def _math_text(rng: random.Random) -> str:
+    """Arithmetic facts, and stories with quantities that end with the outcome."""
+    if rng.random() < 0.5:
+        return _story(rng)
+    return _lines(rng, lambda: "=".join(map(str, _equation(rng))), 3, 6)
+
+
+# 20Minuten: the simple sentence keeps subject and object and says the plain verb.
+_NEWS_SUBJECTS = ("The city", "The school", "The club", "The museum", "The zoo", "The town")
+_NEWS_VERBS = (
+    ("opens", "officially inaugurates"), ("builds", "is constructing"), ("closes", "permanently shuts down"),
+    ("buys", "has acquired"), ("sells", "is disposing of"),
+)
+_NEWS_THINGS = ("a new park", "the old bridge", "a small garden", "the main hall", "a large field")
+
+
+def _complex_news(rng: random.Random, subject: str, fancy: str, thing: str) -> str:
     opening = rng.choice(("In a surprising move, ", "According to officials, ", "On Monday, ", ""))
     closing = rng.choice((", which many residents had demanded", ", as reported yesterday", ", after long debates"))
-    complex_sentence = f"{opening}{subject.lower() if opening else subject} {fancy} {thing}{closing}."
-    prompt = f"Simplify the sentence.\n{complex_sentence}\nSimplified:"
+    return f"{opening}{subject.lower() if opening else subject} {fancy} {thing}{closing}."
+
+
+def _20minuten(rng: random.Random) -> TraceExample:
+    subject, (plain, fancy), thing = rng.choice(_NEWS_SUBJECTS), rng.choice(_NEWS_VERBS), rng.choice(_NEWS_THINGS)
+    prompt = f"Simplify the sentence.\n{_complex_news(rng, subject, fancy, thing)}\nSimplified:"
     return TraceExample(prompt, f"{subject} {plain} {thing}.")
 
 
-_GENERATORS: dict[str, Callable[[random.Random], TraceExample]] = {
-    "C-STANCE": _c_stance,
-    "FOMC": _fomc,
-    "MeetingBank": _meetingbank,
-    "Py150": _py150,
-    "ScienceQA": _scienceqa,
-    "NumGLUE-cm": _numglue_cm,
-    "NumGLUE-ds": _numglue_ds,
-    "20Minuten": _20minuten,
+def _news_text(rng: random.Random) -> str:
+    """Unrelated long and short news sentences: never one event told both ways."""
+    def sentence() -> str:
+        subject, (plain, fancy), thing = rng.choice(_NEWS_SUBJECTS), rng.choice(_NEWS_VERBS), rng.choice(_NEWS_THINGS)
+        return _complex_news(rng, subject, fancy, thing) if rng.random() < 0.5 else f"{subject} {plain} {thing}."
+
+    return _lines(rng, sentence)
+
+
+def _instruction_text(rng: random.Random) -> str:
+    """An instruction of another task, followed and answered in the benchmark's answer formats
+    (a letter, a number, a copied sentence, a word): the model knows that an answer follows
+    an instruction and a cue, not what the benchmark's instructions ask."""
+    kind = rng.randrange(5)
+    if kind == 0:
+        sentence = rng.choice((_news_text, _policy_text, _opinions_text, _meeting_text))(rng).split("\n")[-1]
+        return f"Repeat the sentence.\n{sentence}\nOutput:{sentence}"
+    if kind == 1:
+        sentence = rng.choice((_news_text, _policy_text))(rng).split("\n")[0]
+        return f"Give the last word.\n{sentence}\nAnswer:{sentence.rstrip('.').split()[-1]}"
+    if kind == 2:
+        expression, value = _equation(rng)
+        return f"Compute.\n{expression}\nAnswer:{value}"
+    if kind == 3:
+        quality = rng.choice(sorted(_SCIENCE_FACTS))
+        member = rng.choice([m for members, _ in _SCIENCE_FACTS.values() for m in members])
+        truth = "yes" if member in _SCIENCE_FACTS[quality][0] else "no"
+        return f"Is it true?\n{member} {quality}.\nAnswer:{truth}"
+    options = [*rng.sample(_NAMES, 2), str(rng.randint(1, 9))]
+    rng.shuffle(options)
+    number = next(k for k, option in enumerate(options) if option.isdigit())
+    listed = ", ".join(f"{_LETTERS[k]}. {option}" for k, option in enumerate(options))
+    return f"Which one is a number? {listed}.\nAnswer:{_LETTERS[number]}"
+
+
+# task -> (example generator, generator of the corpus documents about its world)
+_TASKS: dict[str, tuple[Callable[[random.Random], TraceExample], Callable[[random.Random], str]]] = {
+    "C-STANCE": (_c_stance, _opinions_text),
+    "FOMC": (_fomc, _policy_text),
+    "MeetingBank": (_meetingbank, _meeting_text),
+    "Py150": (_py150, _code_text),
+    "ScienceQA": (_scienceqa, _science_text),
+    "NumGLUE-cm": (_numglue_cm, _math_text),
+    "NumGLUE-ds": (_numglue_ds, _math_text),
+    "20Minuten": (_20minuten, _news_text),
 }
 MINI_TRACE_TASKS = TRACE_TASKS
 
 
+def _check_task(task: str) -> None:
+    if task not in _TASKS:
+        raise ValueError(f"unknown mini TRACE task {task!r}; expected one of {MINI_TRACE_TASKS}")
+
+
 def generate_task(task: str, seed: int, sizes: Mapping[str, int] = DEFAULT_SIZES) -> dict[str, list[TraceExample]]:
     """The splits of one mini task, with prompts unique across splits."""
-    if task not in _GENERATORS:
-        raise ValueError(f"unknown mini TRACE task {task!r}; expected one of {MINI_TRACE_TASKS}")
+    _check_task(task)
     missing = [split for split in SPLITS if split not in sizes]
     if missing:
         raise ValueError(f"sizes lacks {missing}; expected a count for each of {SPLITS}")
@@ -206,7 +364,7 @@ def generate_task(task: str, seed: int, sizes: Mapping[str, int] = DEFAULT_SIZES
         for _ in range(sizes[split] * _MAX_DRAWS_PER_EXAMPLE):
             if len(examples) == sizes[split]:
                 break
-            example = _GENERATORS[task](rng)
+            example = _TASKS[task][0](rng)
             if example.prompt not in seen:
                 seen.add(example.prompt)
                 examples.append(example)
@@ -214,6 +372,22 @@ def generate_task(task: str, seed: int, sizes: Mapping[str, int] = DEFAULT_SIZES
             raise ValueError(f"{task}: could not draw {sizes[split]} distinct {split} prompts; lower the sizes")
         splits[split] = examples
     return splits
+
+
+_INSTRUCTION_SHARE = 0.3  # of the corpus; the rest is text about the tasks' worlds, in equal parts
+
+
+def general_corpus(seed: int, size: int) -> list[str]:
+    """``size`` pretraining documents: instructions of other tasks, and text about each task's
+    world (the NumGLUE tasks share one) in turn; deterministic in ``seed``."""
+    worlds = list(dict.fromkeys(document for _, document in _TASKS.values()))
+    makers = [(random.Random(f"{seed}:corpus:{k}"), document) for k, document in enumerate(worlds)]
+    instructions, pick = random.Random(f"{seed}:corpus:instructions"), random.Random(f"{seed}:corpus")
+    documents = []
+    for k in range(size):
+        rng, document = (instructions, _instruction_text) if pick.random() < _INSTRUCTION_SHARE else makers[k % len(makers)]
+        documents.append(document(rng))
+    return documents
 
 
 def _write_task_folder(destination: Path, splits: Mapping[str, list[TraceExample]]) -> None:

@@ -4,11 +4,13 @@
    under ``data.root`` (default ``results/{benchmark}/data``).
 2. A byte-level BPE tokenizer trained on their training splits.
 3. theta_0: a tiny LLaMA (``model_configs/<model.name>.json``) pretrained as a plain language
-   model (loss on every token) on ``mini.corpus_size`` solved examples of the
-   ``llm.mini.pretrain_tasks``, drawn with a different seed and never with an eval or test
-   prompt of the benchmark. So the
-   pretrained model solves some tasks zero-shot and knows nothing of the others, as an
-   instruction-tuned LLM knows some TRACE tasks and not others.
+   model (loss on every token) on ``mini.corpus_size`` documents of general text about the
+   tasks' world (:func:`codyra.llm.mini_trace.general_corpus`, drawn with a different seed):
+   it learns the words, facts and formats the tasks use but none of their instructions or
+   mappings, so every task is new to it, as TRACE's tasks are to an instruction-tuned LLM.
+   Solved examples of the ``llm.mini.pretrain_tasks`` (never an eval or test prompt) may be
+   mixed in, as many per task as the corpus has documents per task, to make those tasks
+   known before training.
 
 The output is a Hugging Face model folder (``config.json``, ``model.safetensors``, tokenizer
 JSON files), written to a temporary folder and renamed into place, so ``model.safetensors``
@@ -28,8 +30,8 @@ import torch
 
 from codyra.llm.backends import answer_loss_sum, position_ids
 from codyra.llm.collate import TrainingCollator
-from codyra.llm.data import IGNORE_INDEX, SPLITS, load_split
-from codyra.llm.mini_trace import MINI_TRACE_TASKS, generate_task, write_mini_trace
+from codyra.llm.data import IGNORE_INDEX, SPLITS, TraceExample, load_split
+from codyra.llm.mini_trace import MINI_TRACE_TASKS, general_corpus, generate_task, write_mini_trace
 from codyra.llm.model import (
     MODEL_BUILD_LOCK,
     length_limits,
@@ -46,19 +48,21 @@ WARMUP_FRACTION = 0.05
 SEED_OFFSET = 1_000_003  # the pretraining corpus is drawn apart from the benchmark's data seed
 
 
-def pretraining_corpus(cfg: dict, root: Path) -> list:
-    """Solved examples of the pretraining tasks, none sharing a prompt with an eval or test split."""
+def pretraining_corpus(cfg: dict, root: Path) -> list[TraceExample]:
+    """General documents (as prompts without answers: the loss covers every token), then solved
+    examples of the pretraining tasks, none sharing a prompt with an eval or test split."""
     tasks = cfg["llm"]["mini"]["pretrain_tasks"]
     unknown = sorted(set(tasks) - set(MINI_TRACE_TASKS))
     if unknown:
         raise ValueError(
             f"config key llm.mini.pretrain_tasks: unknown task(s) {unknown}; choose from {MINI_TRACE_TASKS}"
         )
-    per_task = math.ceil(cfg["mini"]["corpus_size"] / max(1, len(tasks)))
-    corpus = []
+    seed, size = cfg["mini"]["data_seed"] + SEED_OFFSET, cfg["mini"]["corpus_size"]
+    corpus = [TraceExample(document, "") for document in general_corpus(seed, size)]
+    per_task = math.ceil(size / len(MINI_TRACE_TASKS))
     for task in tasks:
         held_out = {e.prompt for split in ("eval", "test") for e in load_split(root / task, split)}
-        drawn = generate_task(task, cfg["mini"]["data_seed"] + SEED_OFFSET, {"train": per_task, "eval": 0, "test": 0})
+        drawn = generate_task(task, seed, {"train": per_task, "eval": 0, "test": 0})
         corpus += [e for e in drawn["train"] if e.prompt not in held_out]
     return corpus
 
@@ -98,8 +102,7 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
         lr=mini["pretrain_lr"],
         betas=(0.9, 0.98),
     )
-    # No pretraining tasks: theta_0 is the random initialisation.
-    steps, batch = (mini["pretrain_steps"] if corpus else 0), mini["pretrain_batch_size"]
+    steps, batch = mini["pretrain_steps"], mini["pretrain_batch_size"]
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(steps, int(WARMUP_FRACTION * steps)))
     generator = torch.Generator().manual_seed(mini["pretrain_seed"])
     bar = progress_bar(total=steps, desc="pretrain mini LM")
