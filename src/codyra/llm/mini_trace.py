@@ -18,13 +18,15 @@ NumGLUE-ds   subtraction or multiplication word problem      accuracy
 ===========  ==============================================  ========================
 
 The pretraining corpus (:func:`general_corpus`) is plain text about the same world, one
-kind of document per task: opinions whose words agree in polarity, policy news, council
-notes, code in the same abstracted style, facts about animals and plants, arithmetic and
-stories with quantities, long and short news sentences. It holds every word and answer
-token the tasks need, so a small adapter can learn a task quickly, but never a task's
-instruction, answer cue or mapping: how the code continues, what a summary or a
-simplification looks like, which letter answers which question. So the pretrained model
-knows the language and fails every task, as a base LLM does on TRACE's formats.
+kind of document per task (opinions whose words agree in polarity, policy news, council
+notes, statements of code in the same abstracted style but in random order, facts about
+animals and plants, arithmetic and stories that end with their outcome, long and short news
+sentences), and 30 % instructions of other tasks answered in the same answer formats
+(repeat a sentence, compute, true or false, which option is a number). It holds every word
+and answer token the tasks need, so a small adapter learns a task in tens of steps, but
+never a task's instruction, field labels, answer cue or mapping: how the code continues,
+what a summary or a simplification looks like, which letter answers which question. So the
+pretrained model knows the language and fails every task.
 
 Generation is deterministic in the seed: each task draws from its own ``random.Random``
 seeded with ``"{seed}:{task}"`` (string seeds are hashed with SHA-512, independent of
