@@ -27,10 +27,3 @@ rule tables:
 
 localrules:
     tables,
-    all_tables,
-
-
-rule all_tables:
-    default_target: True
-    input:
-        rules.tables.output,
