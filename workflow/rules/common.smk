@@ -40,11 +40,11 @@ wildcard_constraints:
     j=r"\d+",
 
 
-def codyra_cli(log_path, threads, *argv):
-    """Run one codyra command with this workflow's validated config, the job's threads and log."""
+def codyra_cli(log_path, *argv, threads=None):
+    """Run one codyra command with this workflow's validated config, its log and (compute commands) the job's threads."""
     from codyra.cli import run
 
-    run(["--log", str(log_path), "--threads", str(threads), *map(str, argv)], config=CFG)
+    run([*map(str, argv), "--log", str(log_path), *(["--threads", str(threads)] if threads else [])], config=CFG)
 
 
 def trains(method):

@@ -19,7 +19,7 @@ rule row0_cell:
     log:
         f"{LOGS}/cells/pretrained/A_0_{{j}}.log",
     run:
-        codyra_cli(log[0], threads, "cell", "pretrained", 0, 0, wildcards.j)
+        codyra_cli(log[0], "cell", "--method", "pretrained", "--i", 0, "--j", wildcards.j, threads=threads)
 
 
 localrules:
@@ -34,7 +34,7 @@ rule share_row0:
     log:
         f"{LOGS}/cells/{{method}}/seed{{seed}}/A_0_{{j}}.log",
     run:
-        codyra_cli(log[0], threads, "cell", wildcards.method, wildcards.seed, 0, wildcards.j)
+        codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", 0, "--j", wildcards.j)
 
 
 def cell_inputs(w):
@@ -59,4 +59,4 @@ rule eval_cell:
     log:
         f"{LOGS}/cells/{{method}}/seed{{seed}}/A_{{i}}_{{j}}.log",
     run:
-        codyra_cli(log[0], threads, "cell", wildcards.method, wildcards.seed, wildcards.i, wildcards.j)
+        codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, "--j", wildcards.j, threads=threads)

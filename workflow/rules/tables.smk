@@ -11,7 +11,7 @@ rule summarize_run:
     log:
         f"{LOGS}/summarize/{{method}}/seed{{seed}}.log",
     run:
-        codyra_cli(log[0], threads, "summarize", "--method", wildcards.method, "--seed", wildcards.seed)
+        codyra_cli(log[0], "summarize", "--method", wildcards.method, "--seed", wildcards.seed)
 
 
 rule tables:
@@ -22,7 +22,7 @@ rule tables:
     log:
         f"{LOGS}/tables.log",
     run:
-        codyra_cli(log[0], threads, "tables")
+        codyra_cli(log[0], "tables")
 
 
 localrules:

@@ -41,4 +41,4 @@ rule:
     log:
         f"{LOGS}/train/{{method}}/seed{{seed}}/task{{i}}.log",
     run:
-        codyra_cli(log[0], threads, "train", "--method", wildcards.method, "--seed", wildcards.seed, "--task", wildcards.i)
+        codyra_cli(log[0], "train", "--method", wildcards.method, "--seed", wildcards.seed, "--task", wildcards.i, threads=threads)
