@@ -119,7 +119,7 @@ def test_version_help_and_examples_for_every_command(capsys):
         (["tables", "--device", "cpu"], "unrecognized arguments: --device cpu"),  # no model runs in tables
         (["summarize", "--method", "codyra", "--seed", "0", "--threads", "2"], "unrecognized arguments: --threads 2"),
         (["fetch-weights", "--config", "config/config.yaml"], "unrecognized arguments: --config"),
-        (["cell", "codyra", "0", "1", "1"], "required: --method, --i, --j"),  # the old positional style
+        (["cell", "codyra", "0", "1", "1"], "required: --method, --i"),  # the old positional style
     ],
 )
 def test_options_exist_only_where_they_act(argv, message, capsys):

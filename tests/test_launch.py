@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_profile_resources_overlay_the_rule_on_the_defaults():
     train = profile_resources(f"{ROOT}/profiles/slurm", "train_task")
-    cell = profile_resources(f"{ROOT}/profiles/slurm", "eval_cell")
+    cell = profile_resources(f"{ROOT}/profiles/slurm", "eval_row")
     assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 120
-    assert cell["runtime"] == 30 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
+    assert cell["runtime"] == 240 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
     lm = profile_resources(f"{ROOT}/profiles/slurm", "train_lm_task")
     assert lm["gpu"] == 4 and "tasks" not in lm
 

@@ -64,7 +64,7 @@ def cmd_train(args) -> None:
 
 
 def cmd_cell(args) -> None:
-    from codyra.evaluate import PRETRAINED, evaluate_cell, evaluate_row0
+    from codyra.evaluate import PRETRAINED, evaluate_row
 
     if args.method == PRETRAINED:
         if args.i != 0:
@@ -73,11 +73,7 @@ def cmd_cell(args) -> None:
             raise ValueError("--seed does not apply to the pretrained model: its row 0 is shared by every seed")
     elif args.seed is None:
         raise ValueError(f"--seed is required for method {args.method!r}")
-    cfg = _config(args)
-    if args.method == PRETRAINED:
-        evaluate_row0(cfg, args.j, device=args.device)
-    else:
-        evaluate_cell(cfg, args.method, args.seed, args.i, args.j, device=args.device)
+    evaluate_row(_config(args), args.method, args.seed, args.i, None if args.j is None else [args.j], device=args.device)
 
 
 def cmd_summarize(args) -> None:
@@ -174,13 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", type=int, required=True, help="task index i, 1-based")
     p = command(
         "cell", cmd_cell,
-        "evaluate cell A[i,j] (method 'pretrained': the shared row 0)",
+        "evaluate cell A[i,j], or all of row i without --j (method 'pretrained': the shared row 0)",
         "codyra cell --method codyra --seed 0 --i 2 --j 1", threads=True, device=True, launchable=True,
     )
     p.add_argument("--method", required=True, help="method name from the config's `methods`, or 'pretrained' for the shared row 0")
     p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
     p.add_argument("--i", type=int, required=True, help="row: the model after tasks 1..i (0 = pretrained)")
-    p.add_argument("--j", type=int, required=True, help="column: the evaluated task, 1-based")
+    p.add_argument("--j", type=int, help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)")
     p = command(
         "summarize", cmd_summarize, "assemble a run's A matrix from its cells and compute its metrics",
         "codyra summarize --method codyra --seed 0",

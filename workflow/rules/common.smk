@@ -30,6 +30,8 @@ ROW0_PATTERN = ROW0_CELL.format(**_fixed, j="{j}")
 TABLES = TABLES_DIR.format(**_fixed)
 PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their own theta_0
 TRACKING = CFG["tracking"]["enabled"]
+# On a cluster, training task i of a run and evaluating row i share one job (see eval.smk).
+TASK_GROUP = "task-{method}-seed{seed}-{i}"
 MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
 
 

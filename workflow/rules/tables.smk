@@ -26,4 +26,5 @@ rule tables:
 
 
 localrules:
+    summarize_run,
     tables,

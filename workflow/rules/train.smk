@@ -38,6 +38,8 @@ rule:
     params:
         settings=train_settings,
     threads: lambda w: resolve_job(CFG, w.method, int(w.i))["train"]["threads"]
+    group:
+        TASK_GROUP
     log:
         f"{LOGS}/train/{{method}}/seed{{seed}}/task{{i}}.log",
     run:
