@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections import Counter
 
@@ -34,8 +36,27 @@ def test_graphs_of_the_default_target(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def test_report_of_the_finished_grid(finished_grid, tmp_path):
+def embedded_results(html: str) -> list[tuple[str, str, bytes]]:
+    """(mime type, file name, content) of every file the self-contained report embeds."""
+    uri = r'data:([^;"]+)(?:;[^;,"]+)*?;filename=([^;,"]+);base64,([A-Za-z0-9+/=]+)'
+    return [(m.group(1), m.group(2), base64.b64decode(m.group(3))) for m in re.finditer(uri, html)]
+
+
+def test_report_of_the_finished_grid_contains_the_tables_and_runs(finished_grid, tmp_path):
     workdir, cfg, _ = finished_grid
     report = tmp_path / "report.html"
     snakemake(workdir, cfg, "--report", str(report))
-    assert report.stat().st_size > 10_000
+    html = report.read_text()
+    embedded = embedded_results(html)
+    tables = workdir / "results" / "tables" / cfg["benchmark"]
+    names = ["table1", "forgetting", *(f"A_{m}" for m in cfg["methods"])]
+    for name in names:  # each table rendered once, byte for byte the file the tables job wrote
+        assert [content for mime, file, content in embedded if file == f"{name}.html"] == [(tables / f"{name}.html").read_bytes()]
+    assert b"Transfer" in (tables / "table1.html").read_bytes()
+    runs = len(cfg["methods"]) * len(cfg["seeds"])
+    assert sum(file == "A_heatmap.png" and mime == "image/png" for mime, file, _ in embedded) == runs
+    assert sum(file == "matrix.json" for _, file, _ in embedded) == runs
+    categories = json.loads(re.search(r"var categories = (\{.*?\});?\n", html).group(1))
+    assert set(categories) == {cfg["benchmark"]}  # one category per benchmark: tables + one subcategory per method
+    assert set(categories[cfg["benchmark"]]) == {"tables", *cfg["methods"]}
+    assert "the best mean of each column is bold" in html  # the table caption (workflow/report/table.rst)
