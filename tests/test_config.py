@@ -67,3 +67,11 @@ def test_shipped_configs_are_valid():
 
     for path in sorted(Path(__file__).resolve().parent.parent.glob("config/*.yaml")):
         load_config(path)
+
+
+@pytest.mark.parametrize("name", ["mtil_5shot", "mtil_5shot_order2", "mtil_full", "xtail_16shot"])
+def test_clip_paper_configs_run_in_fp32_as_the_released_code(name):
+    from pathlib import Path
+
+    cfg = load_config(Path(__file__).resolve().parent.parent / "config" / f"{name}.yaml")
+    assert cfg["train"]["precision"] == "fp32" and cfg["eval"]["precision"] == "fp32"
