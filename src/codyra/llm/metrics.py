@@ -175,7 +175,7 @@ def fuzz_ratio(a: str, b: str, backend: str = "difflib") -> int:
 
         total = len(a) + len(b)
         ratio = (total - Indel.distance(a, b)) / total  # python-Levenshtein's ratio, same formula
-    return int(round(100 * ratio))
+    return round(100 * ratio)  # fuzzywuzzy: int(round(.)), Python rounds half to even
 
 
 def edit_similarity(predictions: Sequence[str], references: Sequence[str], backend: str = "difflib") -> float:
