@@ -19,7 +19,7 @@ def state(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("method", ["codyra", "lora-r4", "full-ft"])
+@pytest.mark.parametrize("method", ["codyra", "lora-r4", "seqlora-r4", "full-ft"])
 def test_rebuilt_theta_equals_the_trained_model(tiny_run, method):
     for i in (1, 2):
         trained = train_task(tiny_run, method, 0, i)

@@ -37,7 +37,7 @@ from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 from codyra.state import autocast, pick_device, rebuild_clip, require_updates
 from codyra.tracking import JobRun, train_final_metrics, train_run
-from codyra.updates import save_update
+from codyra.updates import load_update, save_update
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,12 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
     return trained
 
 
+def hand_over(cfg: dict, method_name: str, method, seed: int, task_index: int) -> None:
+    """Give a method whose state carries across tasks (SeqLoRA) the previous task's stored update."""
+    if method.carries_state and task_index > 1:
+        method.previous = load_update(task_dir(cfg, method_name, seed, task_index - 1))
+
+
 def _fit_function(cfg: dict):
     """The training loop of the model family: CLIP (below) or causal LM (codyra.llm.train)."""
     if cfg["model"]["family"] == "causal_lm":
@@ -147,6 +153,7 @@ def fit_clip_task(cfg, method_name, method, seed, task_index, job, run, device, 
     seen_classes = sum(t.num_classes for t in tasks[: task_index - 1])  # the official loss's seen rows
     model = bundle.model.to(device)
     generator = torch.Generator().manual_seed(derive_seed(seed, task_index, 1))
+    hand_over(cfg, method_name, method, seed, task_index)
     groups = method.setup(model, clip_targets(model), CLIP_VOCABULARY, generator, hp["weight_decay"])
     model.to(device).train()
     dropout = seed_adapter_dropout(model, device)

@@ -43,7 +43,7 @@ from codyra.paths import SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 from codyra.state import pick_device
-from codyra.train import StepBatches, TrainedTask, derive_seed, finish_task
+from codyra.train import StepBatches, TrainedTask, derive_seed, finish_task, hand_over
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,7 @@ def fit_lm_task(cfg, method_name, method, seed, task_index, job, run, device, on
     model, task = bundle.model, cfg["tasks"][task_index - 1]["name"]
     examples = load_split(task_folder(cfg, task_index), "train")
     generator = torch.Generator().manual_seed(derive_seed(seed, task_index, 1))
+    hand_over(cfg, method_name, method, seed, task_index)
     groups = method.setup(model, lm_targets(model), LM_VOCABULARY, generator, hp["weight_decay"])
     dropout = seed_adapter_dropout(model, device)
     backend = make_backend(model, groups, method, hp, cfg["llm"], device)
