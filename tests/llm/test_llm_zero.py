@@ -123,6 +123,7 @@ def test_zero2_bf16_ranks_agree_and_track_plain(tiny_trace_dict, plain, tmp_path
 def test_zero2_gradient_accumulation_matches_one_large_batch(tiny_trace_dict, plain, tmp_path):
     """1 example per rank x 2 ranks x 2 accumulated micro-batches = the plain path's batch of 4."""
     plain_cfg, plain_summary = plain
+    assert plain_summary["steps"] == 6
     accumulated = copy.deepcopy(tiny_trace_dict)
     accumulated["train"].update(batch_size=2, gradient_accumulation=2)
     zero, config = zero_config(accumulated, tmp_path, "zero-accumulate", "fp32")
