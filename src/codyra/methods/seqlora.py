@@ -9,6 +9,7 @@ update i holds D_i - D_{i-1} as rank-2r factors: A = [A_i; A_{i-1}], B = [B_i, B
 gates [+scale] * r + [-scale] * r (task 1: D_1 alone). Task i reads the first r components of
 update i-1 back as its starting adapter and subtracts D_{i-1} from the frozen weights, so the
 base it trains on is theta_0 (up to fp32 rounding) and the adapter carries all of D_{i-1}.
+The summary's ``dW_fro`` is the norm of the task's increment D_i - D_{i-1}.
 
 Not carried (a documented difference): each task job starts a fresh AdamW state and LR
 schedule, where TRACE and TreeLoRA keep one optimizer for the whole stream.
