@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
 from safetensors import safe_open
 
-from codyra.evaluate import evaluate_cell
+from codyra.evaluate import evaluate_cell, evaluate_row
 from codyra.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
 from codyra.state import rebuild_clip
 from codyra.train import train_task
@@ -18,7 +19,7 @@ def state(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("method", ["codyra", "lora-r4", "full-ft"])
+@pytest.mark.parametrize("method", ["codyra", "lora-r4", "seqlora-r4", "full-ft"])
 def test_rebuilt_theta_equals_the_trained_model(tiny_run, method):
     for i in (1, 2):
         trained = train_task(tiny_run, method, 0, i)
@@ -96,6 +97,19 @@ def test_cells_rows_and_zeroshot_copies(tiny_run):
     assert row0["method"] == "pretrained" and row0["seed"] is None
 
 
+def test_a_row_in_one_call_equals_its_cells_one_by_one(tiny_run, tmp_path):
+    train_task(tiny_run, "full-ft", 0, 1)
+    row = evaluate_row(tiny_run, "full-ft", 0, 1)  # theta_1 built once for the three tasks
+    assert [c["j"] for c in row] == [1, 2, 3]
+    for j, cell in enumerate(row, start=1):
+        cell_path(tiny_run, "full-ft", 0, 1, j).unlink()
+        alone = evaluate_cell(tiny_run, "full-ft", 0, 1, j)
+        assert {k: v for k, v in alone.items() if k != "seconds"} == {k: v for k, v in cell.items() if k != "seconds"}
+    pretrained = evaluate_row(tiny_run, "pretrained", None, 0, [3, 1])
+    assert [c["j"] for c in pretrained] == [3, 1] and all(row0_cell_path(tiny_run, j).is_file() for j in (1, 3))
+    assert not row0_cell_path(tiny_run, 2).exists()
+
+
 def test_union_label_space_classifies_over_every_task(tiny_run):
     tiny_run["data"]["label_space"] = "union"
     cell = evaluate_cell(tiny_run, "zeroshot", 0, 0, 2)
@@ -122,3 +136,24 @@ def test_missing_and_corrupted_updates_give_clear_errors(tiny_run):
 def test_cell_outside_the_grid(tiny_run):
     with pytest.raises(ValueError, match=r"A\[4,1\] is outside the grid"):
         evaluate_cell(tiny_run, "codyra", 0, 4, 1)
+
+
+def test_official_loss_text_to_image_term_on_hand_computed_values():
+    # logit scale 1, orthonormal embeddings: logits[b, c] = image_emb[b] . text_emb[c]
+    from codyra.train import supervised_loss
+
+    text = torch.eye(3)
+    images = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    labels = torch.tensor([0, 0])  # both images show class 0
+    e = torch.e
+    image_to_text = (math.log(e + 2) - 1 + math.log(e + 2)) / 2
+    # class 0's row: both of its images with target 1 each (not 1/2): -(log softmax([1, 0]) summed)
+    # = 2 log(1 + e) - 1; rows 1, 2 (no image) give 0; mean over 2 seen + 3 current rows
+    text_to_image = (2 * math.log(1 + e) - 1) / 5
+    args = (images, text, labels, torch.tensor(1.0))
+    official = supervised_loss(*args, "official", seen_classes=2, image_trains=True)
+    assert official.item() == pytest.approx(image_to_text + text_to_image, rel=1e-6)
+    assert supervised_loss(*args, "paper", seen_classes=2).item() == pytest.approx(image_to_text, rel=1e-6)
+    # the released code adds the term only when the image tower is adapted
+    text_only = supervised_loss(*args, "official", seen_classes=2, image_trains=False)
+    assert text_only.item() == pytest.approx(image_to_text, rel=1e-6)

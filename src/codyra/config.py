@@ -141,12 +141,24 @@ def _check_semantics(cfg: dict) -> None:
                     f"train overrides for method {m!r}, task {task['name']!r}: unknown key(s) {sorted(unknown)}; "
                     f"valid: {sorted(train_keys)}"
                 )
+            _check_accumulation(cfg["model"]["family"], job["train"]["gradient_accumulation"], m, task["name"])
             try:
                 method = method_class(job["method"]["kind"])(job["method"])
                 if "placement" in method.options:
                     parse_placement(method.options["placement"], placement_vocabulary(cfg["model"]["family"]))
             except ValueError as err:
                 raise ConfigError(f"config key method_configs.{m}: {err}") from err
+
+
+def _check_accumulation(family: str, steps, method: str, task: str) -> None:
+    where = f"train.gradient_accumulation for method {method!r}, task {task!r}"
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ConfigError(f"{where}: must be an integer >= 1, got {steps!r}")
+    if family == "clip" and steps != 1:
+        raise ConfigError(
+            f"{where}: CLIP training takes each batch in one pass, as the paper and the released code do; "
+            "set it to 1 and choose train.batch_size instead"
+        )
 
 
 def placement_vocabulary(family: str):

@@ -1,25 +1,31 @@
-# Cells A[i,j]: one job each. Row 0 (the pretrained model) is evaluated once per benchmark;
-# every (method, seed) gets a copy, and so does every row of a method that never trains.
+# Cells A[i,j]. A job evaluates a whole row: theta_i is built once and scores every task j.
+# Row 0 (the pretrained model) is evaluated once per benchmark; every (method, seed) gets a
+# copy, and so does every row of a method that never trains: copies are local jobs.
+# On a cluster, training task i and evaluating row i form one group job (one submission, one
+# GPU, runtime of both): the `group` below; a local run ignores groups.
+
+TRAINED = [m for m in CFG["methods"] if trains(m)]
+COPIED = [m for m in CFG["methods"] if not trains(m)]
 
 
-def eval_settings(j):
-    union = CFG["data"]["label_space"] == "union"
-    tasks = [t["name"] for t in CFG["tasks"]] if union else CFG["tasks"][int(j) - 1]["name"]
+def eval_settings():
+    # The row's cells read every task's data and label space: one fingerprint for the row.
+    tasks = [t["name"] for t in CFG["tasks"]]
     return fingerprint([CFG["eval"], CFG["data"], CFG["model"], family_settings(), tasks, version_tag()])
 
 
-rule row0_cell:
+rule eval_row0:
     input:
         unpack(lambda w: common_inputs()),
     output:
-        ROW0_PATTERN,
+        [ROW0_PATTERN.format(j=j) for j in TASKS],
     params:
-        settings=lambda w: eval_settings(w.j),
+        settings=eval_settings(),
     threads: CFG["eval"]["threads"]
     log:
-        f"{LOGS}/cells/pretrained/A_0_{{j}}.log",
+        f"{LOGS}/cells/pretrained/row0.log",
     run:
-        codyra_cli(log[0], threads, "cell", "pretrained", 0, 0, wildcards.j)
+        codyra_cli(log[0], "cell", "--method", "pretrained", "--i", 0, threads=threads)
 
 
 localrules:
@@ -34,29 +40,50 @@ rule share_row0:
     log:
         f"{LOGS}/cells/{{method}}/seed{{seed}}/A_0_{{j}}.log",
     run:
-        codyra_cli(log[0], threads, "cell", wildcards.method, wildcards.seed, 0, wildcards.j)
+        codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", 0, "--j", wildcards.j)
 
 
-def cell_inputs(w):
+if COPIED:
+
+    localrules:
+        copy_row0,
+
+    rule copy_row0:
+        input:
+            ROW0_PATTERN,
+        output:
+            CELL_PATTERN,
+        wildcard_constraints:
+            method="|".join(COPIED),
+            i=r"[1-9]\d*",
+        log:
+            f"{LOGS}/cells/{{method}}/seed{{seed}}/A_{{i}}_{{j}}.log",
+        run:
+            codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, "--j", wildcards.j)
+
+
+def row_inputs(w):
     inputs = common_inputs()
-    if trains(w.method):
-        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", "summary.json") for k in range(1, int(w.i) + 1)]
-    else:
-        inputs["row0"] = ROW0_PATTERN.format(j=w.j)
+    inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", "summary.json") for k in range(1, int(w.i) + 1)]
     return inputs
 
 
-rule eval_cell:
-    input:
-        unpack(cell_inputs),
-    output:
-        CELL_PATTERN,
-    wildcard_constraints:
-        i=r"[1-9]\d*",
-    params:
-        settings=lambda w: eval_settings(w.j),
-    threads: CFG["eval"]["threads"]
-    log:
-        f"{LOGS}/cells/{{method}}/seed{{seed}}/A_{{i}}_{{j}}.log",
-    run:
-        codyra_cli(log[0], threads, "cell", wildcards.method, wildcards.seed, wildcards.i, wildcards.j)
+if TRAINED:
+
+    rule eval_row:
+        input:
+            unpack(row_inputs),
+        output:
+            [CELL_PATTERN.format(method="{method}", seed="{seed}", i="{i}", j=j) for j in TASKS],
+        wildcard_constraints:
+            method="|".join(TRAINED),
+            i=r"[1-9]\d*",
+        params:
+            settings=eval_settings(),
+        threads: CFG["eval"]["threads"]
+        group:
+            TASK_GROUP
+        log:
+            f"{LOGS}/cells/{{method}}/seed{{seed}}/row{{i}}.log",
+        run:
+            codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, threads=threads)

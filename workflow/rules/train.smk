@@ -38,7 +38,9 @@ rule:
     params:
         settings=train_settings,
     threads: lambda w: resolve_job(CFG, w.method, int(w.i))["train"]["threads"]
+    group:
+        TASK_GROUP
     log:
         f"{LOGS}/train/{{method}}/seed{{seed}}/task{{i}}.log",
     run:
-        codyra_cli(log[0], threads, "train", "--method", wildcards.method, "--seed", wildcards.seed, "--task", wildcards.i)
+        codyra_cli(log[0], "train", "--method", wildcards.method, "--seed", wildcards.seed, "--task", wildcards.i, threads=threads)
