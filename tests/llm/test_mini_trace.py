@@ -127,7 +127,7 @@ def test_general_corpus_never_states_a_task_instruction_or_cue(benchmark):
         for marker in (*instructions, "Target:", "Text:", "Question:", "Options:", "Summary:", "Simplified:"):
             assert marker not in document, (marker, document)
         if "Answer:" in document:
-            assert document.split("\n")[0] in {"Give the last word.", "Compute.", "Is it true?", "Which letter comes next?"}
+            assert document.split("\n")[0].startswith(("Give the last word.", "Compute.", "Is it true?", "Which one is a number?"))
 
 
 def test_general_corpus_holds_every_answer_token(benchmark, tokenizer):
