@@ -112,7 +112,7 @@ def test_gradient_accumulation_equals_one_large_batch(tiny_trace_dict):
     assert [h["tokens"] for h in parts_history] == [h["tokens"] for h in whole_history]
     torch.testing.assert_close([h["loss"] for h in parts_history], [h["loss"] for h in whole_history], rtol=1e-5, atol=0)
     for name, (_, _, delta) in whole.items():
-        torch.testing.assert_close(parts[name][2], delta, rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(parts[name][2], delta, rtol=1e-4, atol=1e-6)  # fp32 summation order
 
 
 def test_epochs_count_optimizer_steps_of_accumulated_batches(tiny_trace_dict):
