@@ -18,12 +18,14 @@ import torch.nn.functional as F
 from codyra import __version__
 from codyra.benchmarks import build_tasks
 from codyra.clip.zeroshot import label_space_classifier
+from codyra.fingerprints import cell_fingerprint, eval_fingerprint
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
-from codyra.paths import PRETRAINED, cell_path, row0_cell_path
+from codyra.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
 from codyra.progress import progress_bar
+from codyra.results import read_cell
 from codyra.state import autocast, pick_device, pretrained_clip, rebuild_clip, require_updates
-from codyra.tracking import JobRun, cell_metrics, cell_run
+from codyra.tracking import SETTINGS, JobRun, cell_metrics, cell_run
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +79,16 @@ def tracked(cfg: dict, method: str, seed: int | None, i: int, j: int, compute) -
     except BaseException:
         run.fail()
         raise
-    run.finish(cell_metrics(result))
+    run.finish(cell_metrics(result), tags={SETTINGS: result["settings"]})
     return result
+
+
+def settings_of(cfg: dict, method: str, seed: int | None, i: int, j: int) -> str:
+    """The cell's settings fingerprint: column j's evaluation settings and those recorded by the
+    summaries of the updates 1..i it is computed from (not the config's: an update trained
+    with other settings shows here)."""
+    updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)] if i else []
+    return cell_fingerprint(eval_fingerprint(cfg, j), updates)
 
 
 def evaluate_row0(cfg: dict, j: int, *, device=None) -> dict:
@@ -86,7 +96,7 @@ def evaluate_row0(cfg: dict, j: int, *, device=None) -> dict:
     _check_indices(cfg, 0, j)
 
     def compute():
-        result = _computed_cell(cfg, PRETRAINED, None, 0, j, device)
+        result = {**_computed_cell(cfg, PRETRAINED, None, 0, j, device), "settings": settings_of(cfg, PRETRAINED, None, 0, j)}
         write_json(row0_cell_path(cfg, j), result)
         return result
 
@@ -109,10 +119,10 @@ def evaluate_cell(cfg: dict, method: str, seed: int, i: int, j: int, *, device=N
     def compute():
         if copies_row0:
             row0 = row0_cell_path(cfg, j)
-            shared = read_json(row0) if row0.is_file() else evaluate_row0(cfg, j, device=device)
+            shared = read_cell(cfg, row0, PRETRAINED, None, 0, j) if row0.is_file() else evaluate_row0(cfg, j, device=device)
             result = {**shared, "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
         else:
-            result = _computed_cell(cfg, method, seed, i, j, device)
+            result = {**_computed_cell(cfg, method, seed, i, j, device), "settings": settings_of(cfg, method, seed, i, j)}
         write_json(cell_path(cfg, method, seed, i, j), result)
         log.info("A[%d,%d] = %.2f (%s)", i, j, result["accuracy"], cell_path(cfg, method, seed, i, j))
         return result

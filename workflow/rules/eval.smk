@@ -2,19 +2,13 @@
 # every (method, seed) gets a copy, and so does every row of a method that never trains.
 
 
-def eval_settings(j):
-    union = CFG["data"]["label_space"] == "union"
-    tasks = [t["name"] for t in CFG["tasks"]] if union else CFG["tasks"][int(j) - 1]["name"]
-    return fingerprint([CFG["eval"], CFG["data"], CFG["model"], family_settings(), tasks, version_tag()])
-
-
 rule row0_cell:
     input:
         unpack(lambda w: common_inputs()),
     output:
         ROW0_PATTERN,
     params:
-        settings=lambda w: eval_settings(w.j),
+        settings=lambda w: eval_fingerprint(CFG, int(w.j)),
     threads: CFG["eval"]["threads"]
     log:
         f"{LOGS}/cells/pretrained/A_0_{{j}}.log",
@@ -40,7 +34,8 @@ rule share_row0:
 def cell_inputs(w):
     inputs = common_inputs()
     if trains(w.method):
-        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", "summary.json") for k in range(1, int(w.i) + 1)]
+        # the update files too: a cell reads them, and a changed one must rerun the cell
+        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", f) for k in range(1, int(w.i) + 1) for f in ("summary.json", "update.safetensors")]
     else:
         inputs["row0"] = ROW0_PATTERN.format(j=w.j)
     return inputs
@@ -54,7 +49,7 @@ rule eval_cell:
     wildcard_constraints:
         i=r"[1-9]\d*",
     params:
-        settings=lambda w: eval_settings(w.j),
+        settings=lambda w: eval_fingerprint(CFG, int(w.j)),
     threads: CFG["eval"]["threads"]
     log:
         f"{LOGS}/cells/{{method}}/seed{{seed}}/A_{{i}}_{{j}}.log",
