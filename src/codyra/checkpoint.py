@@ -21,7 +21,9 @@ import shutil
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+
+from codyra.io import save_safetensors
 
 TENSORS, STATE = "tensors.safetensors", "state.json"
 PREFIX = "checkpoint"
@@ -55,7 +57,7 @@ def save_checkpoint(directory: Path, *, step: int, params: dict, optimizer, sche
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = directory.parent / f".{directory.name}.{secrets.token_hex(4)}"
     os.mkdir(tmp)  # not tempfile.mkdtemp: its 0700 would stick to the renamed folder; the umask applies
-    save_file(tensors, str(tmp / TENSORS))
+    save_safetensors(tmp / TENSORS, tensors)
     (tmp / STATE).write_text(json.dumps(state))
     old = directory.with_name(directory.name + ".old")
     if directory.exists():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 
 
@@ -21,9 +22,12 @@ def atomic_write(path: str | Path, write) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # the umask applies
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # the umask applies
+    mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    os.close(fd)
     try:
         write(str(tmp))
+        os.chmod(tmp, mode)  # some writers (safetensors) replace the file by a 0600 one of their own
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -22,7 +22,7 @@ if CFG["check_data"]:  # cheap presence checks: a missing dataset fails here, no
     try:
         require_benchmark_data(CFG)
     except (ConfigError, FileNotFoundError) as err:
-        raise WorkflowError(f"{err}\n(nothing was run; for a dry run without the data: --config check_data=false)")
+        raise WorkflowError(f"{err}\n(nothing was run; for a dry run without the data: --config check_data=False)")
 
 RESULTS, BENCHMARK = CFG["results"], CFG["benchmark"]
 N = len(CFG["tasks"])
