@@ -88,7 +88,7 @@ def _fill_defaults(node, sch: dict) -> None:
             _fill_defaults(node[key], sub)
 
 
-def key_path(parts) -> str:
+def _key_path(parts) -> str:
     """``tasks[1].methods.codyra.kappa_max`` for ``["tasks", 1, "methods", "codyra", "kappa_max"]``."""
     text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
     return text or "<top level>"
@@ -131,7 +131,7 @@ def validate_config(cfg: dict) -> dict:
     if not errors:
         errors = _method_option_errors(cfg) + _non_finite(cfg, [])
     if errors:
-        lines = [f"config key {key_path(path)}: {message}" for path, message in sorted(errors, key=lambda e: str(e[0]))[:10]]
+        lines = [f"config key {_key_path(path)}: {message}" for path, message in sorted(errors, key=lambda e: str(e[0]))[:10]]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     _check_semantics(cfg)
     return cfg

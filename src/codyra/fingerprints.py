@@ -70,11 +70,12 @@ def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:
     return fingerprint([eval_settings, update_settings])
 
 
-def expected_cell_fingerprint(cfg: dict, method: str, i: int, j: int) -> str:
-    """The fingerprint a cell computed from ``cfg`` as it stands records."""
+def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
+    """The fingerprints the cells A[i][j-1] of ``method`` record when computed from ``cfg`` as it stands."""
     from codyra.methods import method_class
-    from codyra.paths import PRETRAINED
 
-    trains = method != PRETRAINED and method_class(cfg["method_configs"][method]["kind"]).trains
-    updates = [train_fingerprint(cfg, method, k) for k in range(1, i + 1)] if trains else []
-    return cell_fingerprint(eval_fingerprint(cfg, j), updates)
+    n = len(cfg["tasks"])
+    trains = method_class(cfg["method_configs"][method]["kind"]).trains
+    updates = [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else []
+    columns = [eval_fingerprint(cfg, j) for j in range(1, n + 1)]
+    return [[cell_fingerprint(column, updates[:i]) for column in columns] for i in range(n + 1)]

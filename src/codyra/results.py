@@ -106,12 +106,13 @@ def save_heatmap(result: dict, path: Path) -> None:
 def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:
     """Refuse to combine runs whose cells were computed with settings other than ``cfg``'s
     (e.g. a task retrained out-of-band with ``codyra train --set``): name them and the fix."""
-    from codyra.fingerprints import expected_cell_fingerprint
+    from codyra.fingerprints import expected_cell_fingerprints
 
     n, stale = len(cfg["tasks"]), []
+    expected = {method: expected_cell_fingerprints(cfg, method) for method, _ in matrices}
     for (method, seed), matrix in matrices.items():
         recorded = matrix.get("settings") or [[None] * n] * (n + 1)
-        cells = [(i, j) for i in range(n + 1) for j in range(1, n + 1) if recorded[i][j - 1] != expected_cell_fingerprint(cfg, method, i, j)]
+        cells = [(i, j) for i in range(n + 1) for j in range(1, n + 1) if recorded[i][j - 1] != expected[method][i][j - 1]]
         if cells:
             shown = ", ".join(f"A_{i}_{j}" for i, j in cells[:6]) + (f" and {len(cells) - 6} more" if len(cells) > 6 else "")
             first = min(i for i, _ in cells)

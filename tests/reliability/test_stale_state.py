@@ -9,7 +9,7 @@ import torch
 
 from codyra.cli import run
 from codyra.evaluate import evaluate_cell
-from codyra.fingerprints import expected_cell_fingerprint, train_fingerprint
+from codyra.fingerprints import expected_cell_fingerprints, train_fingerprint
 from codyra.io import ResultError, read_json
 from codyra.paths import SUMMARY_FILE, cell_path, task_dir
 from codyra.results import run_stream, summarize_run
@@ -69,4 +69,4 @@ def test_tables_refuse_results_of_an_out_of_band_retraining(tiny_run):
     summarize_run(cfg, "lora-r4", 0)
     write_tables(cfg)
     assert read_json(task_dir(cfg, "lora-r4", 0, 2) / SUMMARY_FILE)["settings"] == train_fingerprint(cfg, "lora-r4", 2)
-    assert read_json(cell_path(cfg, "lora-r4", 0, 2, 1))["settings"] == expected_cell_fingerprint(cfg, "lora-r4", 2, 1)
+    assert read_json(cell_path(cfg, "lora-r4", 0, 2, 1))["settings"] == expected_cell_fingerprints(cfg, "lora-r4")[2][0]
