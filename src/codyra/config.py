@@ -206,6 +206,8 @@ def _check_semantics(cfg: dict) -> None:
         for m in task.get("methods", {}):
             if m not in cfg["method_configs"]:
                 raise ConfigError(f"config key tasks[{k}].methods: {m!r} is not a method in method_configs")
+        for m in cfg["methods"]:
+            _check_accumulation(cfg["model"]["family"], resolve_job(cfg, m, k + 1)["train"]["gradient_accumulation"], m, task["name"])
     for m in cfg["methods"]:
         # the method's own config first, then each task that overrides it: the error names that layer
         base = {k: v for k, v in cfg["method_configs"][m].items() if k != "train"}
@@ -218,6 +220,16 @@ def _check_semantics(cfg: dict) -> None:
                     parse_placement(method.options["placement"], vocabulary)
             except ValueError as err:
                 raise ConfigError(f"config key {where}: {err}") from err
+
+
+def _check_accumulation(family: str, steps: int, method: str, task: str) -> None:
+    # type and range: the schema (every layer); here what depends on the model family
+    where = f"train.gradient_accumulation for method {method!r}, task {task!r}"
+    if family == "clip" and steps != 1:
+        raise ConfigError(
+            f"{where}: CLIP training takes each batch in one pass, as the paper and the released code do; "
+            "set it to 1 and choose train.batch_size instead"
+        )
 
 
 def placement_vocabulary(family: str):
