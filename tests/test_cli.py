@@ -48,8 +48,8 @@ def test_single_commands_and_set_overrides(tiny_yaml):
     assert main(["train", "--config", path, "--method", "lora-r4", "--seed", "0", "--task", "1", "--set", "train.iterations=3"]) == 0
     summary = json.loads((run_dir(cfg, "lora-r4", 0) / "task1" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["job"]["train"]["iterations"] == 3
-    assert main(["cell", "--config", path, "lora-r4", "0", "1", "1"]) == 0
-    assert main(["cell", "--config", path, "pretrained", "0", "0", "2"]) == 0
+    assert main(["cell", "--config", path, "--method", "lora-r4", "--seed", "0", "--i", "1", "--j", "1"]) == 0
+    assert main(["cell", "--config", path, "--method", "pretrained", "--i", "0", "--j", "2"]) == 0
 
 
 @pytest.mark.parametrize(
@@ -57,8 +57,10 @@ def test_single_commands_and_set_overrides(tiny_yaml):
     [
         (["train", "--method", "adamw", "--seed", "0", "--task", "1"], "unknown method 'adamw'"),
         (["train", "--method", "codyra", "--seed", "0", "--task", "9"], "task index 9 out of range 1..3"),
-        (["cell", "codyra", "0", "2", "1"], r"missing task update\(s\).*task1/update.safetensors"),
-        (["cell", "pretrained", "0", "1", "1"], "only has row i = 0"),
+        (["cell", "--method", "codyra", "--seed", "0", "--i", "2", "--j", "1"], r"missing task update\(s\).*task1/update.safetensors"),
+        (["cell", "--method", "pretrained", "--i", "1", "--j", "1"], "only has row i = 0"),
+        (["cell", "--method", "pretrained", "--seed", "0", "--i", "0", "--j", "1"], "--seed does not apply to the pretrained model"),
+        (["cell", "--method", "codyra", "--i", "1", "--j", "1"], "--seed is required for method 'codyra'"),
         (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "method_configs.codyra.placement=[vision, ffn]"], "unknown placement token 'ffn'"),
         (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "data.kind=imagenet"], "config key data.kind"),
         (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "tasks=[{name: cifar}]"], "'cifar' is not a dataset of the mini protocol"),
@@ -85,3 +87,52 @@ def test_missing_config_and_corrupted_pretrained_weights(tiny_yaml, tmp_path, ca
     argv = ["train", "--config", path, "--method", "codyra", "--seed", "0", "--task", "1", "--set", f"model.pretrained={broken}"]
     assert main(argv) == 2
     assert "corrupted or truncated" in capsys.readouterr().err
+
+
+def test_version_help_and_examples_for_every_command(capsys):
+    from codyra import __version__
+    from codyra.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"codyra {__version__}"
+    import argparse
+
+    def walk(parser, name):
+        yield name, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    yield from walk(sub, f"{name} {sub_name}")
+
+    commands = dict(walk(build_parser(), "codyra"))
+    assert {"codyra train", "codyra cell", "codyra tables", "codyra fetch-weights", "codyra data check"} <= set(commands)
+    for name, parser in commands.items():
+        assert (parser.epilog or "").startswith("example: codyra "), name
+        for action in parser._actions:
+            assert action.help, f"{name} {action.option_strings or action.dest} has no help text"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["tables", "--device", "cpu"], "unrecognized arguments: --device cpu"),  # no model runs in tables
+        (["summarize", "--method", "codyra", "--seed", "0", "--threads", "2"], "unrecognized arguments: --threads 2"),
+        (["fetch-weights", "--config", "config/config.yaml"], "unrecognized arguments: --config"),
+        (["cell", "codyra", "0", "1", "1"], "required: --method, --i"),  # the old positional style
+    ],
+)
+def test_options_exist_only_where_they_act(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_log_option_before_or_after_the_command(tiny_yaml, tmp_path):
+    path, _ = tiny_yaml
+    before, after = tmp_path / "before.log", tmp_path / "after.log"
+    assert main(["--log", str(before), "cell", "--config", path, "--method", "pretrained", "--i", "0", "--j", "1"]) == 0
+    assert main(["cell", "--config", path, "--method", "pretrained", "--i", "0", "--j", "1", "--log", str(after)]) == 0
+    for log in (before, after):
+        assert "eval colour" in log.read_text()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 import submitit
+import yaml
 
 from codyra.cli import main
 from codyra.launch import (
@@ -15,14 +18,16 @@ from codyra.launch import (
 )
 from codyra.paths import cell_path, run_dir
 
-from .conftest import ROOT, write_yaml
+from .conftest import write_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_profile_resources_overlay_the_rule_on_the_defaults():
     train = profile_resources(f"{ROOT}/profiles/slurm", "train_task")
-    cell = profile_resources(f"{ROOT}/profiles/slurm", "eval_cell")
+    cell = profile_resources(f"{ROOT}/profiles/slurm", "eval_row")
     assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 120
-    assert cell["runtime"] == 30 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
+    assert cell["runtime"] == 240 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
     lm = profile_resources(f"{ROOT}/profiles/slurm", "train_lm_task")
     assert lm["gpu"] == 4 and "tasks" not in lm
 
@@ -47,8 +52,8 @@ def test_submitit_parameters_mapping():
 
 
 def test_launch_flags_are_stripped_from_the_job_command():
-    argv = ["--log", "a.log", "cell", "--slurm", "--slurm-profile", "profiles/slurm-local", "--wait", "--executor=local", "codyra", "0", "1", "1"]
-    assert strip_launch_flags(argv) == ["--log", "a.log", "cell", "codyra", "0", "1", "1"]
+    argv = ["--log", "a.log", "cell", "--slurm", "--slurm-profile", "profiles/slurm-local", "--wait", "--executor=local", "--method", "codyra", "--seed", "0", "--i", "1", "--j", "1"]
+    assert strip_launch_flags(argv) == ["--log", "a.log", "cell", "--method", "codyra", "--seed", "0", "--i", "1", "--j", "1"]
 
 
 def test_checkpoint_resubmits_the_same_command():
@@ -61,7 +66,7 @@ def test_checkpoint_resubmits_the_same_command():
 def test_cell_through_submitit_debug_executor(tmp_path, tiny_cfg_dict, tiny_pretrained, capsys):
     tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)
     path = write_yaml(tmp_path / "tiny.yaml", tiny_cfg_dict)
-    argv = ["cell", "--config", path, "pretrained", "0", "0", "2", "--slurm", "--executor", "debug", "--slurm-profile", f"{ROOT}/profiles/slurm-local", "--wait"]
+    argv = ["cell", "--config", path, "--method", "pretrained", "--i", "0", "--j", "2", "--slurm", "--executor", "debug", "--slurm-profile", f"{ROOT}/profiles/slurm-local", "--wait"]
     assert main(argv) == 0
     assert "submitted job" in capsys.readouterr().out
     cell = json.loads((tmp_path / "results" / "tiny" / "pretrained" / "cells" / "A_0_2.json").read_text())
@@ -88,3 +93,21 @@ def test_sweep_runs_one_stream_per_grid_point(tmp_path, tiny_cfg_dict, tiny_pret
     assert low["job"]["method"]["kappa_max"] == 0.0 and low["active_rank_total"] == 24 * 4  # nothing pruned
     assert high["active_rank_total"] == 0  # everything pruned
     assert cell_path(tiny_cfg_dict, "codyra-kappa_max10.0", 0, 2, 2).is_file()
+
+
+@pytest.mark.parametrize("profile", ["slurm", "slurm-local"])
+def test_profile_requests_gpus_one_way_and_no_empty_constraint(profile):
+    """What the SLURM plugin turns each rule's resources into: --gpus=<model>:N for GPU rules, nothing for CPU rules."""
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    class Job:  # the plugin reads job.resources.get(...) and attributes
+        def __init__(self, resources):
+            self.resources = type("Resources", (dict,), {"__getattr__": dict.__getitem__})(resources)
+
+    config = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())
+    for rule in [None, *config["set-resources"]]:
+        resources = profile_resources(ROOT / "profiles" / profile, rule or "default")
+        assert resources.get("constraint", "x") != "", f"{profile} {rule}: -C ''"
+        gres = set_gres_string(Job(resources)).strip()
+        gpus = int(resources.get("gpu") or 0)
+        assert gres == (f"--gpus={resources['gpu_model']}:{gpus}" if gpus else ""), (profile, rule, gres)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from codyra.evaluate import evaluate_cell
+from codyra.evaluate import evaluate_cell, evaluate_row
 from codyra.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
 from codyra.state import rebuild_clip
 from codyra.train import task_checkpoint_dir, train_task
@@ -95,6 +95,19 @@ def test_cells_rows_and_zeroshot_copies(tiny_run):
     row0 = json.loads(row0_cell_path(tiny_run, 2).read_text())
     assert zs["accuracy"] == row0["accuracy"] and zs["method"] == "zeroshot" and zs["i"] == 3
     assert row0["method"] == "pretrained" and row0["seed"] is None
+
+
+def test_a_row_in_one_call_equals_its_cells_one_by_one(tiny_run, tmp_path):
+    train_task(tiny_run, "full-ft", 0, 1)
+    row = evaluate_row(tiny_run, "full-ft", 0, 1)  # theta_1 built once for the three tasks
+    assert [c["j"] for c in row] == [1, 2, 3]
+    for j, cell in enumerate(row, start=1):
+        cell_path(tiny_run, "full-ft", 0, 1, j).unlink()
+        alone = evaluate_cell(tiny_run, "full-ft", 0, 1, j)
+        assert {k: v for k, v in alone.items() if k != "seconds"} == {k: v for k, v in cell.items() if k != "seconds"}
+    pretrained = evaluate_row(tiny_run, "pretrained", None, 0, [3, 1])
+    assert [c["j"] for c in pretrained] == [3, 1] and all(row0_cell_path(tiny_run, j).is_file() for j in (1, 3))
+    assert not row0_cell_path(tiny_run, 2).exists()
 
 
 def test_union_label_space_classifies_over_every_task(tiny_run):

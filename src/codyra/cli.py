@@ -25,7 +25,7 @@ def _config(args) -> dict:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set train.lr=1e-4)")
         set_key(cfg, key, parse_value(value))
     cfg = load_config(cfg)
-    if args.threads:  # the scheduler's allotment wins over the config's thread counts
+    if getattr(args, "threads", None):  # the scheduler's allotment wins over the config's thread counts
         _set_threads(cfg, args.threads)
     return cfg
 
@@ -51,15 +51,16 @@ def cmd_train(args) -> None:
 
 
 def cmd_cell(args) -> None:
-    from codyra.evaluate import PRETRAINED, evaluate_cell, evaluate_row0
+    from codyra.evaluate import PRETRAINED, evaluate_row
 
-    cfg = _config(args)
     if args.method == PRETRAINED:
         if args.i != 0:
-            raise ValueError("the pretrained model only has row i = 0")
-        evaluate_row0(cfg, args.j, device=args.device)
-    else:
-        evaluate_cell(cfg, args.method, args.seed, args.i, args.j, device=args.device)
+            raise ValueError("the pretrained model only has row i = 0 (use --i 0)")
+        if args.seed is not None:
+            raise ValueError("--seed does not apply to the pretrained model: its row 0 is shared by every seed")
+    elif args.seed is None:
+        raise ValueError(f"--seed is required for method {args.method!r}")
+    evaluate_row(_config(args), args.method, args.seed, args.i, None if args.j is None else [args.j], device=args.device)
 
 
 def cmd_summarize(args) -> None:
@@ -120,61 +121,103 @@ def cmd_fetch_weights(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="codyra", description=__doc__.splitlines()[0])
-    parser.add_argument("--log", help="append this job's log, progress and any traceback to this file")
-    parser.add_argument("--threads", type=int, help="torch threads for this command (default: the config's)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from codyra import __version__
 
-    def command(name, handler, help_text, launchable=False):
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--config", default=DEFAULT_CONFIG, help=f"experiment config YAML (default {DEFAULT_CONFIG})")
-        p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. train.lr=1e-4")
-        p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    parser = argparse.ArgumentParser(
+        prog="codyra",
+        description=__doc__.splitlines()[0],
+        epilog="example: codyra train --method codyra --seed 0 --task 1   (codyra COMMAND --help for each command)",
+    )
+    parser.add_argument("--version", action="version", version=f"codyra {__version__}")
+    _add_log_option(parser, argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="codyra COMMAND --help for its options")
+
+    def command(name, handler, help_text, example, *, config=True, threads=False, device=False, launchable=False):
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example: {example}")
+        _add_log_option(p, argparse.SUPPRESS)  # accepted before or after the command name
+        if config:
+            p.add_argument("--config", default=DEFAULT_CONFIG, help=f"experiment config YAML (default {DEFAULT_CONFIG})")
+            p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable), e.g. --set train.lr=1e-4")
+        if threads:
+            p.add_argument("--threads", type=int, help="torch CPU threads (default: the config's train/eval/pretrain threads)")
+        if device:
+            p.add_argument("--device", help="torch device, e.g. cuda:1 or cpu (default: cuda if available, else cpu)")
         p.set_defaults(handler=handler)
         if launchable:
             add_launch_options(p)
         return p
 
-    p = command("pretrain-mini", cmd_pretrain_mini, "write theta_0 of a mini benchmark: the tiny CLIP, or the mini TRACE's data, tokenizer and tiny LLaMA")
-    p.add_argument("--out", help="output .safetensors, or folder for a causal LM (default: the config's pretrained path)")
-    p = command("train", cmd_train, "train task i from theta_{i-1} and store its merged update", launchable=True)
-    p.add_argument("--method", required=True)
-    p.add_argument("--seed", type=int, required=True)
+    def run_options(p, seed_help="training seed of the run"):
+        p.add_argument("--method", required=True, help="method name from the config's `methods` (e.g. codyra, lora-r16)")
+        p.add_argument("--seed", type=int, required=True, help=seed_help)
+
+    command(
+        "pretrain-mini", cmd_pretrain_mini,
+        "write theta_0 of a mini benchmark: the tiny CLIP, or the mini TRACE's data, tokenizer and tiny LLaMA",
+        "codyra pretrain-mini --config config/config.yaml", threads=True,
+    )
+    p = command(
+        "train", cmd_train, "train task i from theta_{i-1} and store its merged update",
+        "codyra train --method codyra --seed 0 --task 2", threads=True, device=True, launchable=True,
+    )
+    run_options(p)
     p.add_argument("--task", type=int, required=True, help="task index i, 1-based")
-    p = command("cell", cmd_cell, "evaluate one cell A[i,j] (method 'pretrained' for the shared row 0)", launchable=True)
-    p.add_argument("method")
-    p.add_argument("seed", type=int)
-    p.add_argument("i", type=int)
-    p.add_argument("j", type=int)
-    p = command("summarize", cmd_summarize, "assemble a run's A matrix from its cells and compute its metrics")
-    p.add_argument("--method", required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p = command("run", cmd_run, "one method x one seed over the whole stream in this process (no Snakemake)", launchable=True)
-    p.add_argument("--method", required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p = command("sweep", cmd_sweep, "run a method over a grid of hyperparameters (one `run` per point and seed)")
-    add_launch_options(p)
-    p.add_argument("--method", required=True)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p = command(
+        "cell", cmd_cell,
+        "evaluate cell A[i,j], or all of row i without --j (method 'pretrained': the shared row 0)",
+        "codyra cell --method codyra --seed 0 --i 2 --j 1", threads=True, device=True, launchable=True,
+    )
+    p.add_argument("--method", required=True, help="method name from the config's `methods`, or 'pretrained' for the shared row 0")
+    p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
+    p.add_argument("--i", type=int, required=True, help="row: the model after tasks 1..i (0 = pretrained)")
+    p.add_argument("--j", type=int, help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)")
+    p = command(
+        "summarize", cmd_summarize, "assemble a run's A matrix from its cells and compute its metrics",
+        "codyra summarize --method codyra --seed 0",
+    )
+    run_options(p)
+    p = command(
+        "run", cmd_run, "one method x one seed over the whole stream in this process (no Snakemake)",
+        "codyra run --method codyra --seed 0", threads=True, device=True, launchable=True,
+    )
+    run_options(p)
+    p = command(
+        "sweep", cmd_sweep, "run a method over a grid of hyperparameters (one `run` per point and seed)",
+        "codyra sweep --method codyra --grid kappa_max=0.005,0.01 --seeds 0 1 --slurm", threads=True, launchable=True,
+    )
+    p.add_argument("--method", required=True, help="method whose config the grid points vary")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of every grid point (default 0)")
     p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2", help="method option, e.g. train.lr=1e-4,5e-4 or kappa_max=0.005,0.01")
-    command("tables", cmd_tables, "write the paper's tables of the benchmark (Markdown, CSV, LaTeX) and sync MLflow")
-    command("sync-mlflow", cmd_sync_mlflow, "create the MLflow runs live logging missed, from the result files (idempotent)")
-    p = command("mlflow-init", cmd_mlflow_init, "create the MLflow store, experiment and parent runs (before parallel jobs)")
+    command("tables", cmd_tables, "write the paper's tables of the benchmark (Markdown, CSV, LaTeX) and sync MLflow", "codyra tables --config config/mtil_5shot.yaml")
+    command(
+        "sync-mlflow", cmd_sync_mlflow, "create the MLflow runs live logging missed, from the result files (idempotent)",
+        "codyra sync-mlflow --config config/mtil_5shot.yaml",
+    )
+    p = command(
+        "mlflow-init", cmd_mlflow_init, "create the MLflow store, experiment and parent runs (before parallel jobs)",
+        "codyra mlflow-init --marker results/mini/mlflow.ready.json",
+    )
     p.add_argument("--marker", required=True, help="JSON file written once the store is ready")
-    p = sub.add_parser("fetch-weights", help="download open_clip weights into a cache (run once on a login node)")
-    p.add_argument("--model", default="ViT-B-16")
-    p.add_argument("--pretrained", default="openai")
+    p = command(
+        "fetch-weights", cmd_fetch_weights, "download open_clip weights into a cache (run once on a login node)",
+        "codyra fetch-weights --model ViT-B-16 --pretrained openai --cache-dir /shared/cache/open_clip", config=False,
+    )
+    p.add_argument("--model", default="ViT-B-16", help="open_clip model name (default ViT-B-16)")
+    p.add_argument("--pretrained", default="openai", help="open_clip pretrained tag (default openai)")
     p.add_argument("--cache-dir", help="cache directory shared with compute nodes (default: $HF_HUB_CACHE)")
-    p.set_defaults(handler=cmd_fetch_weights)
     _register_optional(sub)
     return parser
+
+
+def _add_log_option(p, default) -> None:
+    p.add_argument("--log", default=default, help="append this command's log, progress and any traceback to this file")
 
 
 def add_launch_options(p) -> None:
     from codyra.launch import DEFAULT_PROFILE
 
     g = p.add_argument_group("launching on SLURM (submitit)")
-    g.add_argument("--slurm", action="store_true", help="submit to SLURM instead of running here")
+    g.add_argument("--slurm", action="store_true", help="submit to SLURM instead of running here (example: --slurm --wait)")
     g.add_argument("--slurm-profile", default=DEFAULT_PROFILE, help=f"Snakemake profile whose resources to request (default {DEFAULT_PROFILE})")
     g.add_argument("--executor", choices=["slurm", "local", "debug"], help="submitit executor (default: slurm if available)")
     g.add_argument("--wait", action="store_true", help="wait for the job(s) and fail if one fails")
@@ -213,6 +256,7 @@ def run(argv: list[str], config: dict | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     args.config_dict = config
+    args.log = getattr(args, "log", None)
     if getattr(args, "slurm", False) and args.command != "sweep":
         from codyra.launch import submit
 

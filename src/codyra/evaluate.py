@@ -1,8 +1,8 @@
 """Evaluate one cell A[i, j]: accuracy on task j's test set after training tasks 1..i.
 
-i = 0 is the pretrained model, shared by every method and seed of a benchmark. The text
-classifier is built once per cell (once per (model state, task)); images stream through
-a DataLoader. Label space ``task`` classifies over task j's own classes (MTIL), ``union``
+i = 0 is the pretrained model, shared by every method and seed of a benchmark. A row's
+cells share one theta_i (built once); the text classifier is built once per cell (once per
+(model state, task)); images stream through a DataLoader. Label space ``task`` classifies over task j's own classes (MTIL), ``union``
 over the classes of every task of the benchmark (X-TAIL), each class embedded with its
 own task's templates.
 """
@@ -83,65 +83,80 @@ def tracked(cfg: dict, method: str, seed: int | None, i: int, j: int, compute) -
     return result
 
 
-def settings_of(cfg: dict, method: str, seed: int | None, i: int, j: int) -> str:
-    """The cell's settings fingerprint: column j's evaluation settings and those recorded by the
-    summaries of the updates 1..i it is computed from (not the config's: an update trained
-    with other settings shows here)."""
-    updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)] if i else []
-    return cell_fingerprint(eval_fingerprint(cfg, j), updates)
-
-
 def evaluate_row0(cfg: dict, j: int, *, device=None) -> dict:
     """A[0, j] of the pretrained model, written to the benchmark's shared row-0 file."""
-    _check_indices(cfg, 0, j)
-
-    def compute():
-        result = {**_computed_cell(cfg, PRETRAINED, None, 0, j, device), "settings": settings_of(cfg, PRETRAINED, None, 0, j)}
-        write_json(row0_cell_path(cfg, j), result)
-        return result
-
-    return tracked(cfg, PRETRAINED, None, 0, j, compute)
+    return evaluate_row(cfg, PRETRAINED, None, 0, [j], device=device)[0]
 
 
 def evaluate_cell(cfg: dict, method: str, seed: int, i: int, j: int, *, device=None) -> dict:
-    """A[i, j] for (method, seed), written atomically to the contract path.
+    """A[i, j] for (method, seed), written atomically to the contract path."""
+    return evaluate_row(cfg, method, seed, i, [j], device=device)[0]
 
-    Row 0 and every row of a method that never trains equal the pretrained model's row:
-    they are copied from the shared row-0 file (computing it first if needed).
+
+def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, device=None) -> list[dict]:
+    """Cells A[i, j] for every j in ``js`` (default: every task), theta_i built once for the row.
+
+    Method ``pretrained`` (row 0 only) writes the benchmark's shared row-0 files. Row 0 and every
+    row of a method that never trains equal the pretrained model's row: those cells are copied
+    from the shared row-0 files (computing the missing ones first). Each cell is written
+    atomically and mirrored by its own MLflow run, as soon as it is done.
     """
-    _check_indices(cfg, i, j)
+    js = list(range(1, len(cfg["tasks"]) + 1) if js is None else js)
+    for j in js:
+        _check_indices(cfg, i, j)
+    if method == PRETRAINED:
+        if i != 0:
+            raise ValueError("the pretrained model only has row i = 0")
+        cells = _with_settings(cfg, PRETRAINED, None, 0, _computed_cells(cfg, PRETRAINED, None, 0, js, device))
+        return [tracked(cfg, PRETRAINED, None, 0, j, lambda j=j: _stored(row0_cell_path(cfg, j), next(cells))) for j in js]
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
-    copies_row0 = i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains
-    if not copies_row0:
-        require_updates(cfg, method, seed, i)
+    if i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
+        missing = [j for j in js if not row0_cell_path(cfg, j).is_file()]
+        if missing:
+            evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
 
-    def compute():
-        if copies_row0:
+        def copy(j):
             row0 = row0_cell_path(cfg, j)
-            shared = read_cell(cfg, row0, PRETRAINED, None, 0, j) if row0.is_file() else evaluate_row0(cfg, j, device=device)
-            result = {**shared, "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
-        else:
-            result = {**_computed_cell(cfg, method, seed, i, j, device), "settings": settings_of(cfg, method, seed, i, j)}
-        write_json(cell_path(cfg, method, seed, i, j), result)
-        log.info("A[%d,%d] = %.2f (%s)", i, j, result["accuracy"], cell_path(cfg, method, seed, i, j))
-        return result
+            return {**read_cell(cfg, row0, PRETRAINED, None, 0, j), "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
 
-    return tracked(cfg, method, seed, i, j, compute)
+        return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), copy(j))) for j in js]
+    cells = _with_settings(cfg, method, seed, i, _computed_cells(cfg, method, seed, i, js, device))
+    return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), next(cells))) for j in js]
 
 
-def _computed_cell(cfg, method, seed, i, j, device) -> dict:
-    """A[i, j] of theta_i (theta_0 for the method ``pretrained``), by the model family's protocol."""
+def _stored(path, result: dict) -> dict:
+    write_json(path, result)
+    log.info("A[%d,%d] = %.2f (%s)", result["i"], result["j"], result["accuracy"], path)
+    return result
+
+
+def _with_settings(cfg, method, seed, i, cells):
+    """The cells with their settings fingerprint: column j's evaluation settings and those the
+    summaries of the updates 1..i record (not the config's: an update trained with other
+    settings shows here). Read before any cell is computed; fails early if an update is missing."""
+    updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
+    return ({**cell, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
+
+
+def _computed_cells(cfg, method, seed, i, js, device):
+    """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``), by the
+    model family's protocol. A CLIP row builds theta_i and the task list once."""
     if cfg["model"]["family"] == "causal_lm":  # generated answers scored by the task's metric
         from codyra.llm.evaluate import evaluate_lm_cell
 
-        return evaluate_lm_cell(cfg, method, seed, i, j, device=device)
+        for j in js:
+            yield evaluate_lm_cell(cfg, method, seed, i, j, device=device)
+        return
     torch.set_num_threads(cfg["eval"]["threads"])
-    started = time.time()
+    started = time.time()  # the first cell's seconds include building the model
     bundle = pretrained_clip(cfg) if method == PRETRAINED else rebuild_clip(cfg, method, seed, i)
     tasks = build_tasks(cfg, bundle.image)
-    acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, pick_device(device))
-    return _cell(cfg, method, seed, i, j, acc, n, classes, started)
+    device = pick_device(device)
+    for j in js:
+        acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, device)
+        yield _cell(cfg, method, seed, i, j, acc, n, classes, started)
+        started = time.time()
 
 
 def _cell(cfg, method, seed, i, j, acc, n, classes, started) -> dict:

@@ -34,6 +34,7 @@ from codyra.tracking import (
     cell_metrics,
     cell_run,
     flatten,
+    provenance,
     run_key,
     tracking_uri,
     train_final_metrics,
@@ -45,25 +46,43 @@ log = logging.getLogger(__name__)
 SUMMARY_METRICS_TAG = "codyra.metrics_logged"
 
 
-def log_parent_results(store: Store, cfg: dict, method: str, seed: int, tables_dir: Path | None = None) -> None:
-    """Metrics, matrix and heatmap (and the benchmark's tables) on a (method, seed) parent run."""
+def parent_metric_rows(matrix: dict) -> list[dict]:
+    """The run's summary metrics and per-task Transfer / Average / Last, twice: as `<metric>.<task>`
+    (one column each in `mlflow.search_runs`, so Table 1 is a group-by) and as the curve
+    `<metric>_task` over step j = task index (browsing)."""
+    metrics, tasks = matrix["metrics"], matrix["tasks"]
+    summary = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+    per_task = {name: values for name, values in metrics["per_task"].items()}
+    flat = {f"{name}.{task}": values[j] for name, values in per_task.items() for j, task in enumerate(tasks) if values[j] is not None}
+    rows = [{"step": 0, **summary, **flat}]
+    for j in range(len(tasks)):
+        rows.append({"step": j + 1, **{f"{name}_task": values[j] for name, values in per_task.items() if values[j] is not None}})
+    return rows
+
+
+def log_parent_results(store: Store, cfg: dict, method: str, seed: int) -> None:
+    """Metrics (summary and per task), matrix and heatmap on a (method, seed) parent run; ends the run."""
     parent = store.ensure_parent(method, seed)
     directory = run_dir(cfg, method, seed)
     matrix_path = directory / MATRIX_FILE
     if not matrix_path.is_file():
         return
     matrix = read_json(matrix_path)
-    metrics = {k: v for k, v in matrix["metrics"].items() if isinstance(v, (int, float))}
     logged = fingerprint(matrix["A"])
     if store.client.get_run(parent).data.tags.get(SUMMARY_METRICS_TAG) != logged:  # log each matrix once
-        store.log_metrics(parent, [{"step": 0, **metrics}])
+        store.log_metrics(parent, parent_metric_rows(matrix))
         store.client.set_tag(parent, SUMMARY_METRICS_TAG, logged)
     for path in (matrix_path, directory / HEATMAP_FILE):
         if path.is_file():
             store.client.log_artifact(parent, str(path))
-    if tables_dir is not None and tables_dir.is_dir():
-        store.client.log_artifacts(parent, str(tables_dir), artifact_path="tables")
-    store.client.set_terminated(parent, "FINISHED")
+    store.end_parent(parent)
+
+
+def log_tables(store: Store, tables_dir: Path) -> None:
+    """The benchmark's tables, once, on its `tables` run."""
+    run = store.benchmark_run()
+    store.client.log_artifacts(run, str(tables_dir), artifact_path="tables")
+    store.client.set_terminated(run, "FINISHED")
 
 
 def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None = None) -> dict:
@@ -85,7 +104,7 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
 
     def child(spec: dict, settings, metrics_rows: list[dict], params: dict | None = None) -> None:
         parent = store.ensure_parent(*spec["parent"])
-        tags = {KEY: spec["key"], SETTINGS: str(settings), "mlflow.parentRunId": parent, **{k: str(v) for k, v in spec["tags"].items()}}
+        tags = {KEY: spec["key"], SETTINGS: str(settings), "mlflow.parentRunId": parent, **provenance(), **{k: str(v) for k, v in spec["tags"].items()}}
         run_id = store.client.create_run(store.experiment_id, tags=tags, run_name=spec["name"]).info.run_id
         if params:
             store.log_params(run_id, params)
@@ -96,10 +115,11 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
     for j in range(1, n + 1):
         path = row0_cell_path(cfg, j)
         spec = cell_run(cfg, PRETRAINED, None, 0, j)
-        if path.is_file():
-            cell = read_cell(cfg, path, PRETRAINED, None, 0, j)
-            if needed(spec["key"], cell.get("settings")):
-                child(spec, cell.get("settings"), [{"step": 0, **cell_metrics(cell)}])
+        cell = read_cell(cfg, path, PRETRAINED, None, 0, j) if path.is_file() else None
+        if cell is not None and needed(spec["key"], cell.get("settings")):
+            child(spec, cell.get("settings"), [{"step": 0, **cell_metrics(cell)}])
+    if all(row0_cell_path(cfg, j).is_file() for j in range(1, n + 1)):
+        store.end_parent(store.ensure_parent(PRETRAINED, None))
     for method in cfg["methods"]:
         for seed in cfg["seeds"]:
             for i in range(1, n + 1):
@@ -109,7 +129,8 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
                 if summary is not None and needed(spec["key"], summary.get("settings")):
                     history = task_dir(cfg, method, seed, i) / HISTORY_FILE
                     rows = [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
-                    child(spec, summary.get("settings"), rows + [{"step": 0, **train_final_metrics(summary)}], params=flatten(summary["job"]))
+                    last = max((int(r.get("step", 0)) for r in rows), default=0)  # final values at the last step, after the curves
+                    child(spec, summary.get("settings"), rows + [{"step": last, **train_final_metrics(summary)}], params=flatten(summary["job"]))
             for i in range(n + 1):
                 for j in range(1, n + 1):
                     path = cell_path(cfg, method, seed, i, j)
@@ -118,7 +139,9 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
                     if cell is not None and needed(spec["key"], cell.get("settings")):
                         child(spec, cell.get("settings"), [{"step": 0, **cell_metrics(cell)}])
             if run_dir(cfg, method, seed).is_dir():
-                log_parent_results(store, cfg, method, seed, tables_dir)
+                log_parent_results(store, cfg, method, seed)
+    if tables_dir is not None and tables_dir.is_dir():
+        log_tables(store, tables_dir)
     log.info("MLflow sync of %s (%s): %s", cfg["benchmark"], store.uri, counts)
     return counts
 

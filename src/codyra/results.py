@@ -136,23 +136,22 @@ def mirror_parent(cfg: dict, method: str, seed: int) -> None:
 def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
     """Pretrain (mini, if needed), train every task and evaluate every cell, skipping finished work."""
     from codyra.benchmarks import own_pretraining, pretrain_own
-    from codyra.evaluate import evaluate_cell, evaluate_row0
+    from codyra.evaluate import PRETRAINED, evaluate_row
     from codyra.train import train_task
 
     n = len(cfg["tasks"])
     weights = own_pretraining(cfg)
     if weights is not None and not Path(weights).is_file():
         pretrain_own(cfg)
-    for j in range(1, n + 1):
-        if not row0_cell_path(cfg, j).is_file():
-            evaluate_row0(cfg, j, device=device)
-    for i in range(1, n + 1):
+    tasks = range(1, n + 1)
+    if missing := [j for j in tasks if not row0_cell_path(cfg, j).is_file()]:
+        evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
+    for i in tasks:
         if not (task_dir(cfg, method, seed, i) / SUMMARY_FILE).is_file():
             train_task(cfg, method, seed, i, device=device)
     for i in range(n + 1):
-        for j in range(1, n + 1):
-            if not cell_path(cfg, method, seed, i, j).is_file():
-                evaluate_cell(cfg, method, seed, i, j, device=device)
+        if missing := [j for j in tasks if not cell_path(cfg, method, seed, i, j).is_file()]:
+            evaluate_row(cfg, method, seed, i, missing, device=device)
     result = summarize_run(cfg, method, seed)
     m = result["metrics"]
     log.info("%s seed %d: transfer %s average %.2f last %.2f forgetting %s", method, seed,

@@ -1,8 +1,8 @@
-"""The paper's tables from a benchmark's per-run matrices, in Markdown, CSV and LaTeX.
+"""The paper's tables from a benchmark's per-run matrices, in Markdown, CSV, LaTeX and HTML.
 
 Every number is mean +- sample standard deviation over seeds (ddof = 1; 0 with one seed),
 computed by ``codyra.metrics`` from the A matrices the DAG produced. The best mean of
-each column is marked (bold in Markdown and LaTeX, ``best = true`` in the CSV).
+each column is marked (bold in Markdown, LaTeX and HTML, ``best = true`` in the CSV).
 
 - ``table1``: the paper's Table 1 layout: blocks Transfer / Average / Last, rows = methods,
   columns = tasks + Average.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +123,24 @@ def to_latex(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+def to_html(table: Table) -> str:
+    """A standalone page (the Snakemake report shows HTML results inline; Markdown, CSV and LaTeX only as downloads)."""
+    best = table.best()
+    head = "".join(f"<th>{escape(c)}</th>" for c in table.columns)
+    rows, current = [], None
+    for block, label, stats in table.stats():
+        if block and block != current:
+            rows.append(f'<tr class="block"><td colspan="{len(table.columns) + 1}"><em>{escape(block)}</em></td></tr>')
+            current = block
+        cells = "".join(f"<td><b>{_fmt(s)}</b></td>" if (block, label, c) in best else f"<td>{_fmt(s)}</td>" for c, s in enumerate(stats))
+        rows.append(f"<tr><th>{escape(label)}</th>{cells}</tr>")
+    style = "body{font-family:sans-serif}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}tr.block td{text-align:left}"
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(table.name)}</title><style>{style}</style></head><body>\n'
+        f"<p><b>{escape(table.caption)}</b></p>\n<table><tr><th></th>{head}</tr>\n" + "\n".join(rows) + "\n</table></body></html>\n"
+    )
+
+
 def to_csv(table: Table) -> str:
     best = table.best()
     out = io.StringIO()
@@ -215,5 +234,6 @@ def write_tables(cfg: dict) -> Path:
         write_text(out / f"{table.name}.md", to_markdown(table))
         write_text(out / f"{table.name}.csv", to_csv(table))
         write_text(out / f"{table.name}.tex", to_latex(table))
+        write_text(out / f"{table.name}.html", to_html(table))
     write_json(out / "summary.json", {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()})
     return out

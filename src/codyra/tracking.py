@@ -19,10 +19,13 @@ warning and carries on without MLflow.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import subprocess
 import time
 import urllib.request
+from importlib import metadata
 from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -33,6 +36,7 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 log = logging.getLogger(__name__)
 KEY, COMPLETE, SETTINGS = "codyra.key", "codyra.complete", "codyra.settings"
+TIME = "_time"  # a metrics row's measurement time (seconds since the epoch)
 METRIC_FLUSH_SECONDS = 10.0
 
 
@@ -55,6 +59,36 @@ def train_key(cfg: dict, method: str, seed: int, i: int) -> str:
 
 def cell_key(cfg: dict, method: str, seed: int | None, i: int, j: int) -> str:
     return f"cell/{cfg['benchmark']}/{method}" + ("" if seed is None else f"/seed{seed}") + f"/A_{i}_{j}"
+
+
+PACKAGES = ("torch", "open_clip_torch", "transformers", "peft", "deepspeed", "mlflow", "snakemake", "numpy")
+
+
+@functools.lru_cache(maxsize=1)
+def provenance() -> dict:
+    """Tags every run carries: the code (codyra version, git commit) and the key package versions."""
+    from codyra import __version__
+
+    here = Path(__file__).resolve().parent
+    git = functools.partial(subprocess.run, cwd=here, capture_output=True, text=True, timeout=10, check=False)
+    try:  # outside a git checkout (an installed wheel) rev-parse prints nothing
+        commit = git(["git", "rev-parse", "HEAD"]).stdout.strip()
+        dirty = git(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = "", ""
+    tags = {"codyra.version": __version__, "codyra.git_commit": (commit + ("-dirty" if dirty else "")) or "unknown"}
+    for name in PACKAGES:
+        try:
+            tags[f"version.{name}"] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return tags
+
+
+def parent_params(cfg: dict, method: str) -> dict:
+    """A method's hyperparameters as resolved for the whole run (per-task layers are on the training runs)."""
+    base = cfg["method_configs"][method]
+    return {"method": {k: v for k, v in base.items() if k != "train"}, "train": {**cfg["train"], **base.get("train", {})}}
 
 
 def store_answers(uri: str) -> bool:
@@ -122,16 +156,35 @@ class Store:
         key = run_key(self.cfg, method, seed)
         run = self.find(key)
         if run is None:
-            tags = {KEY: key, "benchmark": self.cfg["benchmark"], "method": method, "seed": "" if seed is None else str(seed)}
+            tags = {KEY: key, "benchmark": self.cfg["benchmark"], "method": method, "seed": "" if seed is None else str(seed), **provenance()}
             run = self.client.create_run(self.experiment_id, tags=tags, run_name=key.split("/", 2)[2])
-            self.find(key)
+            if self.find(key).info.run_id == run.info.run_id and method in self.cfg["method_configs"]:
+                self.log_params(run.info.run_id, parent_params(self.cfg, method))
         return run.info.run_id
+
+    def benchmark_run(self) -> str:
+        """The one run of the benchmark itself: the tables attach here (once, not to every parent)."""
+        key = f"tables/{self.cfg['benchmark']}"
+        run = self.find(key)
+        if run is None:
+            tags = {KEY: key, "benchmark": self.cfg["benchmark"], "kind": "tables", **provenance()}
+            run = self.client.create_run(self.experiment_id, tags=tags, run_name="tables")
+            run = self.find(key)
+        return run.info.run_id
+
+    def end_parent(self, run_id: str) -> None:
+        """Finish a parent at the end of its last child, so its duration is that of its own work."""
+        last = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'", order_by=["attributes.end_time DESC"], max_results=1
+        )
+        end = last[0].info.end_time if last and last[0].info.end_time else None
+        self.client.set_terminated(run_id, "FINISHED", end_time=end)
 
     def open_child(self, key: str, parent: str, name: str, tags: dict) -> str:
         """A new run for ``key``, replacing any earlier attempt's (whose result files this job replaces)."""
         while (old := self.find(key)) is not None:
             self.client.delete_run(old.info.run_id)
-        all_tags = {KEY: key, COMPLETE: "false", "mlflow.parentRunId": parent, **{k: str(v) for k, v in tags.items()}}
+        all_tags = {KEY: key, COMPLETE: "false", "mlflow.parentRunId": parent, **provenance(), **{k: str(v) for k, v in tags.items()}}
         run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id
         self.find(key)
         return run_id
@@ -141,14 +194,15 @@ class Store:
         self.client.set_terminated(run_id, status)
 
     def log_metrics(self, run_id: str, rows: list[dict], step_key: str = "step") -> None:
+        """Rows of metrics at their ``step``; a row's ``_time`` (seconds) is when it was measured (default: now)."""
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
+        now = time.time()
         metrics = [
-            Metric(name, float(value), now, int(row.get(step_key, 0)))
+            Metric(name, float(value), int(row.get(TIME, now) * 1000), int(row.get(step_key, 0)))
             for row in rows
             for name, value in row.items()
-            if name != step_key and isinstance(value, (int, float)) and value is not None
+            if name not in (step_key, TIME) and isinstance(value, (int, float)) and value is not None
         ]
         for start in range(0, len(metrics), 1000):  # MLflow's per-request limit
             self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
@@ -217,6 +271,7 @@ class JobRun:
     ):
         self.store = self.run_id = self.monitor = None
         self.pending: list[dict] = []
+        self.last_step = 0  # final metrics go at the last step, not at step 0 before the curves
         self.flushed = time.monotonic()
         if not _store_if_answering(cfg):
             return
@@ -250,7 +305,8 @@ class JobRun:
     def metrics(self, row: dict) -> None:
         """Queue a metrics row (with its ``step``); sent in batches every few seconds."""
         if self.active:
-            self.pending.append(row)
+            self.pending.append({TIME: time.time(), **row})
+            self.last_step = max(self.last_step, int(row.get("step", 0)))
             if time.monotonic() - self.flushed > METRIC_FLUSH_SECONDS:
                 self.flush()
 
@@ -275,7 +331,7 @@ class JobRun:
         for name, value in tags.items():
             self.store.client.set_tag(self.run_id, name, str(value))
         if final:
-            self.store.log_metrics(self.run_id, [{"step": 0, **final}])
+            self.store.log_metrics(self.run_id, [{"step": self.last_step, **final}])
         for path in artifacts:
             self.store.client.log_artifact(self.run_id, str(path))
         self.store.complete(self.run_id)

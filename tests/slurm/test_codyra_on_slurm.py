@@ -34,7 +34,7 @@ def submitted_ids(out: str) -> list[str]:
 
 def test_cell_on_slurm_with_the_profile_resources(tiny_yaml, capsys, jobs):
     path, cfg = tiny_yaml
-    argv = ["cell", "--config", path, "pretrained", "0", "0", "1", "--slurm", "--slurm-profile", LOCAL_PROFILE, "--wait"]
+    argv = ["cell", "--config", path, "--method", "pretrained", "--i", "0", "--j", "1", "--slurm", "--slurm-profile", LOCAL_PROFILE, "--wait"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     jobs.extend(submitted_ids(out))

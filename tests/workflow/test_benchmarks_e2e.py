@@ -51,7 +51,7 @@ def test_clip_benchmark_on_fixture_datasets(tmp_path, fixture_root, tiny_pretrai
     cfg = clip_config(tmp_path, fixture_root, tiny_pretrained, kind)
     result = snakemake(tmp_path, cfg, "--cores", "2", "all_tables")
     counts = job_counts(result.stdout + result.stderr)
-    assert counts["train_task"] == 3 and counts["row0_cell"] == 3 and counts["eval_cell"] == 2 * 9
+    assert counts["train_task"] == 3 and counts["eval_row0"] == 1 and counts["eval_row"] == 3 and counts["copy_row0"] == 9
     loaded = load_config(cfg)
     manifests = sorted(p.name for p in (tmp_path / "results" / cfg["benchmark"] / "fewshot").iterdir())
     assert manifests == ["DTD.json", "EuroSAT.json", "MNIST.json"]  # 2-shot subsets pinned once per dataset

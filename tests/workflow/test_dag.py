@@ -19,9 +19,10 @@ def test_default_config_dag_has_the_grid_job_counts(tmp_path):
     assert counts == {
         "mlflow_init": 1,
         "pretrain_mini": 1,
-        "row0_cell": n,  # shared by every method and seed
+        "eval_row0": 1,  # the pretrained row, shared by every method and seed
         "train_task": len(trained) * seeds * n,  # N per trained (method, seed); zero-shot never trains
-        "eval_cell": len(cfg["methods"]) * seeds * n * n,  # A[i,j], i = 1..N
+        "eval_row": len(trained) * seeds * n,  # rows i = 1..N of every trained run, one job per row
+        "copy_row0": (len(cfg["methods"]) - len(trained)) * seeds * n * n,  # a never-training method's rows 1..N
         "share_row0": len(cfg["methods"]) * seeds * n,  # each run's copy of A[0,j]
         "summarize_run": len(cfg["methods"]) * seeds,
         "tables": 1,
@@ -60,8 +61,33 @@ def test_changed_hyperparameters_rerun_exactly_the_affected_jobs(finished_grid, 
     n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
     assert counts == {
         "train_task": seeds * (n - 1),  # tasks 2..N of codyra (task 3 starts from task 2's update)
-        "eval_cell": seeds * (n - 1) * n,  # rows 2..N of codyra
+        "eval_row": seeds * (n - 1),  # rows 2..N of codyra
         "summarize_run": seeds,
         "tables": 1,
         "all_tables": 1,
     }
+
+
+def test_slurm_submissions_are_grouped_with_one_gpu_and_summed_runtime(tmp_path):
+    """scripts/count-submissions.py: what `--profile profiles/slurm` would submit, without submitting."""
+    import json
+    import subprocess
+    import sys
+
+    cfg = grid_config(tmp_path)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, str(REPO / "scripts" / "count-submissions.py"), "-s", str(REPO / "workflow" / "Snakefile"),
+           "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--profile", str(REPO / "profiles" / "slurm"), "all_tables"]
+    out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
+    trained = [m for m in cfg["methods"] if cfg["method_configs"][m]["kind"] != "zeroshot"]
+    # one job per (trained run, task): training task i and evaluating row i; the pretrained row; theta_0
+    assert out["submissions_by_rule"] == {"eval_row+train_task": len(trained) * seeds * n, "eval_row0": 1, "pretrain_mini": 1}
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    rules = profile["set-resources"]
+    group = out["resources"]["eval_row+train_task"]
+    assert group["gpu"] == 1 and group["gpu_model"] == profile["default-resources"]["gpu_model"]  # one GPU, not one per member
+    assert group["runtime"] == rules["train_task"]["runtime"] + rules["eval_row"]["runtime"]  # run in series
+    assert group["mem_mb"] == max(rules["eval_row"]["mem_mb"], profile["default-resources"]["mem_mb"])
+    assert out["resources"]["pretrain_mini"]["gpu"] == 0
+    assert not (tmp_path / "results").exists()

@@ -36,6 +36,8 @@ ROW0_PATTERN = ROW0_CELL.format(**_fixed, j="{j}")
 TABLES = TABLES_DIR.format(**_fixed)
 PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their own theta_0
 TRACKING = CFG["tracking"]["enabled"]
+# On a cluster, training task i of a run and evaluating row i share one job (see eval.smk).
+TASK_GROUP = "task-{method}-seed{seed}-{i}"
 MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
 
 
@@ -46,11 +48,11 @@ wildcard_constraints:
     j=r"\d+",
 
 
-def codyra_cli(log_path, threads, *argv):
-    """Run one codyra command with this workflow's validated config, the job's threads and log."""
+def codyra_cli(log_path, *argv, threads=None):
+    """Run one codyra command with this workflow's validated config, its log and (compute commands) the job's threads."""
     from codyra.cli import run
 
-    run(["--log", str(log_path), "--threads", str(threads), *map(str, argv)], config=CFG)
+    run([*map(str, argv), "--log", str(log_path), *(["--threads", str(threads)] if threads else [])], config=CFG)
 
 
 def trains(method):

@@ -1,19 +1,30 @@
-# Cells A[i,j]: one job each. Row 0 (the pretrained model) is evaluated once per benchmark;
-# every (method, seed) gets a copy, and so does every row of a method that never trains.
+# Cells A[i,j]. A job evaluates a whole row: theta_i is built once and scores every task j.
+# Row 0 (the pretrained model) is evaluated once per benchmark; every (method, seed) gets a
+# copy, and so does every row of a method that never trains: copies are local jobs.
+# On a cluster, training task i and evaluating row i form one group job (one submission, one
+# GPU, runtime of both): the `group` below; a local run ignores groups.
+
+TRAINED = [m for m in CFG["methods"] if trains(m)]
+COPIED = [m for m in CFG["methods"] if not trains(m)]
 
 
-rule row0_cell:
+def eval_settings():
+    # The row's cells: one fingerprint for the row, of its columns' (codyra.fingerprints)
+    return fingerprint([eval_fingerprint(CFG, j) for j in TASKS])
+
+
+rule eval_row0:
     input:
         unpack(lambda w: common_inputs()),
     output:
-        ROW0_PATTERN,
+        [ROW0_PATTERN.format(j=j) for j in TASKS],
     params:
-        settings=lambda w: eval_fingerprint(CFG, int(w.j)),
+        settings=eval_settings(),
     threads: CFG["eval"]["threads"]
     log:
-        f"{LOGS}/cells/pretrained/A_0_{{j}}.log",
+        f"{LOGS}/cells/pretrained/row0.log",
     run:
-        codyra_cli(log[0], threads, "cell", "pretrained", 0, 0, wildcards.j)
+        codyra_cli(log[0], "cell", "--method", "pretrained", "--i", 0, threads=threads)
 
 
 localrules:
@@ -28,30 +39,51 @@ rule share_row0:
     log:
         f"{LOGS}/cells/{{method}}/seed{{seed}}/A_0_{{j}}.log",
     run:
-        codyra_cli(log[0], threads, "cell", wildcards.method, wildcards.seed, 0, wildcards.j)
+        codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", 0, "--j", wildcards.j)
 
 
-def cell_inputs(w):
+if COPIED:
+
+    localrules:
+        copy_row0,
+
+    rule copy_row0:
+        input:
+            ROW0_PATTERN,
+        output:
+            CELL_PATTERN,
+        wildcard_constraints:
+            method="|".join(COPIED),
+            i=r"[1-9]\d*",
+        log:
+            f"{LOGS}/cells/{{method}}/seed{{seed}}/A_{{i}}_{{j}}.log",
+        run:
+            codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, "--j", wildcards.j)
+
+
+def row_inputs(w):
     inputs = common_inputs()
-    if trains(w.method):
-        # the update files too: a cell reads them, and a changed one must rerun the cell
-        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", f) for k in range(1, int(w.i) + 1) for f in ("summary.json", "update.safetensors")]
-    else:
-        inputs["row0"] = ROW0_PATTERN.format(j=w.j)
+    # the update files too: a row reads them, and a changed one must rerun the row
+    inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", f) for k in range(1, int(w.i) + 1) for f in ("summary.json", "update.safetensors")]
     return inputs
 
 
-rule eval_cell:
-    input:
-        unpack(cell_inputs),
-    output:
-        CELL_PATTERN,
-    wildcard_constraints:
-        i=r"[1-9]\d*",
-    params:
-        settings=lambda w: eval_fingerprint(CFG, int(w.j)),
-    threads: CFG["eval"]["threads"]
-    log:
-        f"{LOGS}/cells/{{method}}/seed{{seed}}/A_{{i}}_{{j}}.log",
-    run:
-        codyra_cli(log[0], threads, "cell", wildcards.method, wildcards.seed, wildcards.i, wildcards.j)
+if TRAINED:
+
+    rule eval_row:
+        input:
+            unpack(row_inputs),
+        output:
+            [CELL_PATTERN.format(method="{method}", seed="{seed}", i="{i}", j=j) for j in TASKS],
+        wildcard_constraints:
+            method="|".join(TRAINED),
+            i=r"[1-9]\d*",
+        params:
+            settings=eval_settings(),
+        threads: CFG["eval"]["threads"]
+        group:
+            TASK_GROUP
+        log:
+            f"{LOGS}/cells/{{method}}/seed{{seed}}/row{{i}}.log",
+        run:
+            codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, threads=threads)

@@ -1,36 +1,45 @@
 # Per-run matrices and the paper's tables (whose job also fills in MLflow, best-effort).
+# Tables, heatmaps and matrices are report() results of `snakemake --report`: one category per
+# benchmark, inside it the tables and one subcategory per method (labels: seed, result).
 from codyra.tables import table_names
+
+TABLE_FORMATS = ("md", "csv", "tex", "html")
+
+
+def run_result(path, caption, kind):
+    return report(path, caption=caption, category=BENCHMARK, subcategory="{method}", labels={"seed": "{seed}", "result": kind})
+
+
+def table_result(name, ext):
+    path = f"{TABLES}/{name}.{ext}"
+    if ext != "html":  # the report shows each table once, rendered; the other formats sit next to it
+        return path
+    return report(path, caption="../report/table.rst", category=BENCHMARK, subcategory="tables", labels={"table": name})
 
 
 rule summarize_run:
     input:
         [run_path("{method}", "{seed}", "cells", f"A_{i}_{j}.json") for i in range(N + 1) for j in TASKS],
     output:
-        matrix=f"{RUN}/matrix.json",
-        heatmap=f"{RUN}/A_heatmap.png",
+        matrix=run_result(f"{RUN}/matrix.json", "../report/matrix.rst", "matrix (JSON)"),
+        heatmap=run_result(f"{RUN}/A_heatmap.png", "../report/heatmap.rst", "heatmap"),
     log:
         f"{LOGS}/summarize/{{method}}/seed{{seed}}.log",
     run:
-        codyra_cli(log[0], threads, "summarize", "--method", wildcards.method, "--seed", wildcards.seed)
+        codyra_cli(log[0], "summarize", "--method", wildcards.method, "--seed", wildcards.seed)
 
 
 rule tables:
     input:
         [run_path(m, s, "matrix.json") for m in CFG["methods"] for s in CFG["seeds"]],
     output:
-        [f"{TABLES}/{name}.{ext}" for name in table_names(CFG) for ext in ("md", "csv", "tex")],
+        [table_result(name, ext) for name in table_names(CFG) for ext in TABLE_FORMATS],
     log:
         f"{LOGS}/tables.log",
     run:
-        codyra_cli(log[0], threads, "tables")
+        codyra_cli(log[0], "tables")
 
 
 localrules:
+    summarize_run,
     tables,
-    all_tables,
-
-
-rule all_tables:
-    default_target: True
-    input:
-        rules.tables.output,

@@ -14,4 +14,4 @@ rule mlflow_init:
     log:
         f"{LOGS}/mlflow_init.log",
     run:
-        codyra_cli(log[0], threads, "mlflow-init", "--marker", output[0])
+        codyra_cli(log[0], "mlflow-init", "--marker", output[0])

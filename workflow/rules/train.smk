@@ -24,7 +24,9 @@ rule:
     params:
         settings=lambda w: train_fingerprint(CFG, w.method, int(w.i)),
     threads: lambda w: resolve_job(CFG, w.method, int(w.i))["train"]["threads"]
+    group:
+        TASK_GROUP
     log:
         f"{LOGS}/train/{{method}}/seed{{seed}}/task{{i}}.log",
     run:
-        codyra_cli(log[0], threads, "train", "--method", wildcards.method, "--seed", wildcards.seed, "--task", wildcards.i)
+        codyra_cli(log[0], "train", "--method", wildcards.method, "--seed", wildcards.seed, "--task", wildcards.i, threads=threads)

@@ -15,14 +15,18 @@ def register_cli(subparsers) -> None:
 
     The handler returns the exit code.
     """
-    data = subparsers.add_parser("data", help="inspect the benchmark datasets")
-    commands = data.add_subparsers(dest="data_command", required=True)
+    data = subparsers.add_parser(
+        "data", help="inspect the benchmark datasets", epilog="example: codyra data check --config config/mtil_5shot.yaml"
+    )
+    commands = data.add_subparsers(dest="data_command", required=True, metavar="SUBCOMMAND", help="check")
     check = commands.add_parser(
         "check",
         help="report whether every dataset of a benchmark is present and readable",
         description="Reads each dataset's metadata and checks its image files; trains nothing. "
         "Exit code 0 when all datasets are usable, 1 otherwise.",
+        epilog="example: codyra data check --config config/mtil_5shot.yaml --root /shared/datasets",
     )
+    check.add_argument("--log", default=argparse.SUPPRESS, help="append this command's log to this file")
     check.add_argument("--config", required=True, type=Path, help="benchmark config YAML (data.kind mtil or xtail)")
     check.add_argument("--root", type=Path, help="data root to use instead of the config's data.root")
     check.set_defaults(handler=run_check)
