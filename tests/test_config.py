@@ -40,14 +40,14 @@ def test_fingerprint_changes_only_with_the_job(tiny_cfg):
     [
         (lambda c: c["methods"].append("sgd"), "methods: 'sgd' has no entry in method_configs"),
         (lambda c: c["method_configs"]["lora-r4"].update(kind="adalora"), "method_configs.lora-r4.kind: unknown method kind 'adalora'"),
-        (lambda c: c["method_configs"]["codyra"].update(kappa=1), "method_configs.codyra: .*no option"),
+        (lambda c: c["method_configs"]["codyra"].update(kappa=1), "config key method_configs.codyra: Additional properties .*'kappa' was unexpected"),
         (lambda c: c.pop("tasks"), "'tasks' is a required property"),
         (lambda c: c.update(tasks=[]), "config key tasks: .*non-empty|should be non-empty|too short"),
         (lambda c: c["train"].update(lr="fast"), "config key train.lr: 'fast' is not of type 'number'"),
         (lambda c: c["train"].update(iterations=0), "config key train.iterations"),
         (lambda c: c.update(seeds=[]), "config key seeds"),
         (lambda c: c["tasks"].append({"name": "colour"}), "task names must be unique"),
-        (lambda c: c["tasks"][0].update(train={"lrr": 1}), "unknown key\\(s\\) \\['lrr'\\]"),
+        (lambda c: c["tasks"][0].update(train={"lrr": 1}), "config key tasks\\[0\\].train: Additional properties .*'lrr' was unexpected"),
         (lambda c: c.update(model={"name": "codyra-mini", "weights": "x"}), "config key model: Additional properties"),
     ],
 )
@@ -85,5 +85,5 @@ def test_gradient_accumulation_is_validated(tiny_cfg_dict):
     cfg = copy.deepcopy(tiny_cfg_dict)
     first = next(iter(cfg["method_configs"]))
     cfg["method_configs"][first]["train"] = {"gradient_accumulation": "8"}
-    with pytest.raises(ConfigError, match="must be an integer >= 1, got '8'"):
+    with pytest.raises(ConfigError, match=rf"config key method_configs\.{first}\.train\.gradient_accumulation: '8' is not of type 'integer'"):
         load_config(cfg)

@@ -12,7 +12,7 @@ from safetensors import safe_open
 from codyra.evaluate import evaluate_cell, evaluate_row
 from codyra.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
 from codyra.state import rebuild_clip
-from codyra.train import train_task
+from codyra.train import task_checkpoint_dir, train_task
 
 
 def state(model):
@@ -69,7 +69,7 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_run, tmp_path, met
 
     with pytest.raises(Killed):
         train_task(tiny_run, method, 0, 1, on_step=kill_at(5))  # checkpoints at steps 2 and 4
-    ckpt = task_dir(tiny_run, method, 0, 1) / "checkpoint"
+    ckpt = task_checkpoint_dir(tiny_run, method, 0, 1)
     assert json.loads((ckpt / "state.json").read_text())["step"] == 4
     assert not (task_dir(tiny_run, method, 0, 1) / UPDATE_FILE).exists()
     resumed = train_task(tiny_run, method, 0, 1)

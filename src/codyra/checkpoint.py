@@ -1,5 +1,10 @@
 """Resumable training checkpoints in safetensors + JSON (nothing is ever unpickled).
 
+A checkpoint belongs to one set of settings: its folder is ``checkpoint-<key>`` with the
+key a fingerprint of everything that determines the update (the job's settings and the
+updates it starts from). A job resumes only from its own key's checkpoint; any other is
+stale (the settings changed since it was written) and is deleted with a log line.
+
 A checkpoint directory holds ``tensors.safetensors`` (trainable parameters, optimizer
 moments, torch RNG state) and ``state.json`` (step, scheduler, optimizer hyperparameters,
 metric history). It is written into a temporary directory and renamed into place, so a
@@ -9,14 +14,31 @@ kill at any moment leaves either the previous checkpoint or the new one.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import secrets
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+
+from codyra.io import save_safetensors
 
 TENSORS, STATE = "tensors.safetensors", "state.json"
+PREFIX = "checkpoint"
+log = logging.getLogger(__name__)
+
+
+def checkpoint_dir(task_folder: Path, key: str) -> Path:
+    """The checkpoint folder of settings ``key`` in a task folder; stale ones are discarded."""
+    mine = f"{PREFIX}-{key}"
+    for path in sorted(task_folder.glob(f"*{PREFIX}*")) if task_folder.is_dir() else []:
+        name = path.name.lstrip(".")
+        if name.startswith(PREFIX) and not name.startswith(mine):
+            log.warning("discarding checkpoint %s: written with other settings than this job's (%s), so never resumed", path, key)
+            shutil.rmtree(path, ignore_errors=True)
+    return task_folder / mine
 
 
 def save_checkpoint(directory: Path, *, step: int, params: dict, optimizer, scheduler, history: list) -> None:
@@ -33,8 +55,9 @@ def save_checkpoint(directory: Path, *, step: int, params: dict, optimizer, sche
         "history": history,
     }
     directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
-    save_file(tensors, str(tmp / TENSORS))
+    tmp = directory.parent / f".{directory.name}.{secrets.token_hex(4)}"
+    os.mkdir(tmp)  # not tempfile.mkdtemp: its 0700 would stick to the renamed folder; the umask applies
+    save_safetensors(tmp / TENSORS, tensors)
     (tmp / STATE).write_text(json.dumps(state))
     old = directory.with_name(directory.name + ".old")
     if directory.exists():

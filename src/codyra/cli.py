@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-import yaml
 
 DEFAULT_CONFIG = "config/config.yaml"
 
@@ -19,24 +16,14 @@ def _config(args) -> dict:
     """The validated config: from the workflow (``run(config=...)``) or the --config file, plus --set."""
     import copy
 
-    from codyra.config import ConfigError, load_config
+    from codyra.config import ConfigError, load_config, parse_value, read_config_file, set_key
 
-    if args.config_dict is not None:
-        cfg = copy.deepcopy(args.config_dict)
-    else:
-        path = Path(args.config)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path} (pass --config <file>)")
-        cfg = yaml.safe_load(path.read_text())
+    cfg = copy.deepcopy(args.config_dict) if args.config_dict is not None else read_config_file(args.config)
     for item in args.set or []:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        node = cfg
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(value)
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set train.lr=1e-4)")
+        set_key(cfg, key, parse_value(value))
     cfg = load_config(cfg)
     if getattr(args, "threads", None):  # the scheduler's allotment wins over the config's thread counts
         _set_threads(cfg, args.threads)
@@ -103,8 +90,15 @@ def cmd_tables(args) -> None:
 def cmd_sync_mlflow(args) -> None:
     from codyra.mlflow_sync import sync_mlflow
     from codyra.paths import tables_dir
+    from codyra.tracking import store_answers, tracking_uri
 
     cfg = _config(args)
+    uri = tracking_uri(cfg)
+    if not store_answers(uri):
+        raise ConnectionError(
+            f"MLflow store {uri} does not answer: start the tracking server (see README, MLflow) or point "
+            "tracking.uri / MLFLOW_TRACKING_URI at one that runs, then sync again; the result files are unaffected"
+        )
     counts = sync_mlflow(cfg, tables_dir(cfg))
     print(f"MLflow sync of {cfg['benchmark']}: {counts['created']} run(s) created ({counts['replaced']} replacing incomplete ones), {counts['kept']} already complete")
 
@@ -277,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return run(sys.argv[1:] if argv is None else argv)
-    except (ConfigError, FileNotFoundError, ValueError, KeyError) as err:
+    except (ConfigError, FileNotFoundError, ValueError, KeyError, ConnectionError) as err:
         print(f"codyra: error: {err}", file=sys.stderr)
         return 2
 

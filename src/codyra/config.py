@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
+import re
 from functools import cache
 from pathlib import Path
 
@@ -31,16 +33,49 @@ def schema() -> dict:
 
 def load_config(source: str | Path | dict) -> dict:
     """Read (YAML file) or copy (dict) a config, fill defaults and validate it."""
-    if isinstance(source, dict):
-        cfg = copy.deepcopy(source)
-    else:
-        path = Path(source)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
+    return validate_config(copy.deepcopy(source) if isinstance(source, dict) else read_config_file(source))
+
+
+def read_config_file(source: str | Path) -> dict:
+    """The YAML mapping in a config file; one clear error for a missing, malformed or empty file."""
+    path = Path(source)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path} (pass --config <file>)")
+    try:
         cfg = yaml.safe_load(path.read_text())
-        if not isinstance(cfg, dict):
-            raise ConfigError(f"config file {path} must hold a YAML mapping at the top level")
-    return validate_config(cfg)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(err, "problem", None) or err
+        raise ConfigError(f"config file {path} is not valid YAML{at}: {problem}; fix the file") from None
+    if cfg is None:
+        raise ConfigError(f"config file {path} is empty; it must hold the experiment's YAML mapping (see config/config.yaml)")
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"config file {path} must hold a YAML mapping at the top level, not a {type(cfg).__name__}")
+    return cfg
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def parse_value(text: str):
+    """A command-line value as YAML, with numbers read the way a user writes them: YAML 1.1
+    (PyYAML) reads ``1e-4`` as a string (it wants ``1.0e-4``); here it is the float 1e-4."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        return float(value)
+    return value
+
+
+def set_key(cfg: dict, key: str, value) -> None:
+    """``cfg[a][b][c] = value`` for ``key = "a.b.c"`` (``--set``), creating missing mappings."""
+    node = cfg
+    *parents, leaf = key.split(".")
+    for depth, part in enumerate(parents):
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {key}: {'.'.join(parents[: depth + 1])} is not a mapping; set a key of a mapping")
+    node[leaf] = value
 
 
 def _fill_defaults(node, sch: dict) -> None:
@@ -53,8 +88,10 @@ def _fill_defaults(node, sch: dict) -> None:
             _fill_defaults(node[key], sub)
 
 
-def _key_path(error) -> str:
-    return ".".join(str(p) for p in error.absolute_path) or "<top level>"
+def _key_path(parts) -> str:
+    """``tasks[1].methods.codyra.kappa_max`` for ``["tasks", 1, "methods", "codyra", "kappa_max"]``."""
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+    return text or "<top level>"
 
 
 def select_backbone(cfg: dict) -> None:
@@ -86,22 +123,64 @@ def select_backbone(cfg: dict) -> None:
 
 
 def validate_config(cfg: dict) -> dict:
-    import jsonschema
-
+    """The one validation path of the CLI and the workflow: schema (method options of every kind
+    and every per-task override included), then the semantics; errors name exact key paths."""
     select_backbone(cfg)
     _fill_defaults(cfg, schema())
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    errors = _schema_errors(cfg, schema(), [])
+    if not errors:
+        errors = _method_option_errors(cfg) + _non_finite(cfg, [])
     if errors:
-        lines = [f"config key {_key_path(e)}: {e.message}" for e in errors[:10]]
+        lines = [f"config key {_key_path(path)}: {message}" for path, message in sorted(errors, key=lambda e: str(e[0]))[:10]]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     _check_semantics(cfg)
     return cfg
 
 
+def _schema_errors(instance, sch: dict, prefix: list) -> list[tuple[list, str]]:
+    import jsonschema
+
+    return [(prefix + list(e.absolute_path), _message(e)) for e in jsonschema.Draft202012Validator(sch).iter_errors(instance)]
+
+
+def _message(error) -> str:
+    if error.validator == "pattern":  # only names have patterns: say what a name may be
+        return f"{error.instance!r} is not a valid name: it becomes a folder under results/, so use letters, digits, '_', '.' and '-', starting with a letter or digit"
+    return error.message
+
+
+def _method_option_errors(cfg: dict) -> list[tuple[list, str]]:
+    """Every method config and per-task override against the option schema of its method's kind."""
+    from codyra.methods import available_kinds
+
+    defs = schema()["$defs"]
+    kinds = {name: spec["kind"] for name, spec in cfg["method_configs"].items()}
+    errors = []
+    for name, kind in kinds.items():
+        if kind not in available_kinds():
+            errors.append((["method_configs", name, "kind"], f"unknown method kind {kind!r}; available: {', '.join(available_kinds())}"))
+        elif kind not in defs["method_options"]:
+            errors.append((["method_configs", name, "kind"], f"method kind {kind!r} has no options schema: add it to $defs.method_options in {SCHEMA_PATH}"))
+    layers = [(["method_configs", name], spec) for name, spec in cfg["method_configs"].items()]
+    layers += [(["tasks", k, "methods", m], spec) for k, t in enumerate(cfg["tasks"]) for m, spec in t.get("methods", {}).items()]
+    for path, spec in layers:
+        kind = kinds.get(path[-1])
+        if kind in defs["method_options"]:
+            errors += _schema_errors(spec, {"$defs": defs, "$ref": f"#/$defs/method_options/{kind}"}, path)
+    return errors
+
+
+def _non_finite(node, path: list) -> list[tuple[list, str]]:
+    """NaN and infinities pass JSON-schema ranges (every comparison with NaN is false)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return [(path, f"{node} is not a finite number")]
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    return [e for key, value in items for e in _non_finite(value, [*path, key])]
+
+
 def _check_semantics(cfg: dict) -> None:
     from codyra.adapters.targets import parse_placement
-    from codyra.methods import available_kinds, method_class
+    from codyra.methods import method_class
 
     names = [t["name"] for t in cfg["tasks"]]
     if len(set(names)) != len(names):
@@ -110,7 +189,7 @@ def _check_semantics(cfg: dict) -> None:
     for k, name in enumerate(names):
         if known is not None and name not in known:
             raise ConfigError(
-                f"config key tasks.{k}.name: {name!r} is not a dataset of the {cfg['data']['kind']} protocol; "
+                f"config key tasks[{k}].name: {name!r} is not a dataset of the {cfg['data']['kind']} protocol; "
                 f"choose from {', '.join(known)}"
             )
     from codyra.paths import RESERVED_NAMES
@@ -122,38 +201,30 @@ def _check_semantics(cfg: dict) -> None:
             raise ConfigError(
                 f"config key methods: {m!r} has no entry in method_configs (defined: {sorted(cfg['method_configs'])})"
             )
-    for name, spec in cfg["method_configs"].items():
-        if spec["kind"] not in available_kinds():
-            raise ConfigError(
-                f"config key method_configs.{name}.kind: unknown method kind {spec['kind']!r}; "
-                f"available: {', '.join(available_kinds())}"
-            )
-    train_keys = set(schema()["properties"]["train"]["properties"])
-    for i, task in enumerate(cfg["tasks"], start=1):
+    vocabulary = placement_vocabulary(cfg["model"]["family"])
+    for k, task in enumerate(cfg["tasks"]):
         for m in task.get("methods", {}):
             if m not in cfg["method_configs"]:
-                raise ConfigError(f"config key tasks.{i - 1}.methods: {m!r} is not a method in method_configs")
+                raise ConfigError(f"config key tasks[{k}].methods: {m!r} is not a method in method_configs")
         for m in cfg["methods"]:
-            job = resolve_job(cfg, m, i)
-            unknown = set(job["train"]) - train_keys
-            if unknown:
-                raise ConfigError(
-                    f"train overrides for method {m!r}, task {task['name']!r}: unknown key(s) {sorted(unknown)}; "
-                    f"valid: {sorted(train_keys)}"
-                )
-            _check_accumulation(cfg["model"]["family"], job["train"]["gradient_accumulation"], m, task["name"])
+            _check_accumulation(cfg["model"]["family"], resolve_job(cfg, m, k + 1)["train"]["gradient_accumulation"], m, task["name"])
+    for m in cfg["methods"]:
+        # the method's own config first, then each task that overrides it: the error names that layer
+        base = {k: v for k, v in cfg["method_configs"][m].items() if k != "train"}
+        layers = [(f"method_configs.{m}", base)]
+        layers += [(f"tasks[{k}].methods.{m}", resolve_job(cfg, m, k + 1)["method"]) for k, t in enumerate(cfg["tasks"]) if m in t.get("methods", {})]
+        for where, options in layers:
             try:
-                method = method_class(job["method"]["kind"])(job["method"])
+                method = method_class(options["kind"])(options)
                 if "placement" in method.options:
-                    parse_placement(method.options["placement"], placement_vocabulary(cfg["model"]["family"]))
+                    parse_placement(method.options["placement"], vocabulary)
             except ValueError as err:
-                raise ConfigError(f"config key method_configs.{m}: {err}") from err
+                raise ConfigError(f"config key {where}: {err}") from err
 
 
-def _check_accumulation(family: str, steps, method: str, task: str) -> None:
+def _check_accumulation(family: str, steps: int, method: str, task: str) -> None:
+    # type and range: the schema (every layer); here what depends on the model family
     where = f"train.gradient_accumulation for method {method!r}, task {task!r}"
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ConfigError(f"{where}: must be an integer >= 1, got {steps!r}")
     if family == "clip" and steps != 1:
         raise ConfigError(
             f"{where}: CLIP training takes each batch in one pass, as the paper and the released code do; "

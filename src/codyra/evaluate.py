@@ -18,12 +18,14 @@ import torch.nn.functional as F
 from codyra import __version__
 from codyra.benchmarks import build_tasks
 from codyra.clip.zeroshot import label_space_classifier
+from codyra.fingerprints import cell_fingerprint, eval_fingerprint
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
-from codyra.paths import PRETRAINED, cell_path, row0_cell_path
+from codyra.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
 from codyra.progress import progress_bar
+from codyra.results import read_cell
 from codyra.state import autocast, pick_device, pretrained_clip, rebuild_clip, require_updates
-from codyra.tracking import JobRun, cell_metrics, cell_run
+from codyra.tracking import SETTINGS, JobRun, cell_metrics, cell_run
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ def tracked(cfg: dict, method: str, seed: int | None, i: int, j: int, compute) -
     except BaseException:
         run.fail()
         raise
-    run.finish(cell_metrics(result))
+    run.finish(cell_metrics(result), tags={SETTINGS: result["settings"]})
     return result
 
 
@@ -105,7 +107,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
     if method == PRETRAINED:
         if i != 0:
             raise ValueError("the pretrained model only has row i = 0")
-        cells = _computed_cells(cfg, PRETRAINED, None, 0, js, device)
+        cells = _with_settings(cfg, PRETRAINED, None, 0, _computed_cells(cfg, PRETRAINED, None, 0, js, device))
         return [tracked(cfg, PRETRAINED, None, 0, j, lambda j=j: _stored(row0_cell_path(cfg, j), next(cells))) for j in js]
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
@@ -116,11 +118,10 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
 
         def copy(j):
             row0 = row0_cell_path(cfg, j)
-            return {**read_json(row0), "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
+            return {**read_cell(cfg, row0, PRETRAINED, None, 0, j), "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
 
         return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), copy(j))) for j in js]
-    require_updates(cfg, method, seed, i)
-    cells = _computed_cells(cfg, method, seed, i, js, device)
+    cells = _with_settings(cfg, method, seed, i, _computed_cells(cfg, method, seed, i, js, device))
     return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), next(cells))) for j in js]
 
 
@@ -128,6 +129,14 @@ def _stored(path, result: dict) -> dict:
     write_json(path, result)
     log.info("A[%d,%d] = %.2f (%s)", result["i"], result["j"], result["accuracy"], path)
     return result
+
+
+def _with_settings(cfg, method, seed, i, cells):
+    """The cells with their settings fingerprint: column j's evaluation settings and those the
+    summaries of the updates 1..i record (not the config's: an update trained with other
+    settings shows here). Read before any cell is computed; fails early if an update is missing."""
+    updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
+    return ({**cell, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
 
 
 def _computed_cells(cfg, method, seed, i, js, device):

@@ -108,28 +108,26 @@ def submit(args, cfg: dict, argv: list[str]):
 
 def sweep(args, cfg: dict) -> list:
     """One `run` per (grid point, seed): each grid point becomes its own method variant."""
+    from codyra.config import ConfigError, load_config, parse_value, set_key
+
     axes = []
     for item in args.grid:
         key, _, values = item.partition("=")
-        if not values:
-            raise ValueError(f"--grid expects KEY=V1,V2,..., got {item!r}")
-        axes.append([(key, yaml.safe_load(v)) for v in values.split(",")])
+        if not key or not values:
+            raise ConfigError(f"--grid expects KEY=V1,V2,..., got {item!r} (e.g. --grid train.lr=1e-4,5e-4)")
+        axes.append([(key, parse_value(v)) for v in values.split(",")])
+    if args.method not in cfg["method_configs"]:
+        raise ConfigError(f"--method {args.method!r} is not in method_configs ({', '.join(sorted(cfg['method_configs']))})")
     base = cfg["method_configs"][args.method]
     jobs_cfg, argvs = copy.deepcopy(cfg), []
     for point in itertools.product(*axes):
         name = "-".join([args.method, *(f"{k.rsplit('.', 1)[-1]}{v}" for k, v in point)])
         spec = copy.deepcopy(base)
         for key, value in point:
-            *parents, leaf = key.split(".")
-            node = spec
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = value
+            set_key(spec, key, value)
         jobs_cfg["method_configs"][name] = spec
         jobs_cfg["methods"] = [*jobs_cfg["methods"], name]
         argvs += [["run", "--method", name, "--seed", str(seed)] for seed in args.seeds]
-    from codyra.config import load_config
-
     jobs_cfg = load_config(jobs_cfg)  # every variant is validated before anything is submitted
     if not args.slurm:
         return [CodyraJob(argv, jobs_cfg)() for argv in argvs]

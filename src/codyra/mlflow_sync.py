@@ -1,8 +1,9 @@
 """Fill MLflow from the result files: every run that live logging missed, exactly once.
 
-Idempotent: a run whose key is already present and complete is left alone; an incomplete
-one (its job died while logging) is replaced by a run rebuilt from the files. Running
-sync twice creates nothing the second time.
+Idempotent: a run whose key is already present, complete and tagged with the settings
+fingerprint its file records is left alone; an incomplete one (its job died while logging)
+or a stale one (the file was rewritten with other settings while tracking was down) is
+replaced by a run rebuilt from the files. Running sync twice creates nothing the second time.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from codyra.paths import (
     run_dir,
     task_dir,
 )
+from codyra.results import read_cell
 from codyra.tracking import (
     COMPLETE,
     KEY,
+    SETTINGS,
     Store,
     cell_metrics,
     cell_run,
@@ -88,20 +91,20 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
     existing = store.runs_by_key()
     counts = {"created": 0, "replaced": 0, "kept": 0}
 
-    def needed(key: str) -> bool:
+    def needed(key: str, settings) -> bool:
         run = existing.get(key)
-        if run is not None and run.data.tags.get(COMPLETE) == "true":
+        if run is not None and run.data.tags.get(COMPLETE) == "true" and run.data.tags.get(SETTINGS) == str(settings):
             counts["kept"] += 1
             return False
-        if run is not None:  # a job died mid-logging: rebuild the run from the files
+        if run is not None:  # a job died mid-logging, or its file was rewritten since: rebuild the run from the files
             store.client.delete_run(run.info.run_id)
             counts["replaced"] += 1
         counts["created"] += 1
         return True
 
-    def child(spec: dict, metrics_rows: list[dict], params: dict | None = None) -> None:
+    def child(spec: dict, settings, metrics_rows: list[dict], params: dict | None = None) -> None:
         parent = store.ensure_parent(*spec["parent"])
-        tags = {KEY: spec["key"], "mlflow.parentRunId": parent, **provenance(), **{k: str(v) for k, v in spec["tags"].items()}}
+        tags = {KEY: spec["key"], SETTINGS: str(settings), "mlflow.parentRunId": parent, **provenance(), **{k: str(v) for k, v in spec["tags"].items()}}
         run_id = store.client.create_run(store.experiment_id, tags=tags, run_name=spec["name"]).info.run_id
         if params:
             store.log_params(run_id, params)
@@ -112,8 +115,9 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
     for j in range(1, n + 1):
         path = row0_cell_path(cfg, j)
         spec = cell_run(cfg, PRETRAINED, None, 0, j)
-        if path.is_file() and needed(spec["key"]):
-            child(spec, [{"step": 0, **cell_metrics(read_json(path))}])
+        cell = read_cell(cfg, path, PRETRAINED, None, 0, j) if path.is_file() else None
+        if cell is not None and needed(spec["key"], cell.get("settings")):
+            child(spec, cell.get("settings"), [{"step": 0, **cell_metrics(cell)}])
     if all(row0_cell_path(cfg, j).is_file() for j in range(1, n + 1)):
         store.end_parent(store.ensure_parent(PRETRAINED, None))
     for method in cfg["methods"]:
@@ -121,18 +125,19 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
             for i in range(1, n + 1):
                 summary_path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
                 spec = train_run(cfg, method, seed, i)
-                if summary_path.is_file() and needed(spec["key"]):
-                    summary = read_json(summary_path)
+                summary = read_json(summary_path) if summary_path.is_file() else None
+                if summary is not None and needed(spec["key"], summary.get("settings")):
                     history = task_dir(cfg, method, seed, i) / HISTORY_FILE
                     rows = [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
                     last = max((int(r.get("step", 0)) for r in rows), default=0)  # final values at the last step, after the curves
-                    child(spec, rows + [{"step": last, **train_final_metrics(summary)}], params=flatten(summary["job"]))
+                    child(spec, summary.get("settings"), rows + [{"step": last, **train_final_metrics(summary)}], params=flatten(summary["job"]))
             for i in range(n + 1):
                 for j in range(1, n + 1):
                     path = cell_path(cfg, method, seed, i, j)
                     spec = cell_run(cfg, method, seed, i, j)
-                    if path.is_file() and needed(spec["key"]):
-                        child(spec, [{"step": 0, **cell_metrics(read_json(path))}])
+                    cell = read_cell(cfg, path, method, seed, i, j) if path.is_file() else None
+                    if cell is not None and needed(spec["key"], cell.get("settings")):
+                        child(spec, cell.get("settings"), [{"step": 0, **cell_metrics(cell)}])
             if run_dir(cfg, method, seed).is_dir():
                 log_parent_results(store, cfg, method, seed)
     if tables_dir is not None and tables_dir.is_dir():

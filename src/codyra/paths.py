@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PRETRAINED = "pretrained"  # the shared row 0: results/{benchmark}/pretrained/cells/A_0_{j}.json
@@ -25,8 +26,24 @@ MINI_DATA = "{results}/{benchmark}/data"
 MINI_PRETRAINED = "{results}/{benchmark}/pretrain/model.safetensors"
 
 
+def results_path(cfg: dict, template: str, **fields) -> Path:
+    """``template`` filled in for ``cfg``, checked to stay inside its results folder.
+
+    Names that become path components are validated by the config schema; this is the last
+    line: nothing is written outside ``results``. The check is lexical (``..`` resolved, links
+    not followed), so a results subfolder may be a symlink to scratch space.
+    """
+    path = Path(template.format(results=cfg["results"], benchmark=cfg["benchmark"], **fields))
+    root = os.path.abspath(cfg["results"])
+    if os.path.commonpath([root, os.path.abspath(path)]) != root:
+        from codyra.config import ConfigError
+
+        raise ConfigError(f"result path {path} leaves the results folder {root}; a benchmark, method or task name must not contain '..' or '/'")
+    return path
+
+
 def run_dir(cfg: dict, method: str, seed: int) -> Path:
-    return Path(RUN_DIR.format(results=cfg["results"], benchmark=cfg["benchmark"], method=method, seed=seed))
+    return results_path(cfg, RUN_DIR, method=method, seed=seed)
 
 
 def task_dir(cfg: dict, method: str, seed: int, i: int) -> Path:
@@ -38,12 +55,12 @@ def cell_path(cfg: dict, method: str, seed: int, i: int, j: int) -> Path:
 
 
 def row0_cell_path(cfg: dict, j: int) -> Path:
-    return Path(ROW0_CELL.format(results=cfg["results"], benchmark=cfg["benchmark"], j=j))
+    return results_path(cfg, ROW0_CELL, j=j)
 
 
 def mini_data_dir(cfg: dict) -> Path:
-    return Path(MINI_DATA.format(results=cfg["results"], benchmark=cfg["benchmark"]))
+    return results_path(cfg, MINI_DATA)
 
 
 def tables_dir(cfg: dict) -> Path:
-    return Path(TABLES_DIR.format(results=cfg["results"], benchmark=cfg["benchmark"]))
+    return results_path(cfg, TABLES_DIR)

@@ -1,11 +1,12 @@
-"""A run's results: its A matrix and metrics, and the whole stream in one process."""
+"""A run's results: its cells (validated on read), its A matrix and metrics, and the whole stream in one process."""
 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
-from codyra.io import read_json, write_json
+from codyra.io import ResultError, read_json, write_json
 from codyra.metrics import summarize
 from codyra.paths import (
     HEATMAP_FILE,
@@ -20,24 +21,55 @@ from codyra.paths import (
 log = logging.getLogger(__name__)
 
 
-def read_matrix(cfg: dict, method: str, seed: int) -> list[list[float]]:
+def read_cell(cfg: dict, path: Path, method: str, seed: int | None, i: int, j: int) -> dict:
+    """A cell file, checked: a finite accuracy in 0..100 and the cell it claims to be (benchmark,
+    method, seed, i, j, task; num_classes a positive integer for classification)."""
+    cell = read_json(path)
+    if not isinstance(cell, dict):
+        raise ResultError(f"cell file {path} does not hold a JSON object; delete it and rerun its job (snakemake -f {path})")
+    problems = []
+    accuracy = cell.get("accuracy")
+    if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) or not (math.isfinite(accuracy) and 0 <= accuracy <= 100):
+        problems.append(f"accuracy {accuracy!r} is not a finite number in 0..100")
+    expected = {"benchmark": cfg["benchmark"], "method": method, "seed": seed, "i": i, "j": j, "task": cfg["tasks"][j - 1]["name"]}
+    problems += [f"{key} is {cell.get(key)!r}, expected {value!r}" for key, value in expected.items() if cell.get(key) != value]
+    classes = cell.get("num_classes")
+    if cfg["model"]["family"] == "clip" and (isinstance(classes, bool) or not isinstance(classes, int) or classes < 1):
+        problems.append(f"num_classes {classes!r} is not a positive integer")
+    if problems:
+        raise ResultError(f"cell file {path} is invalid: {'; '.join(problems)}; delete it and rerun its job (snakemake -f {path})")
+    return cell
+
+
+def read_cells(cfg: dict, method: str, seed: int) -> list[list[dict]]:
+    """The validated cells A[i][j-1] of a run (one column's cells must agree on num_classes)."""
     n = len(cfg["tasks"])
-    missing = [str(cell_path(cfg, method, seed, i, j)) for i in range(n + 1) for j in range(1, n + 1)
-               if not cell_path(cfg, method, seed, i, j).is_file()]
+    paths = [[cell_path(cfg, method, seed, i, j) for j in range(1, n + 1)] for i in range(n + 1)]
+    missing = [str(p) for row in paths for p in row if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"{len(missing)} cell file(s) missing, e.g. {missing[0]}; evaluate them first")
-    return [[read_json(cell_path(cfg, method, seed, i, j))["accuracy"] for j in range(1, n + 1)] for i in range(n + 1)]
+    cells = [[read_cell(cfg, p, method, seed, i, j) for j, p in enumerate(row, 1)] for i, row in enumerate(paths)]
+    for j in range(n):
+        counts = {cells[i][j].get("num_classes") for i in range(n + 1)}
+        if len(counts) > 1:
+            raise ResultError(
+                f"the cells of column j={j + 1} of {run_dir(cfg, method, seed)} disagree on num_classes {sorted(counts, key=str)}: "
+                "they were not computed with the same label space; rerun that column's cells"
+            )
+    return cells
 
 
 def summarize_run(cfg: dict, method: str, seed: int) -> dict:
-    """Write ``matrix.json`` (A and its metrics) for one (method, seed) and return it."""
-    A = read_matrix(cfg, method, seed)
+    """Write ``matrix.json`` (A, its metrics and each cell's settings fingerprint) for one (method, seed)."""
+    cells = read_cells(cfg, method, seed)
+    A = [[cell["accuracy"] for cell in row] for row in cells]
     result = {
         "benchmark": cfg["benchmark"],
         "method": method,
         "seed": seed,
         "tasks": [t["name"] for t in cfg["tasks"]],
         "A": A,
+        "settings": [[cell.get("settings") for cell in row] for row in cells],
         "metrics": summarize(A),
     }
     directory = run_dir(cfg, method, seed)
@@ -69,6 +101,28 @@ def save_heatmap(result: dict, path: Path) -> None:
     from codyra.io import atomic_write
 
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+
+
+def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:
+    """Refuse to combine runs whose cells were computed with settings other than ``cfg``'s
+    (e.g. a task retrained out-of-band with ``codyra train --set``): name them and the fix."""
+    from codyra.fingerprints import expected_cell_fingerprints
+
+    n, stale = len(cfg["tasks"]), []
+    expected = {method: expected_cell_fingerprints(cfg, method) for method, _ in matrices}
+    for (method, seed), matrix in matrices.items():
+        recorded = matrix.get("settings") or [[None] * n] * (n + 1)
+        cells = [(i, j) for i in range(n + 1) for j in range(1, n + 1) if recorded[i][j - 1] != expected[method][i][j - 1]]
+        if cells:
+            shown = ", ".join(f"A_{i}_{j}" for i, j in cells[:6]) + (f" and {len(cells) - 6} more" if len(cells) > 6 else "")
+            first = min(i for i, _ in cells)
+            stale.append(f"{run_dir(cfg, method, seed)} (cells {shown}; first stale row i={first})")
+    if stale:
+        raise ResultError(
+            "results computed with other settings than this config (a task trained or a cell computed out-of-band, "
+            f"or a config edited since): {'; '.join(stale)}. The tables mix no settings: rerun those jobs from this config "
+            "(e.g. snakemake -f <run>/task<i>/update.safetensors for the first stale row i > 0, or delete the run folder) and run the tables again"
+        )
 
 
 def mirror_parent(cfg: dict, method: str, seed: int) -> None:

@@ -154,8 +154,12 @@ def to_csv(table: Table) -> str:
 
 
 def load_runs(cfg: dict) -> dict[str, list[dict]]:
-    """method -> the matrix.json of each seed (in config order)."""
-    return {m: [read_json(run_dir(cfg, m, s) / MATRIX_FILE) for s in cfg["seeds"]] for m in cfg["methods"]}
+    """method -> the matrix.json of each seed (in config order), refused if computed with other settings."""
+    from codyra.results import check_settings
+
+    matrices = {(m, s): read_json(run_dir(cfg, m, s) / MATRIX_FILE) for m in cfg["methods"] for s in cfg["seeds"]}
+    check_settings(cfg, matrices)
+    return {m: [matrices[m, s] for s in cfg["seeds"]] for m in cfg["methods"]}
 
 
 def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:

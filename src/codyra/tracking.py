@@ -3,8 +3,14 @@
 Layout: one experiment per benchmark (``codyra/<benchmark>``); a parent run per
 (method, seed) plus one for the shared pretrained row; child runs per training task and
 per cell. Every run carries the tag ``codyra.key`` (e.g. ``cell/mini/codyra/seed0/A_2_1``)
-that identifies it, and ``codyra.complete = true`` once everything it mirrors is logged;
-``sync`` uses the key to fill in what live logging missed without ever duplicating a run.
+that identifies it, ``codyra.complete = true`` once everything it mirrors is logged, and
+``codyra.settings``, the settings fingerprint its result file records. ``sync`` uses the
+key to fill in what live logging missed without ever duplicating a run, and replaces a
+run whose settings are not those of the file (a rerun after a config change).
+Every job attempt starts a new run for its key (a resumed training run first logs the
+checkpoint's history, so the curve is whole). Artifacts go to the experiment's artifact
+location: ``results/mlartifacts`` for a local store, the server's ``--artifacts-destination``
+for a tracking server.
 
 Live logging is best-effort: a job first probes the store (an HTTP server must answer
 ``/health`` within seconds); if the store is down, or any call fails later, the job logs a
@@ -29,7 +35,7 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 log = logging.getLogger(__name__)
-KEY, COMPLETE = "codyra.key", "codyra.complete"
+KEY, COMPLETE, SETTINGS = "codyra.key", "codyra.complete", "codyra.settings"
 TIME = "_time"  # a metrics row's measurement time (seconds since the epoch)
 METRIC_FLUSH_SECONDS = 10.0
 
@@ -120,7 +126,9 @@ class Store:
         found = self.client.get_experiment_by_name(name)
         if found is not None:
             return found.experiment_id
-        artifacts = (Path(self.cfg["results"]).absolute() / "mlartifacts").as_uri()
+        # a server stores artifacts where its --artifacts-destination says (None: its default location)
+        remote = self.uri.startswith(("http://", "https://"))
+        artifacts = None if remote else (Path(self.cfg["results"]).absolute() / "mlartifacts").as_uri()
         try:
             return self.client.create_experiment(name, artifact_location=artifacts, tags={"codyra.benchmark": self.cfg["benchmark"]})
         except MlflowException:  # created concurrently by another job
@@ -173,11 +181,9 @@ class Store:
         self.client.set_terminated(run_id, "FINISHED", end_time=end)
 
     def open_child(self, key: str, parent: str, name: str, tags: dict) -> str:
-        """The run for ``key``: a new one, or the incomplete one a killed job left (resumed)."""
-        run = self.find(key)
-        if run is not None:
-            self.client.update_run(run.info.run_id, status="RUNNING")
-            return run.info.run_id
+        """A new run for ``key``, replacing any earlier attempt's (whose result files this job replaces)."""
+        while (old := self.find(key)) is not None:
+            self.client.delete_run(old.info.run_id)
         all_tags = {KEY: key, COMPLETE: "false", "mlflow.parentRunId": parent, **provenance(), **{k: str(v) for k, v in tags.items()}}
         run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id
         self.find(key)
@@ -315,13 +321,15 @@ class JobRun:
             monitor, self.monitor = self.monitor, None
             self._guard(monitor.finish)
 
-    def finish(self, final: dict | None = None, artifacts: list[Path] = ()) -> None:
+    def finish(self, final: dict | None = None, artifacts: list[Path] = (), tags: dict | None = None) -> None:
         self.flush()
         self._stop_monitor()
         if self.active:
-            self._guard(lambda: self._finish(final, artifacts))
+            self._guard(lambda: self._finish(final, artifacts, tags or {}))
 
-    def _finish(self, final, artifacts):
+    def _finish(self, final, artifacts, tags):
+        for name, value in tags.items():
+            self.store.client.set_tag(self.run_id, name, str(value))
         if final:
             self.store.log_metrics(self.run_id, [{"step": self.last_step, **final}])
         for path in artifacts:

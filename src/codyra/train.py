@@ -7,7 +7,8 @@ prompts built with the task's first template, logits scaled by the model's logit
 code) or bf16 autocast on a GPU.
 
 Resumable: every ``checkpoint_every`` steps the trainable state, optimizer, scheduler and
-history go to ``task{i}/checkpoint``; batches and augmentations are pure functions of
+history go to ``task{i}/checkpoint-<key>`` (key: the settings fingerprint, so a job never
+resumes a checkpoint of other settings); batches and augmentations are pure functions of
 (seed, task, step), so a resumed run ends bit-identical to an uninterrupted one.
 """
 
@@ -26,17 +27,18 @@ import torch.nn.functional as F
 from codyra import __version__
 from codyra.adapters.lora import seed_adapter_dropout
 from codyra.benchmarks import build_tasks
-from codyra.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from codyra.checkpoint import checkpoint_dir, find_checkpoint, load_checkpoint, save_checkpoint
 from codyra.clip.targets import CLIP_VOCABULARY, clip_targets
 from codyra.clip.zeroshot import encode_prompts
-from codyra.config import resolve_job
-from codyra.io import write_text
+from codyra.config import fingerprint, resolve_job
+from codyra.fingerprints import train_fingerprint
+from codyra.io import read_json, write_text
 from codyra.methods import build_method
-from codyra.paths import HISTORY_FILE, task_dir
+from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 from codyra.state import autocast, pick_device, rebuild_clip, require_updates
-from codyra.tracking import JobRun, train_final_metrics, train_run
+from codyra.tracking import SETTINGS, JobRun, train_final_metrics, train_run
 from codyra.updates import load_update, save_update
 
 log = logging.getLogger(__name__)
@@ -124,8 +126,28 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
     except BaseException:
         run.fail()
         raise
-    run.finish(train_final_metrics(trained.summary))
+    run.finish(train_final_metrics(trained.summary), tags={SETTINGS: trained.summary["settings"]})
     return trained
+
+
+def task_checkpoint_dir(cfg: dict, method_name: str, seed: int, task_index: int):
+    """This job's checkpoint folder: keyed by its settings and the updates 1..i-1 it starts from."""
+    previous = [read_json(task_dir(cfg, method_name, seed, k) / SUMMARY_FILE).get("update_digest") for k in range(1, task_index)]
+    key = fingerprint([train_fingerprint(cfg, method_name, task_index), previous])
+    return checkpoint_dir(task_dir(cfg, method_name, seed, task_index), key)
+
+
+def resume(ckpt_dir, load, run: JobRun, total: int) -> tuple[int, list]:
+    """(steps done, history) from this job's checkpoint, if any. Every attempt gets a new MLflow
+    run: it receives the history up to the checkpoint, so its curve has no gap."""
+    found = find_checkpoint(ckpt_dir)
+    if found is None:
+        return 0, []
+    start, history = load(found)
+    for record in history:
+        run.metrics(record)
+    log.info("resumed %s from step %d/%d", found, start, total)
+    return start, history
 
 
 def hand_over(cfg: dict, method_name: str, method, seed: int, task_index: int) -> None:
@@ -145,7 +167,6 @@ def _fit_function(cfg: dict):
 
 def fit_clip_task(cfg, method_name, method, seed, task_index, job, run, device, on_step) -> TrainedTask:
     hp, started = job["train"], time.time()
-    out = task_dir(cfg, method_name, seed, task_index)
     device = pick_device(device)
     bundle = rebuild_clip(cfg, method_name, seed, task_index - 1)
     tasks = build_tasks(cfg, bundle.image)
@@ -163,12 +184,8 @@ def fit_clip_task(cfg, method_name, method, seed, task_index, job, run, device, 
     total = hp["iterations"]
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total, hp["warmup_steps"]))
 
-    ckpt_dir = out / "checkpoint"
-    start, history = 0, []
-    found = find_checkpoint(ckpt_dir)
-    if found is not None:
-        start, history = load_checkpoint(found, params=params, optimizer=optimizer, scheduler=scheduler)
-        log.info("resumed %s from step %d/%d", found, start, total)
+    ckpt_dir = task_checkpoint_dir(cfg, method_name, seed, task_index)
+    start, history = resume(ckpt_dir, lambda found: load_checkpoint(found, params=params, optimizer=optimizer, scheduler=scheduler), run, total)
 
     tokens = bundle.tokenizer(task.prompts(task.templates[0])).to(device)
     text_trains = any(p.requires_grad for n, p in model.named_parameters() if not n.startswith("visual."))
@@ -235,10 +252,11 @@ def finish_task(cfg, method_name, seed, task_index, job, update, summary, histor
         "final_loss": history[-1]["loss"] if history else None,
         "seconds": round(time.time() - started, 3),
         "codyra_version": __version__,
+        "settings": train_fingerprint(cfg, method_name, task_index),
     }
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / HISTORY_FILE, "".join(json.dumps(r) + "\n" for r in history))
-    save_update(out, update, summary)
+    summary = save_update(out, update, summary)
     log.info("task %d done in %.1fs: %s", task_index, summary["seconds"], out)
     return summary
 

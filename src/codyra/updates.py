@@ -10,20 +10,26 @@ Kinds (recorded in the safetensors header):
   target to its backbone parameter and row block.
 - ``delta``: dense ``theta_after - theta_before`` per trained parameter (full fine-tuning).
 - ``none``: no change (zero-shot).
+
+Integrity: the summary written beside each update records ``update_digest``, a sha256 of
+the tensors (names, dtypes, shapes, values) and the header's kind and targets, not of the
+file bytes. ``load_update`` recomputes it and rejects non-finite values, so a corrupted
+update that still parses is never merged silently.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from codyra.adapters.lora import delta_from_factors
-from codyra.io import atomic_write, write_json
+from codyra.io import ResultError, read_json, save_safetensors, write_json
 from codyra.paths import SUMMARY_FILE, UPDATE_FILE
 
 FORMAT_VERSION = "1"
@@ -55,6 +61,19 @@ class TaskUpdate:
     def num_stored(self) -> int:
         return sum(t.numel() for t in self.tensors.values())
 
+    def digest(self) -> str:
+        """sha256 of the content (kind, targets, every tensor's name, dtype, shape and values)."""
+        h = hashlib.sha256(json.dumps([self.kind, self.targets], sort_keys=True).encode())
+        for name in sorted(self.tensors):
+            t = self.tensors[name].detach().cpu()
+            h.update(json.dumps([name, str(t.dtype), list(t.shape)]).encode())
+            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+        return h.hexdigest()
+
+    def non_finite(self) -> list[str]:
+        """Names of tensors holding NaN or infinite values."""
+        return [name for name, t in sorted(self.tensors.items()) if not bool(torch.isfinite(t).all())]
+
 
 def param_block(param: torch.nn.Parameter, rows) -> torch.Tensor:
     """The tensor an update entry changes: the parameter's data or its row block [start, stop)."""
@@ -73,12 +92,28 @@ def apply_update(model: torch.nn.Module, update: TaskUpdate) -> None:
         block.copy_((block.float().cpu() + delta).to(block.dtype))
 
 
-def save_update(directory: str | Path, update: TaskUpdate, summary: dict) -> None:
+def save_update(directory: str | Path, update: TaskUpdate, summary: dict) -> dict:
+    """Write the update and its summary (with the update's digest, returned); refuse non-finite values."""
     directory = Path(directory)
-    meta = {"codyra_kind": update.kind, "codyra_format": FORMAT_VERSION, "targets": json.dumps(update.targets)}
-    tensors = {k: v.detach().float().contiguous().cpu() for k, v in update.tensors.items()}
-    atomic_write(directory / UPDATE_FILE, lambda tmp: save_file(tensors, tmp, metadata=meta))
+    stored = TaskUpdate(update.kind, {k: v.detach().float().contiguous().cpu() for k, v in update.tensors.items()}, update.targets)
+    bad = stored.non_finite()
+    if bad:
+        raise ValueError(
+            f"training produced non-finite values in {len(bad)} tensor(s) of {directory / UPDATE_FILE} (e.g. {bad[0]}): "
+            "the task diverged, nothing was stored; lower train.lr (or check the data) and rerun"
+        )
+    meta = {"codyra_kind": update.kind, "codyra_format": FORMAT_VERSION, "targets": json.dumps(update.targets, sort_keys=True)}
+    save_safetensors(directory / UPDATE_FILE, stored.tensors, meta)
+    summary = {**summary, "update_digest": stored.digest()}
     write_json(directory / SUMMARY_FILE, summary)  # written last: its presence means the task is done
+    return summary
+
+
+def rerun_hint(path: Path) -> str:
+    """How to rerun the training job that writes ``path`` (a task folder's file)."""
+    match = re.search(r"([^/]+)/seed(\d+)/task(\d+)/[^/]+$", path.as_posix())
+    command = f" or codyra train --method {match[1]} --seed {match[2]} --task {match[3]}" if match else ""
+    return f"delete it and rerun its training job: snakemake -f {path}{command}"
 
 
 def load_update(directory: str | Path) -> TaskUpdate:
@@ -92,9 +127,16 @@ def load_update(directory: str | Path) -> TaskUpdate:
             meta = f.metadata() or {}
             tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not iterable)
     except (SafetensorError, OSError) as err:
-        raise ValueError(
-            f"task update {path} is corrupted or truncated ({err}); delete it and rerun its training job"
-        ) from err
+        raise ResultError(f"task update {path} is corrupted or truncated ({err}); {rerun_hint(path)}") from err
     if meta.get("codyra_format") != FORMAT_VERSION or meta.get("codyra_kind") not in KINDS:
-        raise ValueError(f"{path} is not a codyra task update (header {meta}); delete it and rerun its training job")
-    return TaskUpdate(meta["codyra_kind"], tensors, json.loads(meta.get("targets", "{}")))
+        raise ResultError(f"{path} is not a codyra task update (header {meta}); {rerun_hint(path)}")
+    update = TaskUpdate(meta["codyra_kind"], tensors, json.loads(meta.get("targets", "{}")))
+    bad = update.non_finite()
+    if bad:
+        raise ResultError(f"task update {path} holds non-finite values in {len(bad)} tensor(s) (e.g. {bad[0]}); {rerun_hint(path)}")
+    summary_path = path.with_name(SUMMARY_FILE)
+    recorded = read_json(summary_path).get("update_digest") if summary_path.is_file() else None
+    if recorded != update.digest():
+        problem = "its summary records no digest" if recorded is None else f"its content does not match the digest in {summary_path}"
+        raise ResultError(f"task update {path} cannot be verified: {problem} (changed after training wrote it); {rerun_hint(path)}")
+    return update

@@ -29,7 +29,7 @@ from codyra.paths import (
     row0_cell_path,
     task_dir,
 )
-from codyra.train import train_task
+from codyra.train import task_checkpoint_dir, train_task
 
 
 def state(model) -> dict:
@@ -76,9 +76,10 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_trace, tmp_path, m
     with pytest.raises(Killed):
         train_task(tiny_trace, method, 0, 1, on_step=kill_at_5)  # checkpoints at steps 2 and 4
     out = task_dir(tiny_trace, method, 0, 1)
-    assert read_json(out / "checkpoint" / "state.json")["step"] == 4 and not (out / UPDATE_FILE).exists()
+    ckpt = task_checkpoint_dir(tiny_trace, method, 0, 1)
+    assert read_json(ckpt / "state.json")["step"] == 4 and not (out / UPDATE_FILE).exists()
     resumed = train_task(tiny_trace, method, 0, 1)
-    assert not (out / "checkpoint").exists()
+    assert not ckpt.exists()
     fresh = {**tiny_trace, "results": str(tmp_path / "fresh")}
     uninterrupted = train_task(fresh, method, 0, 1)
     a, b = state(resumed.model), state(uninterrupted.model)

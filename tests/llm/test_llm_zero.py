@@ -26,7 +26,7 @@ import yaml
 from codyra.config import load_config
 from codyra.io import read_json
 from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
-from codyra.train import train_task
+from codyra.train import task_checkpoint_dir, train_task
 from codyra.updates import load_update
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,14 +90,14 @@ def test_zero2_fp32_checkpoints_resume_on_any_path_and_match_plain(tiny_trace_di
     zero, config = zero_config(tiny_trace_dict, tmp_path, "zero-fp32", "fp32")
     run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
         str(ROOT / "tests/llm/zero_worker.py"), str(config), "codyra", "5")
-    checkpoint = task_dir(zero, "codyra", 0, 1) / "checkpoint"
+    checkpoint = task_checkpoint_dir(zero, "codyra", 0, 1)
     assert read_json(checkpoint / "state.json")["step"] == 4
 
     # the ranks' checkpoint resumes in one plain process ...
     plain_resume = copy.deepcopy(zero)
     plain_resume["results"] = str(tmp_path / "plain-resume")
     plain_resume["llm"]["deepspeed"]["enabled"] = False
-    shutil.copytree(checkpoint, task_dir(plain_resume, "codyra", 0, 1) / "checkpoint")
+    shutil.copytree(checkpoint, task_checkpoint_dir(plain_resume, "codyra", 0, 1))  # same key: deepspeed is no setting
     train_task(plain_resume, "codyra", 0, 1)
     assert relative_update_error(plain_cfg, plain_resume) < 1e-5
 

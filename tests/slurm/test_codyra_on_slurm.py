@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from codyra.cli import main
 from codyra.config import load_config
 from codyra.paths import cell_path, row0_cell_path, task_dir
-from codyra.train import train_task
+from codyra.train import task_checkpoint_dir, train_task
 from tests.conftest import TINY, write_yaml
 from tests.workflow.conftest import grid_config, job_counts, snakemake
 
@@ -53,7 +53,7 @@ def test_requeued_training_resumes_and_equals_an_uninterrupted_run(tmp_path, tin
     assert main(argv) == 0
     job_id = submitted_ids(capsys.readouterr().out)[0]
     jobs.append(job_id)
-    state_file = task_dir(tiny_cfg_dict, "codyra", 0, 1) / "checkpoint" / "state.json"
+    state_file = task_checkpoint_dir(load_config(tiny_cfg_dict), "codyra", 0, 1) / "state.json"
     wait_for(lambda: state_file.is_file() and json.loads(state_file.read_text())["step"] >= 40, 300, "a checkpoint at step >= 40")
     _run(["scontrol", "requeue", job_id])
     wait_for(lambda: job_state(job_id) in ("COMPLETED", "FAILED", "CANCELLED"), 600, f"requeued job {job_id} to finish", interval=1)

@@ -1,7 +1,8 @@
 # Configuration, paths and the helpers every rule uses.
-import codyra
 from codyra.benchmarks import own_pretraining
 from codyra.config import ConfigError, fingerprint, load_config, resolve_job
+from codyra.data.presence import require_benchmark_data
+from codyra.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint
 from codyra.methods import method_class
 from codyra.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
 
@@ -17,6 +18,11 @@ try:
     CFG = load_config(_raw_config())  # schema + semantic checks, before any job runs
 except ConfigError as err:
     raise WorkflowError(f"configuration error (nothing was run):\n{err}")
+if CFG["check_data"]:  # cheap presence checks: a missing dataset fails here, not when its jobs start
+    try:
+        require_benchmark_data(CFG)
+    except (ConfigError, FileNotFoundError) as err:
+        raise WorkflowError(f"{err}\n(nothing was run; for a dry run without the data: --config check_data=False)")
 
 RESULTS, BENCHMARK = CFG["results"], CFG["benchmark"]
 N = len(CFG["tasks"])
@@ -65,13 +71,3 @@ def common_inputs():
     if TRACKING:
         inputs["mlflow"] = ancient(MLFLOW_MARKER)
     return inputs
-
-
-def family_settings():
-    """Settings only one model family reads (part of the fingerprints of the jobs they affect)."""
-    return {"llm": CFG["llm"]} if CFG["model"]["family"] == "causal_lm" else {}
-
-
-def version_tag():
-    # Code changes in src/codyra are invisible to Snakemake: the version goes into params.
-    return codyra.__version__

@@ -9,9 +9,8 @@ COPIED = [m for m in CFG["methods"] if not trains(m)]
 
 
 def eval_settings():
-    # The row's cells read every task's data and label space: one fingerprint for the row.
-    tasks = [t["name"] for t in CFG["tasks"]]
-    return fingerprint([CFG["eval"], CFG["data"], CFG["model"], family_settings(), tasks, version_tag()])
+    # The row's cells: one fingerprint for the row, of its columns' (codyra.fingerprints)
+    return fingerprint([eval_fingerprint(CFG, j) for j in TASKS])
 
 
 rule eval_row0:
@@ -64,7 +63,8 @@ if COPIED:
 
 def row_inputs(w):
     inputs = common_inputs()
-    inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", "summary.json") for k in range(1, int(w.i) + 1)]
+    # the update files too: a row reads them, and a changed one must rerun the row
+    inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", f) for k in range(1, int(w.i) + 1) for f in ("summary.json", "update.safetensors")]
     return inputs
 
 

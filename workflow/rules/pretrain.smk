@@ -8,7 +8,7 @@ if PRETRAINED_WEIGHTS:
         output:
             PRETRAINED_WEIGHTS,
         params:
-            settings=fingerprint([CFG["mini"], CFG["model"], family_settings(), version_tag()]),
+            settings=pretrain_fingerprint(CFG),
         threads: CFG["mini"]["pretrain_threads"]
         log:
             f"{LOGS}/pretrain_mini.log",

@@ -6,23 +6,9 @@ def train_inputs(w):
     i = int(w.i)
     if i > 1:
         inputs["previous"] = run_path(w.method, w.seed, f"task{i - 1}", "summary.json")
+        # theta_{i-1} is rebuilt from the update files 1..i-1: a changed one must rerun this job
+        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", "update.safetensors") for k in range(1, i)]
     return inputs
-
-
-def train_settings(w):
-    """Everything that determines task i's update: a change reruns exactly the affected jobs."""
-    i = int(w.i)
-    return fingerprint(
-        {
-            "job": resolve_job(CFG, w.method, i),
-            "task": CFG["tasks"][i - 1]["name"],
-            "model": CFG["model"],
-            "data": CFG["data"],
-            "mini": CFG["mini"] if PRETRAINED_WEIGHTS else None,
-            "family": family_settings(),
-            "version": version_tag(),
-        }
-    )
 
 
 rule:
@@ -36,7 +22,7 @@ rule:
         summary=f"{RUN}/task{{i}}/summary.json",
         history=f"{RUN}/task{{i}}/history.jsonl",
     params:
-        settings=train_settings,
+        settings=lambda w: train_fingerprint(CFG, w.method, int(w.i)),
     threads: lambda w: resolve_job(CFG, w.method, int(w.i))["train"]["threads"]
     group:
         TASK_GROUP

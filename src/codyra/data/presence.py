@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .catalog import requirement
-from .errors import DatasetNotFoundError
+from .errors import DataRootNotFoundError, DatasetNotFoundError
 
 
 def missing_required(name: str, protocol: str, root: Path) -> list[str]:
@@ -29,3 +29,49 @@ def require_present(name: str, protocol: str, root: Path) -> None:
     missing = missing_required(name, protocol, root)
     if missing:
         raise dataset_error(name, protocol, root, missing=missing)
+
+
+def data_root(cfg: dict) -> Path:
+    """The directory holding a benchmark's datasets (config key data.root), checked to exist."""
+    from codyra.config import ConfigError
+
+    data = cfg["data"]
+    if data["root"] is None:
+        raise ConfigError(
+            f"config key data.root is not set: the {data['kind']} benchmark reads its datasets from it. "
+            "Set it to the directory that holds (or will hold) the datasets, in the config or with "
+            "--set data.root=/path/to/datasets; `codyra data check --config <config>` then lists what is "
+            "expected there and how to obtain each dataset"
+        )
+    root = Path(data["root"]).expanduser().absolute()
+    if not root.is_dir():
+        raise DataRootNotFoundError(root, data["root"], Path.cwd())
+    return root
+
+
+def require_benchmark_data(cfg: dict) -> None:
+    """Fail (before any job runs) if a dataset the benchmark reads is absent: stat calls only.
+
+    mtil / xtail: each dataset's required files under data.root; TRACE (unless the mini
+    TRACE, whose data the workflow writes): each task's train/eval/test.json.
+    """
+    kind, names = cfg["data"]["kind"], [t["name"] for t in cfg["tasks"]]
+    if kind in ("mtil", "xtail"):
+        root = data_root(cfg)
+        missing = {name: missing_required(name, kind, root) for name in names}
+        hint = "`codyra data check --config <config>` lists what each needs and how to obtain it"
+    elif kind == "trace" and cfg["llm"]["mini"] is None:
+        from codyra.llm.data import SPLITS
+
+        root = data_root(cfg)
+        missing = {name: [str(root / name / f"{s}.json") for s in SPLITS if not (root / name / f"{s}.json").is_file()] for name in names}
+        hint = "each TRACE task folder needs train.json, eval.json and test.json"
+    else:
+        return
+    absent = {name: paths for name, paths in missing.items() if paths}
+    if absent:
+        first = next(iter(absent.values()))[0]
+        raise FileNotFoundError(
+            f"{len(absent)} of the {len(names)} datasets of benchmark {cfg['benchmark']} are missing under data.root "
+            f"{root}: {', '.join(absent)} (e.g. {first} is absent); {hint}"
+        )

@@ -24,13 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codyra.paths import FEWSHOT_MANIFEST
+from codyra.paths import FEWSHOT_MANIFEST, results_path
 from codyra.tasks import ClassificationTask, ImageConfig
 
 from .catalog import EXPECTED, Expected, requirement
-from .errors import DataRootNotFoundError, DatasetNotFoundError
+from .errors import DatasetNotFoundError
 from .fewshot import load_or_create_manifest, sample_fewshot
-from .presence import dataset_error
+from .presence import data_root, dataset_error
 from .samples import Samples
 from .sources import load_splits
 from .templates import templates
@@ -152,25 +152,7 @@ def label_space(tasks) -> LabelSpace:
 
 def fewshot_manifest_path(cfg: dict, dataset: str) -> Path:
     """Where a run pins its k-shot subset of one dataset (shared by every method and seed)."""
-    return Path(FEWSHOT_MANIFEST.format(results=cfg["results"], benchmark=cfg["benchmark"], dataset=dataset))
-
-
-def data_root(cfg: dict) -> Path:
-    """The directory holding a benchmark's datasets (config key data.root), checked to exist."""
-    from codyra.config import ConfigError
-
-    data = cfg["data"]
-    if data["root"] is None:
-        raise ConfigError(
-            f"config key data.root is not set: the {data['kind']} benchmark reads its datasets from it. "
-            "Set it to the directory that holds (or will hold) the datasets, in the config or with "
-            "--set data.root=/path/to/datasets; `codyra data check --config <config>` then lists what is "
-            "expected there and how to obtain each dataset"
-        )
-    root = Path(data["root"]).expanduser().absolute()
-    if not root.is_dir():
-        raise DataRootNotFoundError(root, data["root"], Path.cwd())
-    return root
+    return results_path(cfg, FEWSHOT_MANIFEST, dataset=dataset)
 
 
 class BenchmarkTasks(Sequence):

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from codyra.llm.data import LengthLimits, prepare_tokenizer
-from codyra.paths import MINI_PRETRAINED, mini_data_dir
+from codyra.paths import MINI_PRETRAINED, mini_data_dir, results_path
 from codyra.state import rebuild
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
@@ -44,7 +44,7 @@ def is_mini(cfg: dict) -> bool:
 
 def mini_model_dir(cfg: dict) -> Path:
     """Where the mini TRACE's pretraining writes theta_0 (a Hugging Face model folder)."""
-    return Path(MINI_PRETRAINED.format(results=cfg["results"], benchmark=cfg["benchmark"])).parent
+    return results_path(cfg, MINI_PRETRAINED).parent
 
 
 def mini_model_config(name: str) -> dict:

@@ -31,7 +31,6 @@ import time
 import torch
 
 from codyra.adapters.lora import seed_adapter_dropout
-from codyra.checkpoint import find_checkpoint
 from codyra.io import read_json
 from codyra.llm.backends import PlainBackend, answer_loss_sum, answer_tokens, position_ids
 from codyra.llm.collate import TrainingCollator
@@ -43,7 +42,7 @@ from codyra.paths import SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 from codyra.state import pick_device
-from codyra.train import StepBatches, TrainedTask, derive_seed, finish_task, hand_over
+from codyra.train import StepBatches, TrainedTask, derive_seed, finish_task, hand_over, resume, task_checkpoint_dir
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +104,8 @@ def fit_lm_task(cfg, method_name, method, seed, task_index, job, run, device, on
     total = total_steps(hp, len(examples))
     scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, warmup_cosine(total, hp["warmup_steps"]))
 
-    ckpt_dir = task_dir(cfg, method_name, seed, task_index) / "checkpoint"
-    start, history = 0, []
-    found = find_checkpoint(ckpt_dir)
-    if found is not None:
-        start, history = backend.load(found, scheduler)
-        log.info("resumed %s from step %d/%d", found, start, total)
+    ckpt_dir = task_checkpoint_dir(cfg, method_name, seed, task_index)
+    start, history = resume(ckpt_dir, lambda found: backend.load(found, scheduler), run, total)
 
     collate = TrainingCollator(bundle.tokenizer, length_limits(cfg))
     batches = StepBatches(len(examples), step_examples(hp), seed, task_index, start, total)

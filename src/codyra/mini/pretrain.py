@@ -14,10 +14,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 
 from codyra.clip.model import create_clip
-from codyra.io import atomic_write
+from codyra.io import save_safetensors
 from codyra.mini.corpus import make_corpus
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
@@ -82,7 +81,7 @@ def pretrain_mini(cfg: dict, out_path: str | Path) -> dict:
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     bar.close()
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    atomic_write(Path(out_path), lambda tmp: save_file(state, tmp, metadata={"codyra": "mini-pretrained"}))
+    save_safetensors(out_path, state, {"codyra": "mini-pretrained"})
     seconds = time.time() - start
     log.info("pretrained mini CLIP in %.1fs, final loss %.3f -> %s", seconds, loss.item(), out_path)
     return {"seconds": seconds, "final_loss": loss.item(), "steps": steps}

@@ -1,0 +1,81 @@
+"""Settings fingerprints: what determines each result, hashed by one function and compared everywhere.
+
+The workflow puts them into rule params (a change reruns exactly the affected jobs); a
+training checkpoint carries its job's, a task summary and a cell record theirs, the tables
+job compares every cell's with the config, and MLflow runs are tagged with them.
+"""
+
+from __future__ import annotations
+
+from codyra.config import fingerprint, resolve_job
+
+# How a job runs, not what it computes: the scheduler's allotment (`codyra --threads`) and
+# DeepSpeed's ranks (a ZeRO-2 checkpoint resumes in a plain process and vice versa).
+NOT_SETTINGS = {"threads", "pretrain_threads", "deepspeed"}
+
+
+def _settings(obj):
+    if isinstance(obj, dict):
+        return {k: _settings(v) for k, v in obj.items() if k not in NOT_SETTINGS}
+    if isinstance(obj, list):
+        return [_settings(v) for v in obj]
+    return obj
+
+
+def _family(cfg: dict) -> dict:
+    """Settings only one model family reads."""
+    return {"llm": cfg["llm"]} if cfg["model"]["family"] == "causal_lm" else {}
+
+
+def _version() -> str:
+    # Code changes in src/codyra are invisible to Snakemake: the version is part of every fingerprint.
+    from codyra import __version__
+
+    return __version__
+
+
+def train_fingerprint(cfg: dict, method: str, i: int) -> str:
+    """Everything that determines task i's update given theta_{i-1}."""
+    from codyra.benchmarks import own_pretraining
+
+    return fingerprint(
+        _settings(
+            {
+                "job": resolve_job(cfg, method, i),
+                "task": cfg["tasks"][i - 1]["name"],
+                "model": cfg["model"],
+                "data": cfg["data"],
+                "mini": cfg["mini"] if own_pretraining(cfg) else None,
+                "family": _family(cfg),
+                "version": _version(),
+            }
+        )
+    )
+
+
+def eval_fingerprint(cfg: dict, j: int) -> str:
+    """Everything besides the model state that determines a cell of column j."""
+    union = cfg["data"]["label_space"] == "union"
+    tasks = [t["name"] for t in cfg["tasks"]] if union else cfg["tasks"][j - 1]["name"]
+    return fingerprint(_settings([cfg["eval"], cfg["data"], cfg["model"], _family(cfg), tasks, _version()]))
+
+
+def pretrain_fingerprint(cfg: dict) -> str:
+    """A mini benchmark's own pretraining of theta_0."""
+    return fingerprint(_settings([cfg["mini"], cfg["model"], _family(cfg), _version()]))
+
+
+def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:
+    """A cell A[i,j]: its column's evaluation settings and the settings of the updates 1..i it used."""
+    return fingerprint([eval_settings, update_settings])
+
+
+def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
+    """The fingerprints the cells A[i][j-1] of ``method`` record when computed from ``cfg`` as it stands."""
+    from codyra.methods import method_class
+
+    n = len(cfg["tasks"])
+    trains = method_class(cfg["method_configs"][method]["kind"]).trains
+    updates = [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else []
+    columns = [eval_fingerprint(cfg, j) for j in range(1, n + 1)]
+    return [[cell_fingerprint(column, updates[:i]) for column in columns] for i in range(n + 1)]
