@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from transformers import AutoTokenizer
 
-from codyra.llm.data import SPLITS, encode_prompt, load_task
+from codyra.llm.data import IGNORE_INDEX, SPLITS, LengthLimits, encode_for_training, encode_prompt, load_task
 from codyra.llm.metrics import TRACE_TASKS, score_task
 from codyra.llm.mini_trace import general_corpus, generate_task, write_mini_trace
 from codyra.llm.tokenizer import load_tokenizer, train_mini_trace_tokenizer
@@ -81,6 +81,21 @@ def test_prompts_are_short_for_the_mini_tokenizer(benchmark, tokenizer):
         for split in SPLITS:
             for example in load_task(root / task)[split]:
                 assert len(encode_prompt(tokenizer, example.prompt)) < 64, (task, example.prompt)
+
+
+def test_prompt_tokens_prefix_the_joint_training_tokens(benchmark, tokenizer):
+    # `tokenization: trace` tokenises prompt + answer as one string; a prompt ending in
+    # whitespace (as Py150's once did) glues it onto the answer's first token, so generation,
+    # which sees the prompt alone, starts from a state training never showed.
+    root, tasks = benchmark
+    limits = LengthLimits(tokenization="trace")
+    for task in tasks:
+        for example in load_task(root / task)["train"]:
+            assert example.prompt == example.prompt.rstrip(), (task, example.prompt)
+            prompt_ids = encode_prompt(tokenizer, example.prompt, limits)
+            joint = encode_for_training(tokenizer, example, limits)
+            assert joint.input_ids[: len(prompt_ids)] == prompt_ids, (task, example.prompt)
+            assert joint.labels[len(prompt_ids) - 1] == IGNORE_INDEX != joint.labels[len(prompt_ids)], (task, example)
 
 
 def test_size_and_task_errors():

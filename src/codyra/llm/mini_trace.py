@@ -170,8 +170,9 @@ def _py150(rng: random.Random) -> TraceExample:
     else:
         code = f"import {name} <EOL> {other} = {name} . load ( <STR_LIT:{word}> ) <EOL>"
         line = f"{other} . save ( <STR_LIT> , <NUM_LIT> )"
-    # Real Py150 prompts contain a literal "<s>", which tokenizers read as BOS; so do these.
-    return TraceExample(f"Continue the code.\n<s> {code} ", line)
+    # Real Py150 prompts contain a literal "<s>", which tokenizers read as BOS, and end with
+    # "<EOL>" and no space (BeyonderXX/TRACE, LLM-CL_Benchmark/dataset_examples.txt); so do these.
+    return TraceExample(f"Continue the code.\n<s> {code}", line)
 
 
 def _statement(rng: random.Random) -> str:
