@@ -75,6 +75,12 @@ def cmd_cell(args) -> None:
         evaluate_cell(cfg, args.method, args.seed, args.i, args.j, device=args.device)
 
 
+def cmd_heldout(args) -> None:
+    from codyra.heldout import evaluate_heldout
+
+    evaluate_heldout(_config(args), args.method, args.seed, args.i, device=args.device)
+
+
 def cmd_summarize(args) -> None:
     from codyra.results import summarize_run
 
@@ -152,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("seed", type=int)
     p.add_argument("i", type=int)
     p.add_argument("j", type=int)
+    p = command("heldout", cmd_heldout, "evaluate theta_i on every held-out task (config key heldout_tasks; method 'pretrained' for i = 0)", launchable=True)
+    p.add_argument("method")
+    p.add_argument("seed", type=int)
+    p.add_argument("i", type=int)
     p = command("summarize", cmd_summarize, "assemble a run's A matrix from its cells and compute its metrics")
     p.add_argument("--method", required=True)
     p.add_argument("--seed", type=int, required=True)
