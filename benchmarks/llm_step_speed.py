@@ -89,7 +89,7 @@ def batch(args) -> dict:
 
 def train_step(method, backend, inputs: dict, step: int) -> float:
     started = time.perf_counter()
-    optimizer_step(backend, inputs)  # the training path's own step
+    optimizer_step(backend, [inputs])  # the training path's own step (one micro-batch)
     backend.after_step(method, step, NOMINAL_STEPS)
     return time.perf_counter() - started
 

@@ -23,6 +23,7 @@ TINY = {
     "method_configs": {
         "zeroshot": {"kind": "zeroshot"},
         "lora-r4": {"kind": "lora", "rank": 4},
+        "seqlora-r4": {"kind": "seqlora", "rank": 4},  # not in the grid: tests train it directly
         "codyra": {"kind": "codyra", "rank": 4, "dense_ratio": 0.5, "kappa_max": 0.05},
         "full-ft": {"kind": "full", "train": {"lr": 0.0005}},
     },

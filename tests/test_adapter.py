@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import open_clip
 import pytest
 import torch
@@ -181,23 +182,63 @@ def test_paper_proximal_operator_on_hand_picked_values():
     torch.testing.assert_close(w, torch.tensor([0.2, -0.2, 0.0, 0.0, 0.0, 0.0, 0.01]))
 
 
-def test_official_proximal_operator_zeroes_below_twice_kappa():
-    w = torch.tensor([0.3, -0.3, 0.19, -0.15, 0.2, 0.05, 0.0])
-    soft_threshold_(w, 0.1, "official")  # |x| < 0.2 -> 0, else shrink by 0.1
-    torch.testing.assert_close(w, torch.tensor([0.2, -0.2, 0.0, 0.0, 0.1, 0.0, 0.0]))
+def test_official_proximal_operator_follows_the_released_statements():
+    # Released code: x > k -> x - k; x < -k -> x + k; then |x| < k -> 0 (all strict). Binary-exact values.
+    w = torch.tensor([0.75, -0.75, 0.4, -0.3, 0.5, -0.5, 0.25, -0.25, 0.1, 0.0])
+    soft_threshold_(w, 0.25, "official")
+    # 0.4 -> 0.15 < k -> 0; 0.5 -> 0.25, not < k -> kept; |x| == k is never shrunk and never zeroed
+    expected = torch.tensor([0.5, -0.5, 0.0, 0.0, 0.25, -0.25, 0.25, -0.25, 0.0, 0.0])
+    assert torch.equal(w, expected)
+    w = torch.tensor([0.25, -0.25])
+    soft_threshold_(w, 0.25, "paper")  # the paper's operator zeroes the tie
+    assert torch.equal(w, torch.zeros(2))
 
 
-def test_kappa_schedules():
+def released_staircase(total, ratio, kappa_max):
+    """The threshold each iteration of the released training loop prunes with (None: no pruning)."""
+    levels = np.linspace(0, kappa_max, 50)
+    dense = ratio * total
+    stride = int((total - dense) // 50)
+    index, out = 0, []
+    for iteration in range(total):
+        if stride > 0 and iteration >= dense and iteration % stride == 0:
+            index += 1
+        out.append(levels[min(49, index)] if iteration > dense else None)
+    return out
+
+
+def test_linear_kappa_schedule():
     # T = 100, dense ratio 0.7: no thresholding through step 70, then a ramp to kappa_max at step 100
     assert kappa_at(70, 100, 0.7, 0.005) == 0.0
     assert kappa_at(85, 100, 0.7, 0.005) == pytest.approx(0.0025)
     assert kappa_at(100, 100, 0.7, 0.005) == pytest.approx(0.005)
-    # staircase: T = 600, dense 0.5 -> 300 sparse steps, 50 levels of 6 steps each
-    assert kappa_at(305, 600, 0.5, 0.0049, "staircase") == 0.0
-    assert kappa_at(306, 600, 0.5, 0.0049, "staircase") == pytest.approx(0.0001)
-    assert kappa_at(600, 600, 0.5, 0.0049, "staircase") == pytest.approx(0.0049)
     with pytest.raises(ValueError, match="schedule"):
         kappa_at(90, 100, 0.5, 0.1, "cosine")
+
+
+@pytest.mark.parametrize(
+    ("total", "ratio", "expected"),
+    [
+        # T = 500, ratio 0.5: D = 250, stride 5; level 1 at iteration 250 (step 251) but pruning starts at
+        # step 252, already with level 1; level 2 from step 256; the top level from step 491.
+        (500, 0.5, {251: 0, 252: 1, 255: 1, 256: 2, 490: 48, 491: 49, 500: 49}),
+        # T = 500, ratio 0.7: D = 350, stride 3; iteration 350 is no multiple of 3: level 1 from step 352.
+        (500, 0.7, {351: 0, 352: 1, 354: 1, 355: 2, 495: 48, 496: 49}),
+        # T = 333, ratio 0.7: D = 233.1 (unrounded), stride 1: level 1 from step 235.
+        (333, 0.7, {234: 0, 235: 1, 236: 2, 283: 49}),
+        # T = 314, ratio 0.5: D = 157, stride 3: the first pruning step (158 -> step 159) uses level 0.
+        (314, 0.5, {158: 0, 159: 0, 160: 1}),
+        # T = 90, ratio 0.5: 45 sparse iterations, stride 0: the released code never raises the threshold.
+        (90, 0.5, {46: 0, 47: 0, 90: 0}),
+    ],
+)
+def test_staircase_kappa_schedule_matches_the_released_loop(total, ratio, expected):
+    kappa_max = 0.0049  # levels are multiples of 0.0001
+    for step, level in expected.items():
+        assert kappa_at(step, total, ratio, kappa_max, "staircase") == pytest.approx(level * 1e-4, abs=1e-12)
+    reference = released_staircase(total, ratio, kappa_max)
+    ours = [kappa_at(step, total, ratio, kappa_max, "staircase") for step in range(1, total + 1)]
+    assert ours == [0.0 if r is None else float(r) for r in reference]  # bit for bit, every step
 
 
 def test_pruned_components_stay_exactly_zero_and_are_not_stored():

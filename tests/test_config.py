@@ -67,3 +67,23 @@ def test_shipped_configs_are_valid():
 
     for path in sorted(Path(__file__).resolve().parent.parent.glob("config/*.yaml")):
         load_config(path)
+
+
+@pytest.mark.parametrize("name", ["mtil_5shot", "mtil_5shot_order2", "mtil_full", "xtail_16shot"])
+def test_clip_paper_configs_run_in_fp32_as_the_released_code(name):
+    from pathlib import Path
+
+    cfg = load_config(Path(__file__).resolve().parent.parent / "config" / f"{name}.yaml")
+    assert cfg["train"]["precision"] == "fp32" and cfg["eval"]["precision"] == "fp32"
+
+
+def test_gradient_accumulation_is_validated(tiny_cfg_dict):
+    cfg = copy.deepcopy(tiny_cfg_dict)
+    cfg["train"]["gradient_accumulation"] = 2
+    with pytest.raises(ConfigError, match="gradient_accumulation for method .*CLIP training takes each batch in one pass"):
+        load_config(cfg)
+    cfg = copy.deepcopy(tiny_cfg_dict)
+    first = next(iter(cfg["method_configs"]))
+    cfg["method_configs"][first]["train"] = {"gradient_accumulation": "8"}
+    with pytest.raises(ConfigError, match="must be an integer >= 1, got '8'"):
+        load_config(cfg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ def state(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("method", ["codyra", "lora-r4", "full-ft"])
+@pytest.mark.parametrize("method", ["codyra", "lora-r4", "seqlora-r4", "full-ft"])
 def test_rebuilt_theta_equals_the_trained_model(tiny_run, method):
     for i in (1, 2):
         trained = train_task(tiny_run, method, 0, i)
@@ -122,3 +123,24 @@ def test_missing_and_corrupted_updates_give_clear_errors(tiny_run):
 def test_cell_outside_the_grid(tiny_run):
     with pytest.raises(ValueError, match=r"A\[4,1\] is outside the grid"):
         evaluate_cell(tiny_run, "codyra", 0, 4, 1)
+
+
+def test_official_loss_text_to_image_term_on_hand_computed_values():
+    # logit scale 1, orthonormal embeddings: logits[b, c] = image_emb[b] . text_emb[c]
+    from codyra.train import supervised_loss
+
+    text = torch.eye(3)
+    images = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    labels = torch.tensor([0, 0])  # both images show class 0
+    e = torch.e
+    image_to_text = (math.log(e + 2) - 1 + math.log(e + 2)) / 2
+    # class 0's row: both of its images with target 1 each (not 1/2): -(log softmax([1, 0]) summed)
+    # = 2 log(1 + e) - 1; rows 1, 2 (no image) give 0; mean over 2 seen + 3 current rows
+    text_to_image = (2 * math.log(1 + e) - 1) / 5
+    args = (images, text, labels, torch.tensor(1.0))
+    official = supervised_loss(*args, "official", seen_classes=2, image_trains=True)
+    assert official.item() == pytest.approx(image_to_text + text_to_image, rel=1e-6)
+    assert supervised_loss(*args, "paper", seen_classes=2).item() == pytest.approx(image_to_text, rel=1e-6)
+    # the released code adds the term only when the image tower is adapted
+    text_only = supervised_loss(*args, "official", seen_classes=2, image_trains=False)
+    assert text_only.item() == pytest.approx(image_to_text, rel=1e-6)

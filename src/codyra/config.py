@@ -142,6 +142,7 @@ def _check_semantics(cfg: dict) -> None:
                     f"train overrides for method {m!r}, task {task['name']!r}: unknown key(s) {sorted(unknown)}; "
                     f"valid: {sorted(train_keys)}"
                 )
+            _check_accumulation(cfg["model"]["family"], job["train"]["gradient_accumulation"], m, task["name"])
             try:
                 method = method_class(job["method"]["kind"])(job["method"])
                 if "placement" in method.options:
@@ -161,6 +162,17 @@ def _check_heldout(cfg: dict, stream: list[str]) -> None:
                 f"config key heldout_tasks.{k}: {name!r} is not a held-out dataset of the {kind} protocol; "
                 f"choose from {', '.join(known) or '(none)'}"
             )
+
+
+def _check_accumulation(family: str, steps, method: str, task: str) -> None:
+    where = f"train.gradient_accumulation for method {method!r}, task {task!r}"
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ConfigError(f"{where}: must be an integer >= 1, got {steps!r}")
+    if family == "clip" and steps != 1:
+        raise ConfigError(
+            f"{where}: CLIP training takes each batch in one pass, as the paper and the released code do; "
+            "set it to 1 and choose train.batch_size instead"
+        )
 
 
 def placement_vocabulary(family: str):

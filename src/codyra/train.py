@@ -3,7 +3,8 @@
 Supervised loss (paper setup): image->text cross-entropy over the current task's classes,
 prompts built with the task's first template, logits scaled by the model's logit scale.
 ``loss: official`` adds the official code's text->image term. AdamW with cosine decay
-(optional linear warm-up) per optimizer step, bf16 autocast on a GPU.
+(optional linear warm-up) per optimizer step; ``train.precision`` picks fp32 (the released
+code) or bf16 autocast on a GPU.
 
 Resumable: every ``checkpoint_every`` steps the trainable state, optimizer, scheduler and
 history go to ``task{i}/checkpoint``; batches and augmentations are pure functions of
@@ -36,7 +37,7 @@ from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 from codyra.state import autocast, pick_device, rebuild_clip, require_updates
 from codyra.tracking import JobRun, train_final_metrics, train_run
-from codyra.updates import save_update
+from codyra.updates import load_update, save_update
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +75,26 @@ class StepBatches(torch.utils.data.Sampler):
         return self.total - self.start
 
 
-def supervised_loss(image_emb, text_emb, labels, logit_scale, variant: str) -> torch.Tensor:
+def supervised_loss(
+    image_emb, text_emb, labels, logit_scale, variant: str, seen_classes: int = 0, image_trains: bool = True
+):
+    """Image->text cross-entropy over the current task's classes (``paper``); ``official`` adds the
+    released code's text->image term (Artificer-AI-Lab/CoDyRA, models/codyra.py, train_model).
+
+    That term is a cross-entropy of the text->image logits, one row per class prompt the released
+    code builds (the ``seen_classes`` prompts of earlier tasks, then the current ones), against the
+    unnormalised 0/1 mask "image b has class c", averaged over all those rows. A row without an
+    image in the batch (every seen class) contributes 0 but counts in the mean, so only the current
+    rows are computed. The released code adds it only when the image tower is adapted
+    (target_encoder vision or all): ``image_trains``.
+    """
     logits = logit_scale * image_emb @ text_emb.T  # (batch, classes)
     loss = F.cross_entropy(logits, labels)
-    if variant == "official":
-        # text->image: each class present in the batch should pick out its own images
-        present = labels.unique()
-        targets = (labels[None, :] == present[:, None]).float()
-        loss = loss + F.cross_entropy(logits.T[present], targets / targets.sum(1, keepdim=True))
+    if variant == "official" and image_trains:
+        classes = torch.arange(len(text_emb), device=labels.device)
+        mask = (classes[:, None] == labels[None, :]).to(logits.dtype)  # (classes, batch)
+        rows = -(mask * logits.T.log_softmax(dim=1)).sum(dim=1)
+        loss = loss + rows.sum() / (seen_classes + len(text_emb))
     return loss
 
 
@@ -115,6 +128,12 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
     return trained
 
 
+def hand_over(cfg: dict, method_name: str, method, seed: int, task_index: int) -> None:
+    """Give a method whose state carries across tasks (SeqLoRA) the previous task's stored update."""
+    if method.carries_state and task_index > 1:
+        method.previous = load_update(task_dir(cfg, method_name, seed, task_index - 1))
+
+
 def _fit_function(cfg: dict):
     """The training loop of the model family: CLIP (below) or causal LM (codyra.llm.train)."""
     if cfg["model"]["family"] == "causal_lm":
@@ -129,9 +148,12 @@ def fit_clip_task(cfg, method_name, method, seed, task_index, job, run, device, 
     out = task_dir(cfg, method_name, seed, task_index)
     device = pick_device(device)
     bundle = rebuild_clip(cfg, method_name, seed, task_index - 1)
-    task = build_tasks(cfg, bundle.image)[task_index - 1]
+    tasks = build_tasks(cfg, bundle.image)
+    task = tasks[task_index - 1]
+    seen_classes = sum(t.num_classes for t in tasks[: task_index - 1])  # the official loss's seen rows
     model = bundle.model.to(device)
     generator = torch.Generator().manual_seed(derive_seed(seed, task_index, 1))
+    hand_over(cfg, method_name, method, seed, task_index)
     groups = method.setup(model, clip_targets(model), CLIP_VOCABULARY, generator, hp["weight_decay"])
     model.to(device).train()
     dropout = seed_adapter_dropout(model, device)
@@ -150,6 +172,7 @@ def fit_clip_task(cfg, method_name, method, seed, task_index, job, run, device, 
 
     tokens = bundle.tokenizer(task.prompts(task.templates[0])).to(device)
     text_trains = any(p.requires_grad for n, p in model.named_parameters() if not n.startswith("visual."))
+    image_trains = any(p.requires_grad for n, p in model.named_parameters() if n.startswith("visual."))
     fixed_text = None
     if not text_trains:
         with torch.no_grad(), autocast(device, hp["precision"]):
@@ -173,7 +196,7 @@ def fit_clip_task(cfg, method_name, method, seed, task_index, job, run, device, 
         with autocast(device, hp["precision"]):
             image_emb = F.normalize(model.encode_image(images).float(), dim=-1)
             text_emb = fixed_text if fixed_text is not None else F.normalize(model.encode_text(tokens).float(), dim=-1)
-            loss = supervised_loss(image_emb, text_emb, labels, logit_scale, hp["loss"])
+            loss = supervised_loss(image_emb, text_emb, labels, logit_scale, hp["loss"], seen_classes, image_trains)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -56,14 +56,18 @@ class TaskUpdate:
         return sum(t.numel() for t in self.tensors.values())
 
 
+def param_block(param: torch.nn.Parameter, rows) -> torch.Tensor:
+    """The tensor an update entry changes: the parameter's data or its row block [start, stop)."""
+    return param.data if rows is None else param.data[rows[0] : rows[1]]
+
+
 @torch.no_grad()
 def apply_update(model: torch.nn.Module, update: TaskUpdate) -> None:
     params = dict(model.named_parameters())
     for name, (param_name, rows, delta) in sorted(update.dense_deltas().items()):
         if param_name not in params:
             raise KeyError(f"update entry {name!r} refers to parameter {param_name!r}, which this model does not have")
-        param = params[param_name]
-        block = param.data if rows is None else param.data[rows[0] : rows[1]]
+        block = param_block(params[param_name], rows)
         if block.shape != delta.shape:
             raise ValueError(f"update {name!r} has shape {tuple(delta.shape)}, parameter block has {tuple(block.shape)}")
         block.copy_((block.float().cpu() + delta).to(block.dtype))

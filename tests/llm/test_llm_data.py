@@ -104,8 +104,8 @@ def test_labels_mask_bos_and_prompt_only(tokenizer):
     assert encoded.labels[-1] == tokenizer.eos_token_id
 
 
-def test_prompt_keeps_its_end_and_answer_its_beginning(tokenizer):
-    limits = LengthLimits(max_prompt_len=5, max_answer_len=3)
+def test_separate_prompt_keeps_its_end_and_answer_its_beginning(tokenizer):
+    limits = LengthLimits(max_prompt_len=5, max_answer_len=3, tokenization="separate")
     long_answer = TraceExample(EXAMPLE.prompt, "Council approved new lights.")
     prompt, answer = ids(tokenizer, long_answer.prompt), ids(tokenizer, long_answer.answer)
     assert len(prompt) > 4 and len(answer) > 2
@@ -117,12 +117,81 @@ def test_prompt_keeps_its_end_and_answer_its_beginning(tokenizer):
     assert encode_prompt(tokenizer, long_answer.prompt, limits) == [tokenizer.bos_token_id, *prompt[-4:]]
 
 
-def test_smallest_limits_leave_bos_and_eos(tokenizer):
-    encoded = encode_for_training(tokenizer, EXAMPLE, LengthLimits(1, 1))
+def test_separate_smallest_limits_leave_bos_and_eos(tokenizer):
+    encoded = encode_for_training(tokenizer, EXAMPLE, LengthLimits(1, 1, "separate"))
     assert encoded.input_ids == [tokenizer.bos_token_id, tokenizer.eos_token_id]
     assert encoded.labels == [IGNORE_INDEX, tokenizer.eos_token_id]
     with pytest.raises(ValueError, match="must be >= 1"):
         LengthLimits(max_prompt_len=0)
+    with pytest.raises(ValueError, match="unknown tokenization 'joint'"):
+        LengthLimits(tokenization="joint")
+
+
+# TRACE's DataCollator, on a SentencePiece-style tokenizer (word-boundary piece at a text's start) and
+# on a byte-level BPE. The expected sequences are built by TRACE's rule from the raw tokenizations.
+
+SP_CORPUS = ["Is the stance positive or negative? Answer:", "positive", "negative", "Answer: positive"] * 20
+
+
+@pytest.fixture(scope="module")
+def sentencepiece():
+    from tokenizers.implementations import SentencePieceBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    backend = SentencePieceBPETokenizer()
+    backend.train_from_iterator(SP_CORPUS, vocab_size=60, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+    fast = PreTrainedTokenizerFast(tokenizer_object=backend._tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    return prepare_tokenizer(fast)
+
+
+def pieces(tokenizer, token_ids):
+    return tokenizer.convert_ids_to_tokens(token_ids)
+
+
+def test_trace_tokenization_on_sentencepiece_shifts_the_label_mask_as_trace(sentencepiece):
+    tok, stance = sentencepiece, TraceExample("Answer:", "positive")
+    # alone the answer is one word-boundary piece; inside the joint string it is two plain pieces
+    assert pieces(tok, ids(tok, "positive")) == ["▁positive"]
+    assert pieces(tok, ids(tok, "Answer:positive")) == ["▁Answer:", "pos", "itive"]
+    trace = encode_for_training(tok, stance)
+    assert pieces(tok, trace.input_ids) == ["<s>", "▁Answer:", "pos", "itive", "</s>"]
+    # label length = 1 answer piece + EOS = 2: TRACE trains on "itive" and EOS only
+    assert trace.labels == [IGNORE_INDEX] * 3 + trace.input_ids[3:]
+    separate = encode_for_training(tok, stance, LengthLimits(tokenization="separate"))
+    assert pieces(tok, separate.input_ids) == ["<s>", "▁Answer:", "▁positive", "</s>"]
+    assert separate.labels == [IGNORE_INDEX] * 2 + separate.input_ids[2:]
+
+
+def test_trace_tokenization_on_byte_level_bpe(tokenizer):
+    # the answer starts a new pre-token: joint and separate tokenisations agree
+    trace = encode_for_training(tokenizer, EXAMPLE)
+    joint = ids(tokenizer, EXAMPLE.prompt + EXAMPLE.answer)
+    assert trace.input_ids == [tokenizer.bos_token_id, *joint, tokenizer.eos_token_id]
+    label_len = len(ids(tokenizer, EXAMPLE.answer)) + 1
+    assert trace.labels == [IGNORE_INDEX] * (len(joint) + 2 - label_len) + trace.input_ids[-label_len:]
+    assert trace == encode_for_training(tokenizer, EXAMPLE, LengthLimits(tokenization="separate"))
+
+
+def test_trace_truncation_drops_eos_and_bos_at_the_limit(sentencepiece):
+    tok = sentencepiece
+    example = TraceExample("Is the stance positive or negative? Answer:", "negative")
+    joint = ids(tok, example.prompt + example.answer)
+    assert len(joint) > 6
+    # limit 3 + 3 = 6: the last 6 joint tokens fill it, so neither EOS nor BOS is added
+    encoded = encode_for_training(tok, example, LengthLimits(3, 3))
+    assert encoded.input_ids == joint[-6:]
+    label_len = len(ids(tok, example.answer)) + 1  # the answer alone is shorter than 6: EOS counts
+    assert encoded.labels == [IGNORE_INDEX] * (6 - label_len) + joint[-label_len:]
+    # a limit one above the joint length leaves room for EOS only
+    room = LengthLimits(len(joint), 1)
+    assert encode_for_training(tok, example, room).input_ids == [*joint, tok.eos_token_id]
+    # generation: the last max_prompt_len prompt tokens, BOS only if that leaves room
+    prompt = ids(tok, example.prompt)
+    assert encode_prompt(tok, example.prompt, LengthLimits(max_prompt_len=4)) == prompt[-4:]
+    assert encode_prompt(tok, example.prompt, LengthLimits(max_prompt_len=len(prompt) + 1)) == [
+        tok.bos_token_id,
+        *prompt,
+    ]
 
 
 def test_generation_prompt_has_bos_and_no_eos(tokenizer):

@@ -8,6 +8,7 @@ from codyra.llm.metrics import (
     edit_similarity,
     exact_match_accuracy,
     first_char_accuracy,
+    fuzz_ratio,
     prefix_match_accuracy,
     restore_code_literals,
     rouge_l,
@@ -43,13 +44,21 @@ def test_first_char_accuracy_raw_and_stripped():
     assert first_char_accuracy(predictions, references, strip=True) == pytest.approx(50.0)
 
 
-def test_whitespace_only_predictions_score_zero_everywhere():
+def test_whitespace_only_predictions_score_zero_in_accuracy_and_rouge():
     blank = ["  "]
     assert prefix_match_accuracy(blank, ["A"]) == 0.0
     assert first_char_accuracy(blank, [" "], strip=False) == 0.0
     assert rouge_l(blank, ["a b"]) == 0.0
-    assert edit_similarity(blank, ["x = 1"]) == 0.0
-    assert sari(blank, ["a b"], ["a b c"]) == 0.0
+
+
+def test_empty_prediction_sari_follows_trace():
+    # TRACE passes "" to HF's sari: source "a b c", reference "a b". Per n-gram order (keep F1, delete
+    # precision, add F1): n=1: kept nothing but a, b were keepable -> 0; deleted a, b, c, only c
+    # correctly -> 1/3; added the empty token, nothing addable -> 0. n=2: 0, 1/2 (bc of ab, bc), 1.
+    # n=3: 1, 1 (abc deleted, absent from the reference), 1. n=4: 1, 1, 1 (nothing anywhere: 0/0 = 1).
+    # (keep 2 + delete 17/6 + add 3) / 12 = 47/72.
+    assert sari([""], ["a b"], ["a b c"]) == pytest.approx(100 * 47 / 72)
+    assert sari(["  "], ["a b"], ["a b c"]) == pytest.approx(100 * 47 / 72)  # 13a-tokenises to ""
 
 
 def test_length_mismatch_and_empty_inputs_are_errors():
@@ -177,12 +186,28 @@ def test_restore_code_literals():
 
 
 def test_edit_similarity_hand_computed():
-    # "abcd" vs "abce": indel distance 2 over 8 characters -> (8 - 2) / 8 = 75.
+    # "abcd" vs "abce": 3 matching characters of 8 -> 2 * 3 / 8 = 75 with either backend.
     assert edit_similarity(["abcd"], ["abce"]) == pytest.approx(75.0)
+    assert edit_similarity(["abcd"], ["abce"], "levenshtein") == pytest.approx(75.0)
     # placeholders restored on both sides: "x = 0" == "x = 0" -> 100
     assert edit_similarity(["x = 0"], ["x = <NUM_LIT>"]) == pytest.approx(100.0)
     # "<STR_LIT>" restores to "", an empty prediction -> 0; mean of (100, 0) = 50
     assert edit_similarity(["a = <STR_LIT:s>", "<STR_LIT>"], ["a = s", "b"]) == pytest.approx(50.0)
+
+
+def test_fuzz_ratio_backends_as_fuzzywuzzy():
+    # difflib takes the longest block first: "c" (a[0], b[2]), leaving nothing to match -> 2 * 1 / 6 -> 33;
+    # Levenshtein's indel ratio finds the LCS "bc" -> 2 * 2 / 6 -> 67
+    assert fuzz_ratio("cbc", "bac") == 33
+    assert fuzz_ratio("cbc", "bac", "levenshtein") == 67
+    # int(round(.)): 1 match in 16 characters = 12.5 -> 12 (Python rounds half to even)
+    assert fuzz_ratio("axxxxxxx", "ayyyyyyy") == 12
+    assert fuzz_ratio("axxxxxxx", "ayyyyyyy", "levenshtein") == 12
+    assert fuzz_ratio("", "") == 100 and fuzz_ratio("a", "") == 0
+    # TRACE zeroes only an exactly empty prediction; whitespace is scored: " " vs " x" -> 2 * 1 / 3 -> 67
+    assert edit_similarity([" ", ""], [" x", "x"]) == pytest.approx(67 / 2)
+    with pytest.raises(ValueError, match="similarity backend"):
+        fuzz_ratio("a", "b", "jaro")
 
 
 # --- task mapping -------------------------------------------------------------------------
@@ -207,6 +232,8 @@ def test_score_task_dispatches_with_modes():
         100 * 2 * (2 / 3) / (2 / 3 + 1 + 1e-8)
     )
     assert score_task("Py150", ["x = 0"], ["x = <NUM_LIT>"]) == 100.0
+    assert score_task("Py150", ["cbc"], ["bac"]) == 33.0
+    assert score_task("Py150", ["cbc"], ["bac"], similarity="levenshtein") == 67.0
     assert score_task("20Minuten", ["a b"], ["a b"], ["a b c"]) == pytest.approx(100.0)
 
 

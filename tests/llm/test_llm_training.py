@@ -97,6 +97,33 @@ def test_epochs_per_task_set_the_number_of_steps(tiny_trace_dict):
     assert train_task(cfg, "lora-qv", 0, 1).summary["steps"] == 12
 
 
+def test_gradient_accumulation_equals_one_large_batch(tiny_trace_dict):
+    from codyra.config import load_config
+    from codyra.updates import load_update
+
+    def run(name, batch_size, accumulation):
+        cfg = load_config({**tiny_trace_dict, "results": f"{tiny_trace_dict['results']}-{name}"})
+        cfg["train"].update(batch_size=batch_size, gradient_accumulation=accumulation)
+        train_task(cfg, "codyra", 0, 1)
+        return load_update(task_dir(cfg, "codyra", 0, 1)).dense_deltas(), history(cfg, "codyra")
+
+    (whole, whole_history), (parts, parts_history) = run("whole", 4, 1), run("parts", 2, 2)
+    # same 4 examples per step, same token-mean loss: equal up to summation order
+    assert [h["tokens"] for h in parts_history] == [h["tokens"] for h in whole_history]
+    torch.testing.assert_close([h["loss"] for h in parts_history], [h["loss"] for h in whole_history], rtol=1e-5, atol=0)
+    for name, (_, _, delta) in whole.items():
+        torch.testing.assert_close(parts[name][2], delta, rtol=1e-4, atol=1e-7)
+
+
+def test_epochs_count_optimizer_steps_of_accumulated_batches(tiny_trace_dict):
+    from codyra.config import load_config
+    from codyra.llm.train import total_steps
+
+    cfg = load_config(tiny_trace_dict)
+    hp = {**cfg["train"], "epochs": 2, "batch_size": 2, "gradient_accumulation": 3}
+    assert total_steps(hp, 16) == 6  # ceil(2 x 16 / (2 x 3))
+
+
 def test_cells_score_generated_answers_and_share_row_0(tiny_trace):
     train_task(tiny_trace, "codyra", 0, 1)
     cell = evaluate_cell(tiny_trace, "codyra", 0, 1, 2)
@@ -141,6 +168,10 @@ def test_missing_weights_errors_name_the_fix(tmp_path, monkeypatch):
 def test_zero_batches_split_evenly_over_ranks():
     config = zero2_config(batch_size=4, world_size=2, bf16=True, clip_norm=1.0)
     assert (config["train_batch_size"], config["train_micro_batch_size_per_gpu"]) == (4, 2)
+    # TRACE: 1 per GPU x 4 GPUs x 8 accumulated micro-batches = 32 examples per optimizer step
+    config = zero2_config(batch_size=4, world_size=4, bf16=True, clip_norm=1.0, accumulation=8)
+    assert (config["train_batch_size"], config["train_micro_batch_size_per_gpu"]) == (32, 1)
+    assert config["gradient_accumulation_steps"] == 8
     assert config["zero_optimization"]["stage"] == 2 and config["bf16"]["enabled"]
     with pytest.raises(ValueError, match="train.batch_size"):
         zero2_config(batch_size=4, world_size=3, bf16=True, clip_norm=1.0)

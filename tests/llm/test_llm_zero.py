@@ -118,3 +118,16 @@ def test_zero2_bf16_ranks_agree_and_track_plain(tiny_trace_dict, plain, tmp_path
     assert relative_update_error(plain_cfg, zero) < 0.15
     assert abs(summary["active_rank_total"] - plain_summary["active_rank_total"]) <= 2
     torch.testing.assert_close(losses(zero), losses(plain_cfg), rtol=2e-3, atol=0)
+
+
+def test_zero2_gradient_accumulation_matches_one_large_batch(tiny_trace_dict, plain, tmp_path):
+    """1 example per rank x 2 ranks x 2 accumulated micro-batches = the plain path's batch of 4."""
+    plain_cfg, plain_summary = plain
+    assert plain_summary["steps"] == 6
+    accumulated = copy.deepcopy(tiny_trace_dict)
+    accumulated["train"].update(batch_size=2, gradient_accumulation=2)
+    zero, config = zero_config(accumulated, tmp_path, "zero-accumulate", "fp32")
+    train_cli(config)
+    check_ranks_agree(zero, "fp32")
+    assert relative_update_error(plain_cfg, zero) < 1e-5
+    torch.testing.assert_close(losses(zero), losses(plain_cfg), rtol=1e-5, atol=0)

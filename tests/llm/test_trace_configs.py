@@ -20,19 +20,30 @@ CODYRA_EPOCHS = [2, 1, 3, 2, 1, 2, 2, 3]  # paper (after TreeLoRA)
 TRACE_LORA_EPOCHS = [5, 3, 7, 5, 3, 5, 5, 7]  # TRACE's LoRA baseline
 
 
+SEQLORA = {"kind": "seqlora", "rank": 8, "alpha": 32, "dropout": 0.1, "placement": ["q_proj", "v_proj"]}
+
+
 @pytest.mark.parametrize("name", ["trace.yaml", "mini_trace.yaml"])
 def test_trace_configs_follow_the_paper_schedule(name):
     cfg = load_config(CONFIG_DIR / name)
     assert [t["name"] for t in cfg["tasks"]] == list(TRACE_TASKS)
-    assert cfg["methods"] == ["zeroshot", "lora-r8-qv", "lora-r16-all", "codyra"]
     epochs = {m: [resolve_job(cfg, m, i)["train"]["epochs"] for i in range(1, 9)] for m in cfg["methods"]}
     assert epochs["codyra"] == epochs["lora-r16-all"] == CODYRA_EPOCHS
-    assert epochs["lora-r8-qv"] == TRACE_LORA_EPOCHS
     codyra = resolve_job(cfg, "codyra", 1)["method"]
     assert (codyra["rank"], codyra["dense_ratio"], codyra["kappa_max"]) == (16, 0.5, 0.005)
-    assert resolve_job(cfg, "lora-r8-qv", 1)["method"] | {"kind": "lora"} == {
-        "kind": "lora", "rank": 8, "alpha": 32, "dropout": 0.1, "placement": ["q_proj", "v_proj"],
-    }
+    assert resolve_job(cfg, "seqlora-r8-qv", 1)["method"] == SEQLORA  # runnable on both
+    assert resolve_job(cfg, "lora-r16-all", 1)["method"]["kind"] == "lora"  # merged per task
+
+
+def test_trace_baseline_is_seqlora_with_traces_schedule_and_batch_32():
+    cfg = load_config(CONFIG_DIR / "trace.yaml")
+    assert cfg["methods"] == ["zeroshot", "seqlora-r8-qv", "lora-r16-all", "codyra"]
+    jobs = [resolve_job(cfg, "seqlora-r8-qv", i) for i in range(1, 9)]
+    assert [j["train"]["epochs"] for j in jobs] == TRACE_LORA_EPOCHS
+    assert {j["train"]["batch_size"] * j["train"]["gradient_accumulation"] for j in jobs} == {32}
+    codyra = resolve_job(cfg, "codyra", 1)["train"]
+    assert codyra["batch_size"] * codyra["gradient_accumulation"] == 4  # paper
+    assert cfg["llm"]["tokenization"] == "trace" and cfg["llm"]["similarity"] == "difflib"
 
 
 def raw_trace() -> dict:

@@ -2,7 +2,8 @@
 ZeRO-2 across ranks (:mod:`codyra.llm.zero`). Both expose the same small interface to the
 training loop in :mod:`codyra.llm.train`:
 
-- ``forward(**inputs)``, ``step(loss)`` (backward, clipping, optimizer step),
+- ``forward(**inputs)``, ``backward(loss)`` (once per micro-batch: gradients accumulate),
+  ``step()`` (clipping and the optimizer step, once per optimizer step),
   ``after_step(method, step, total)`` (the method's post-step operator, e.g. CoDyRA's
   proximal step), ``all_sum(tensor)`` (sum over ranks);
 - ``save(directory, step, scheduler, history)`` / ``load(directory, scheduler)``: resumable
@@ -31,13 +32,17 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def answer_tokens(labels: torch.Tensor) -> torch.Tensor:
+    """Number of positions whose next token is labelled (the terms of the causal-LM loss)."""
+    return (labels[:, 1:] != IGNORE_INDEX).sum()
+
+
 def answer_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(sum of next-token cross-entropies over labelled positions, number of those positions)."""
-    targets = labels[:, 1:]
     total = F.cross_entropy(
-        logits[:, :-1].float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+        logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
     )
-    return total, (targets != IGNORE_INDEX).sum()
+    return total, answer_tokens(labels)
 
 
 class PlainBackend:
@@ -57,12 +62,14 @@ class PlainBackend:
     def forward(self, **inputs):
         return self.module(**inputs)
 
-    def step(self, loss: torch.Tensor) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+    def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
+
+    def step(self) -> None:
         if self.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(list(self.params.values()), self.clip_norm)
         self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
 
     def after_step(self, method, step: int, total: int) -> None:
         method.after_step(step, total)

@@ -4,18 +4,24 @@ A task folder holds ``train.json``, ``eval.json`` and ``test.json``, each a JSON
 ``{"prompt": str, "answer": str}`` records; the prompt already contains the instruction
 (no chat template is applied).
 
-Tokenisation follows TRACE: ``BOS + prompt + answer + EOS`` with the loss on the answer and
-EOS only. Prompt and answer are tokenised separately, so the label mask is exact. Limits:
+Sequences are ``BOS + prompt + answer + EOS`` with the loss on the answer and EOS only, as in
+TRACE. How prompt and answer become tokens is ``llm.tokenization``:
 
-- ``BOS + prompt`` is at most ``max_prompt_len`` tokens. A longer prompt loses its
-  *beginning*: TRACE sets ``truncation_side="left"``, which keeps the question and the
-  "Answer:" cue that close every prompt. Generation uses the same limit, as TRACE does.
-- ``answer + EOS`` is at most ``max_answer_len`` tokens; a longer answer keeps its
-  beginning (generation is scored from the start) and still ends with EOS.
-
-TRACE itself truncates ``prompt + answer`` jointly to the sum of both limits when training,
-so a long prompt may keep more tokens in training than at inference; we use one prompt
-limit for both.
+- ``trace`` (default): TRACE's ``DataCollator`` (BeyonderXX/TRACE, utils/data/data_collator.py).
+  Training tokenises ``prompt + answer`` as one string, keeps its last
+  ``max_prompt_len + max_answer_len`` tokens (truncation side left), appends EOS and then
+  prepends BOS, each only while the sequence is shorter than that limit. The label length
+  is taken from the answer tokenised on its own (+ EOS, same rule), and the labels are the
+  last that many tokens. A tokenizer that tokenises the answer differently inside the joint
+  string (SentencePiece adds a word-boundary piece to a text's start) shifts that mask, as in
+  TRACE. Generation keeps the prompt's last ``max_prompt_len`` tokens and prepends BOS only
+  if that leaves room.
+- ``separate`` (ours): prompt and answer are tokenised separately, so the label mask is exactly
+  the answer's tokens: ``BOS + prompt`` is at most ``max_prompt_len`` tokens (the prompt cut
+  from the left: it keeps the question and the "Answer:" cue that close every prompt),
+  ``answer + EOS`` at most ``max_answer_len`` (the answer keeps its beginning and still ends
+  with EOS), and generation uses the same prompt budget. A SentencePiece tokenizer then puts
+  a word-boundary piece before the answer that the model never sees at inference.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SPLITS = ("train", "eval", "test")
+TOKENIZATIONS = ("trace", "separate")
 IGNORE_INDEX = -100  # label value the causal-LM loss skips
 _FIELDS = ("prompt", "answer")
 
@@ -93,10 +100,11 @@ def load_task(task_dir: str | Path) -> dict[str, list[TraceExample]]:
 
 @dataclass(frozen=True)
 class LengthLimits:
-    """Token budgets: ``BOS + prompt`` and ``answer + EOS`` (TRACE: 1024 and 512)."""
+    """Token budgets (TRACE: 1024 and 512) and how they apply (``tokenization``, see above)."""
 
     max_prompt_len: int = 1024
     max_answer_len: int = 512
+    tokenization: str = "trace"
 
     def __post_init__(self):
         if self.max_prompt_len < 1 or self.max_answer_len < 1:
@@ -104,6 +112,8 @@ class LengthLimits:
                 "max_prompt_len and max_answer_len must be >= 1 (they include BOS and EOS), "
                 f"got {self.max_prompt_len} and {self.max_answer_len}"
             )
+        if self.tokenization not in TOKENIZATIONS:
+            raise ValueError(f"unknown tokenization {self.tokenization!r}; choose one of {TOKENIZATIONS}")
 
 
 @dataclass(frozen=True)
@@ -141,21 +151,39 @@ def _special_id(tokenizer, role: str) -> int:
     return token_id
 
 
+def _trace_tokenize(ids: list[int], limit: int, bos: int | None = None, eos: int | None = None) -> list[int]:
+    """TRACE's ``DataCollator.tokenize`` on already tokenised text: keep the last ``limit`` ids, then
+    append EOS and prepend BOS, each only while the sequence is shorter than ``limit``."""
+    ids = ids[-limit:]
+    if eos is not None and len(ids) < limit:
+        ids = [*ids, eos]
+    if bos is not None and len(ids) < limit:
+        ids = [bos, *ids]
+    return ids
+
+
 def encode_prompt(tokenizer, prompt: str, limits: LengthLimits = LengthLimits()) -> list[int]:
-    """``BOS + prompt`` for generation, the prompt cut from the left to fit the limit."""
-    prompt_ids = _token_ids(tokenizer, prompt)
+    """``BOS + prompt`` for generation, the prompt cut from the left to fit ``max_prompt_len``."""
+    prompt_ids, bos = _token_ids(tokenizer, prompt), _special_id(tokenizer, "bos")
+    if limits.tokenization == "trace":
+        return _trace_tokenize(prompt_ids, limits.max_prompt_len, bos=bos)
     kept = limits.max_prompt_len - 1  # one slot is BOS
-    prompt_ids = prompt_ids[-kept:] if kept else []
-    return [_special_id(tokenizer, "bos")] + prompt_ids
+    return [bos] + (prompt_ids[-kept:] if kept else [])
 
 
 def encode_for_training(
     tokenizer, example: TraceExample, limits: LengthLimits = LengthLimits()
 ) -> EncodedExample:
-    """``BOS + prompt + answer + EOS`` with labels only on the answer and EOS."""
+    """``BOS + prompt + answer + EOS`` with labels on the answer and EOS (see the module doc)."""
+    bos, eos = _special_id(tokenizer, "bos"), _special_id(tokenizer, "eos")
+    if limits.tokenization == "trace":
+        limit = limits.max_prompt_len + limits.max_answer_len
+        input_ids = _trace_tokenize(_token_ids(tokenizer, example.prompt + example.answer), limit, bos, eos)
+        label_len = len(_trace_tokenize(_token_ids(tokenizer, example.answer), limit, eos=eos))
+        masked = max(0, len(input_ids) - label_len)
+        return EncodedExample(input_ids=input_ids, labels=[IGNORE_INDEX] * masked + input_ids[masked:])
     prompt_ids = encode_prompt(tokenizer, example.prompt, limits)
-    answer_ids = _token_ids(tokenizer, example.answer)[: limits.max_answer_len - 1]
-    answer_ids = answer_ids + [_special_id(tokenizer, "eos")]
+    answer_ids = _token_ids(tokenizer, example.answer)[: limits.max_answer_len - 1] + [eos]
     return EncodedExample(
         input_ids=prompt_ids + answer_ids,
         labels=[IGNORE_INDEX] * len(prompt_ids) + answer_ids,

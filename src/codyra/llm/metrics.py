@@ -1,8 +1,15 @@
 """Per-task TRACE metrics, each the mean over samples on a 0-100 scale.
 
-Every metric takes ``(predictions, references)`` (SARI also ``sources``, the full prompts)
-and scores an empty or whitespace-only prediction 0. (TRACE zeroes only exactly empty
-predictions, and not for SARI, where HF's metric gives them a small positive score.)
+Every metric takes ``(predictions, references)`` (SARI also ``sources``, the full prompts).
+Empty predictions, as TRACE (BeyonderXX/TRACE, ``metrics.py``) scores them:
+
+- accuracies and ROUGE-L score an empty or whitespace-only prediction 0 (TRACE skips exactly
+  empty ones; a whitespace-only one never equals a TRACE reference either);
+- edit similarity scores 0 only an exactly empty prediction or reference after restoring the
+  literals; a whitespace-only prediction is scored like any other, as in TRACE;
+- SARI has no special case: TRACE passes every prediction to HF's ``sari``, which gives an
+  empty prediction up to 66.7 (it keeps nothing and deletes everything).
+
 Two conventions for the accuracies:
 
 - ``accuracy_mode="exact"`` is TRACE's: the raw prediction must equal the reference, and
@@ -16,15 +23,15 @@ Overall Performance and the forgetting measures live in :mod:`codyra.metrics`.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Sequence
-
-from rapidfuzz import fuzz
 
 from codyra.llm.rouge import ROUGE_MODES, rouge_l_sentence
 from codyra.llm.sari import sari_sentence
 
 ACCURACY_MODES = ("exact", "prefix")
+SIMILARITY_BACKENDS = ("difflib", "levenshtein")
 
 # Metric of each TRACE task, in TRACE's task order.
 TRACE_TASK_METRICS = {
@@ -131,7 +138,7 @@ def sari(
     scores = []
     for prediction, reference, source in zip(predictions, references, sources):
         alternatives = [reference] if isinstance(reference, str) else list(reference)
-        scores.append(0.0 if _is_empty(prediction) else sari_sentence(source, prediction, alternatives))
+        scores.append(sari_sentence(source, prediction, alternatives))  # empty too, as TRACE
     return _mean_percent(scores)
 
 
@@ -148,16 +155,39 @@ def restore_code_literals(code: str) -> str:
     return _LITERAL_WITH_VALUE.sub(r"\1", code)
 
 
-def edit_similarity(predictions: Sequence[str], references: Sequence[str]) -> float:
-    """Mean fuzz ratio (normalised indel similarity, 0-100) after restoring literals; a
-    prediction or reference that is empty after restoration scores 0."""
+def fuzz_ratio(a: str, b: str, backend: str = "difflib") -> int:
+    """fuzzywuzzy's ``fuzz.ratio`` (TRACE's similarity), an integer 0-100: 100 for equal strings,
+    0 when one is empty, else ``int(round(100 * ratio))``. Its ratio comes from
+    python-Levenshtein when that is installed (``levenshtein``: 2 * LCS / total length, i.e.
+    normalised indel similarity) and from difflib's ``SequenceMatcher`` otherwise (``difflib``:
+    greedy longest blocks, autojunk on). TRACE's requirements do not install python-Levenshtein,
+    so its numbers are difflib's; e.g. ("cbc", "bac") scores 33 with difflib and 67 with Levenshtein.
+    """
+    _check_choice("similarity backend", backend, SIMILARITY_BACKENDS)
+    if a == b:
+        return 100
+    if not a or not b:
+        return 0
+    if backend == "difflib":
+        ratio = difflib.SequenceMatcher(None, a, b).ratio()
+    else:
+        from rapidfuzz.distance import Indel
+
+        total = len(a) + len(b)
+        ratio = (total - Indel.distance(a, b)) / total  # python-Levenshtein's ratio, same formula
+    return round(100 * ratio)  # fuzzywuzzy: int(round(.)), Python rounds half to even
+
+
+def edit_similarity(predictions: Sequence[str], references: Sequence[str], backend: str = "difflib") -> float:
+    """TRACE's Py150 score: the mean of :func:`fuzz_ratio` after restoring literals; an exactly
+    empty prediction or reference (after restoration) scores 0."""
     _check_lengths(predictions, references)
-    scores = []
+    total = 0
     for prediction, reference in zip(predictions, references):
         prediction, reference = restore_code_literals(prediction), restore_code_literals(reference)
-        empty = _is_empty(prediction) or not reference
-        scores.append(0.0 if empty else fuzz.ratio(prediction, reference) / 100.0)
-    return _mean_percent(scores)
+        if prediction and reference:
+            total += fuzz_ratio(prediction, reference, backend)
+    return total / len(predictions)
 
 
 def score(
@@ -167,11 +197,13 @@ def score(
     sources: Sequence[str] | None = None,
     accuracy_mode: str = "exact",
     rouge_mode: str = "rouge_score",
+    similarity: str = "difflib",
 ) -> float:
     """Score with a metric named as in :data:`TRACE_TASK_METRICS`."""
     # Checked up front so that a misspelt option fails on every task, not only on its own.
     _check_choice("accuracy mode", accuracy_mode, ACCURACY_MODES)
     _check_choice("ROUGE-L mode", rouge_mode, ROUGE_MODES)
+    _check_choice("similarity backend", similarity, SIMILARITY_BACKENDS)
     if metric == "accuracy":
         return accuracy(predictions, references, accuracy_mode)
     if metric == "first_char_accuracy":
@@ -179,7 +211,7 @@ def score(
     if metric == "rouge_l":
         return rouge_l(predictions, references, rouge_mode)
     if metric == "edit_similarity":
-        return edit_similarity(predictions, references)
+        return edit_similarity(predictions, references, similarity)
     if metric == "sari":
         if sources is None:
             raise ValueError("SARI needs the sources (the full prompts)")
@@ -194,9 +226,10 @@ def score_task(
     sources: Sequence[str] | None = None,
     accuracy_mode: str = "exact",
     rouge_mode: str = "rouge_score",
+    similarity: str = "difflib",
 ) -> float:
     """Score a TRACE (or mini TRACE, which reuses the names) task with its metric, 0-100."""
     _check_choice("TRACE task", task_name, TRACE_TASKS)
     return score(
-        TRACE_TASK_METRICS[task_name], predictions, references, sources, accuracy_mode, rouge_mode
+        TRACE_TASK_METRICS[task_name], predictions, references, sources, accuracy_mode, rouge_mode, similarity
     )

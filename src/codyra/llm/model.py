@@ -73,7 +73,8 @@ def task_folder(cfg: dict, j: int) -> Path:
 
 
 def length_limits(cfg: dict) -> LengthLimits:
-    return LengthLimits(cfg["llm"]["max_prompt_len"], cfg["llm"]["max_answer_len"])
+    llm = cfg["llm"]
+    return LengthLimits(llm["max_prompt_len"], llm["max_answer_len"], llm["tokenization"])
 
 
 def pretrained_source(cfg: dict) -> tuple[str, bool]:

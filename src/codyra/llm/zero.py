@@ -60,16 +60,17 @@ def init_distributed() -> tuple[int, int, torch.device]:
     return torch.distributed.get_rank(), torch.distributed.get_world_size(), device
 
 
-def zero2_config(batch_size: int, world_size: int, bf16: bool, clip_norm: float) -> dict:
+def zero2_config(batch_size: int, world_size: int, bf16: bool, clip_norm: float, accumulation: int = 1) -> dict:
+    """``batch_size`` is one micro-batch over all ranks; ``accumulation`` micro-batches make a step."""
     if batch_size % world_size:
         raise ValueError(
             f"config key train.batch_size ({batch_size}) must be a multiple of the number of ranks "
             f"({world_size}, llm.deepspeed.nproc): every rank takes an equal share of each batch"
         )
     return {
-        "train_batch_size": batch_size,
+        "train_batch_size": batch_size * accumulation,
         "train_micro_batch_size_per_gpu": batch_size // world_size,
-        "gradient_accumulation_steps": 1,
+        "gradient_accumulation_steps": accumulation,
         "zero_optimization": {"stage": 2},
         "bf16": {"enabled": bf16},
         "gradient_clipping": clip_norm,
@@ -98,7 +99,9 @@ class ZeroBackend:
         if scalars:  # deepspeed.initialize's broadcast views every parameter as bytes and fails on these
             raise ValueError(f"DeepSpeed cannot broadcast the 0-dim parameter(s) {scalars}; give them shape [1]")
         self.optimizer = client_optimizer(groups, hp)
-        config = zero2_config(hp["batch_size"], self.world_size, self.bf16, llm["gradient_clipping"])
+        config = zero2_config(
+            hp["batch_size"], self.world_size, self.bf16, llm["gradient_clipping"], hp["gradient_accumulation"]
+        )
         self.engine, self.zero, _, _ = deepspeed.initialize(model=model, optimizer=self.optimizer, config=config)
         self._create_optimizer_state()
 
@@ -121,9 +124,14 @@ class ZeroBackend:
     def forward(self, **inputs):
         return self.engine(**inputs)
 
-    def step(self, loss: torch.Tensor) -> None:
-        self.engine.backward(loss)
+    def backward(self, loss: torch.Tensor) -> None:
+        # The caller already normalised the loss over the whole step; DeepSpeed steps the optimizer
+        # itself on every gradient_accumulation_steps-th engine.step() and only counts the others.
+        self.engine.backward(loss, scale_wrt_gas=False)
         self.engine.step()
+
+    def step(self) -> None:
+        """Done by the last micro-batch's ``engine.step()`` (an accumulation boundary)."""
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         torch.distributed.all_reduce(tensor)

@@ -23,6 +23,10 @@ if TYPE_CHECKING:  # method modules import torch lazily: config validation (ever
 class Method(ABC):
     kind: str = ""
     trains: bool = True
+    # True: a task continues from the previous task's stored update (SeqLoRA); the training loop
+    # sets ``previous`` to that update (None for task 1) before ``setup``
+    carries_state: bool = False
+    previous: TaskUpdate | None = None
     # method config keys (besides kind/train) and their defaults; unknown keys are errors
     defaults: ClassVar[dict] = {}
 

@@ -9,6 +9,7 @@ gate is zero at the end are dropped from the stored update.
 
 from __future__ import annotations
 
+import logging
 from typing import ClassVar
 
 from codyra.adapters.sparsity import (
@@ -16,8 +17,11 @@ from codyra.adapters.sparsity import (
     PROX_OPERATORS,
     kappa_at,
     soft_threshold_,
+    staircase_stride,
 )
 from codyra.methods.lora import LoRA
+
+log = logging.getLogger(__name__)
 
 
 class CoDyRA(LoRA):
@@ -46,6 +50,13 @@ class CoDyRA(LoRA):
         import torch
 
         o = self.options
+        if step == 1 and o["schedule"] == "staircase" and staircase_stride(total_steps, o["dense_ratio"]) == 0:
+            log.warning(
+                "schedule staircase with %d steps and dense_ratio %g leaves fewer than 50 sparse steps: "
+                "as in the released code the threshold never rises, so no gate is pruned",
+                total_steps,
+                o["dense_ratio"],
+            )
         self.kappa = kappa_at(step, total_steps, o["dense_ratio"], o["kappa_max"], o["schedule"])
         if self.kappa > 0:  # all gates in one flat tensor: one kernel, not one per adapter
             gates = [adapter.w.data for adapter in self.adapters.values()]

@@ -1,4 +1,7 @@
-"""Fixed-rank LoRA (SeqLoRA): rank-r adapters with gates fixed at 1, merged after each task."""
+"""Fixed-rank LoRA, merged per task: rank-r adapters with gates fixed at 1, merged into the
+backbone after each task and re-initialised for the next. With CoDyRA's rank, placement and
+schedule it is the paper's "same rank, no gates" comparison. TRACE's SeqLoRA, one adapter
+carried through all tasks, is the ``seqlora`` kind (:mod:`codyra.methods.seqlora`)."""
 
 from __future__ import annotations
 
@@ -48,6 +51,13 @@ class LoRA(Method):
         ranks = [a.active_rank() for a in self.adapters.values()]
         return {"active_rank_mean": sum(ranks) / len(ranks), "active_rank_total": float(sum(ranks))}
 
+    def stored_factors(self, name: str, adapter) -> tuple:
+        """(A, B, w) of one target's update: the surviving components."""
+        return adapter.factors()
+
+    def restore_base(self, model) -> None:
+        """Put back the backbone weights ``setup`` changed (none here), before the merge."""
+
     def finish(self, model):
         import torch
 
@@ -58,7 +68,7 @@ class LoRA(Method):
         tensors, where, matrices = {}, {}, {}
         for t in self.targets:
             adapter = self.adapters[t.name]
-            A, B, w = adapter.factors()
+            A, B, w = self.stored_factors(t.name, adapter)
             tensors.update({f"{t.name}.A": A, f"{t.name}.B": B, f"{t.name}.w": w})
             where[t.name] = {"param": t.param, "rows": list(t.rows) if t.rows else None}
             matrices[t.name] = {
@@ -69,6 +79,7 @@ class LoRA(Method):
                 "dW_fro": float(torch.linalg.matrix_norm(delta_from_factors(A, B, w))),
             }
         detach_adapters(model)
+        self.restore_base(model)
         update = TaskUpdate("lora", tensors, where)
         apply_update(model, update)
         trainable = sum(a.A.numel() + a.B.numel() + (a.w.numel() if a.gated else 0) for a in self.adapters.values())

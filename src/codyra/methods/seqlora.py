@@ -1,0 +1,86 @@
+"""SeqLoRA as TRACE and TreeLoRA run it: one LoRA adapter trained straight through the task
+stream, never merged and never re-initialised between tasks (TRACE ``training/main.py`` wraps
+the model with peft once and ``model/lora.py`` only saves the adapter after each task;
+TreeLoRA ``model/lora.py`` likewise).
+
+Every task job still stores its own update, so theta_i = theta_0 + updates 1..i is rebuilt
+as for any other method. With D_i = scale * B_i A_i the adapter's product after task i,
+update i holds D_i - D_{i-1} as rank-2r factors: A = [A_i; A_{i-1}], B = [B_i, B_{i-1}],
+gates [+scale] * r + [-scale] * r (task 1: D_1 alone). Task i reads the first r components of
+update i-1 back as its starting adapter and subtracts D_{i-1} from the frozen weights, so the
+base it trains on is theta_0 (up to fp32 rounding) and the adapter carries all of D_{i-1}.
+The summary's ``dW_fro`` is the norm of the task's increment D_i - D_{i-1}.
+
+Not carried (a documented difference): each task job starts a fresh AdamW state and LR
+schedule, where TRACE and TreeLoRA keep one optimizer for the whole stream.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from codyra.methods.lora import LoRA
+
+
+class SeqLoRA(LoRA):
+    kind = "seqlora"
+    carries_state = True
+    defaults: ClassVar[dict] = dict(LoRA.defaults)
+
+    def setup(self, model, targets, vocab, generator, weight_decay):
+        import torch
+
+        from codyra.adapters.lora import delta_from_factors
+        from codyra.updates import param_block
+
+        groups = super().setup(model, targets, vocab, generator, weight_decay)
+        self.carried, self.base_blocks = {}, {}
+        if self.previous is None:
+            return groups
+        params = dict(model.named_parameters())
+        for t in self.targets:
+            adapter = self.adapters[t.name]
+            A, B, w = self._previous_adapter(t.name, adapter)
+            block = param_block(params[t.param], t.rows)
+            self.carried[t.name] = (A, B, w)
+            self.base_blocks[t.name] = block.detach().cpu().clone()  # theta_{i-1}, restored exactly in finish
+            with torch.no_grad():
+                adapter.A.copy_(A)
+                adapter.B.copy_(B)
+                block.copy_((block.float().cpu() - delta_from_factors(A, B, w)).to(block.dtype))
+        return groups
+
+    def _previous_adapter(self, name: str, adapter):
+        """(A, B, w) of the adapter the previous task ended with: the first r components of its update."""
+        import torch
+
+        r, tensors = adapter.rank, self.previous.tensors
+        if f"{name}.A" not in tensors:
+            raise ValueError(f"the previous task's update has no adapter for {name!r}: was it trained with this placement?")
+        A, B, w = tensors[f"{name}.A"][:r], tensors[f"{name}.B"][:, :r], tensors[f"{name}.w"][:r]
+        if A.shape != adapter.A.shape or B.shape != adapter.B.shape or not torch.all(w == adapter.scale):
+            raise ValueError(
+                f"the previous task's update of {name!r} is not a seqlora adapter of rank {r} and scale "
+                f"{adapter.scale:g} (A {tuple(A.shape)}, gates {w.tolist()[:3]}...): retrain that task with this method"
+            )
+        return A, B, w
+
+    def stored_factors(self, name, adapter):
+        import torch
+
+        A, B, w = adapter.factors()
+        if name not in self.carried:
+            return A, B, w
+        old_A, old_B, old_w = self.carried[name]
+        return torch.cat([A, old_A]), torch.cat([B, old_B], dim=1), torch.cat([w, -old_w])
+
+    def restore_base(self, model):
+        from codyra.updates import param_block
+
+        params = dict(model.named_parameters())
+        for t in self.targets:
+            if t.name in self.base_blocks:
+                param_block(params[t.param], t.rows).copy_(self.base_blocks[t.name])
+
+
+METHOD = SeqLoRA
