@@ -23,6 +23,20 @@ def build_tasks(cfg: dict, image: ImageConfig) -> Sequence[ClassificationTask]:
     raise ValueError(f"data.kind {kind!r} has no classification tasks (TRACE runs through codyra.llm)")
 
 
+def build_heldout_tasks(cfg: dict, image: ImageConfig) -> list[ClassificationTask]:
+    """The tasks of config key heldout_tasks (only their test splits are ever read)."""
+    kind, names = cfg["data"]["kind"], cfg["heldout_tasks"]
+    if kind == "mini":
+        from codyra.mini.tasks import build_mini_task
+
+        return [build_mini_task(name, cfg["mini"], image) for name in names]
+    if kind in ("mtil", "xtail"):
+        from codyra.data.registry import build_task, data_root
+
+        return [build_task(name, kind, data_root(cfg), image) for name in names]
+    raise ValueError(f"data.kind {kind!r} has no held-out classification tasks")
+
+
 def own_pretraining(cfg: dict) -> str | None:
     """The theta_0 file a mini benchmark pretrains itself (`codyra pretrain-mini`), else None."""
     from codyra.paths import MINI_PRETRAINED

@@ -63,6 +63,12 @@ def cmd_cell(args) -> None:
     evaluate_row(_config(args), args.method, args.seed, args.i, None if args.j is None else [args.j], device=args.device)
 
 
+def cmd_heldout(args) -> None:
+    from codyra.heldout import evaluate_heldout
+
+    evaluate_heldout(_config(args), args.method, args.seed, args.i, device=args.device)
+
+
 def cmd_summarize(args) -> None:
     from codyra.results import summarize_run
 
@@ -171,6 +177,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
     p.add_argument("--i", type=int, required=True, help="row: the model after tasks 1..i (0 = pretrained)")
     p.add_argument("--j", type=int, help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)")
+    p = command(
+        "heldout", cmd_heldout,
+        "evaluate theta_i on every held-out task (config key heldout_tasks; method 'pretrained' for i = 0)",
+        "codyra heldout --method codyra --seed 0 --i 2", threads=True, device=True, launchable=True,
+    )
+    p.add_argument("--method", required=True, help="method name from the config's `methods`, or 'pretrained' for i = 0")
+    p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
+    p.add_argument("--i", type=int, required=True, help="row: the model after tasks 1..i (0 = pretrained)")
     p = command(
         "summarize", cmd_summarize, "assemble a run's A matrix from its cells and compute its metrics",
         "codyra summarize --method codyra --seed 0",

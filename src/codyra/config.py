@@ -192,6 +192,7 @@ def _check_semantics(cfg: dict) -> None:
                 f"config key tasks[{k}].name: {name!r} is not a dataset of the {cfg['data']['kind']} protocol; "
                 f"choose from {', '.join(known)}"
             )
+    _check_heldout(cfg, names)
     from codyra.paths import RESERVED_NAMES
 
     for name in RESERVED_NAMES & set(cfg["method_configs"]):
@@ -220,6 +221,19 @@ def _check_semantics(cfg: dict) -> None:
                     parse_placement(method.options["placement"], vocabulary)
             except ValueError as err:
                 raise ConfigError(f"config key {where}: {err}") from err
+
+
+def _check_heldout(cfg: dict, stream: list[str]) -> None:
+    kind = cfg["data"]["kind"]
+    known = known_heldout_names(kind)
+    for k, name in enumerate(cfg["heldout_tasks"]):
+        if name in stream:
+            raise ConfigError(f"config key heldout_tasks.{k}: {name!r} is a task of the stream (tasks); a held-out task is never trained on")
+        if name not in known:
+            raise ConfigError(
+                f"config key heldout_tasks.{k}: {name!r} is not a held-out dataset of the {kind} protocol; "
+                f"choose from {', '.join(known) or '(none)'}"
+            )
 
 
 def _check_accumulation(family: str, steps: int, method: str, task: str) -> None:
@@ -254,6 +268,15 @@ def known_task_names(kind: str) -> tuple[str, ...] | None:
 
         return MTIL_DATASETS if kind == "mtil" else XTAIL_DATASETS
     return None
+
+
+def known_heldout_names(kind: str) -> tuple[str, ...]:
+    """Names a data kind can evaluate as held-out tasks (none for TRACE)."""
+    if kind in ("mtil", "xtail"):
+        from codyra.data.catalog import HELDOUT_DATASETS
+
+        return HELDOUT_DATASETS[kind]
+    return known_task_names(kind) if kind == "mini" else ()
 
 
 def _merged(*layers: dict) -> dict:

@@ -36,17 +36,23 @@ def _check_indices(cfg: dict, i: int, j: int) -> None:
         raise ValueError(f"cell A[{i},{j}] is outside the grid: i must be in 0..{n}, j in 1..{n}")
 
 
-@torch.no_grad()
 def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:
-    """(top-1 accuracy in %, number of test images, number of classes in the label space)."""
+    """(top-1 accuracy in %, number of test images, number of classes in the label space) of task j:
+    over its own classes, or over every task's (X-TAIL's 1,100) when data.label_space is union."""
+    task = tasks[j - 1]
+    return accuracy(bundle, task, tasks if cfg["data"]["label_space"] == "union" else [task], cfg, device)
+
+
+@torch.no_grad()
+def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, int]:
+    """``task``'s test accuracy over the classes of ``space_tasks`` (which include it)."""
     from codyra.data.registry import label_space  # imports torchvision: only CLIP cells pay for it
 
     ev = cfg["eval"]
     model = bundle.model.to(device).eval()
-    task = tasks[j - 1]
-    # The registry's label space: task j's own classes, or every task's (X-TAIL's 1,100), each
-    # class with its own dataset's templates; built from theta_i here, never cached.
-    space = label_space(tasks if cfg["data"]["label_space"] == "union" else [task])
+    # The registry's label space, each class with its own dataset's templates; built from
+    # theta_i here, never cached.
+    space = label_space(space_tasks)
     offset = space.offset(task.name)
     test_set = task.test_set()  # checks its image files first: a broken dataset fails before any compute
     with autocast(device, ev["precision"]):

@@ -60,6 +60,11 @@ def eval_fingerprint(cfg: dict, j: int) -> str:
     return fingerprint(_settings([cfg["eval"], cfg["data"], cfg["model"], _family(cfg), tasks, _version()]))
 
 
+def heldout_fingerprint(cfg: dict) -> str:
+    """Everything besides the model state that determines a row of held-out accuracies."""
+    return fingerprint(_settings([cfg["eval"], cfg["data"], cfg["model"], cfg["heldout_tasks"], _version()]))
+
+
 def pretrain_fingerprint(cfg: dict) -> str:
     """A mini benchmark's own pretraining of theta_0."""
     return fingerprint(_settings([cfg["mini"], cfg["model"], _family(cfg), _version()]))

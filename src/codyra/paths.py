@@ -22,6 +22,9 @@ CELL = RUN_DIR + "/cells/A_{i}_{j}.json"
 ROW0_CELL = "{results}/{benchmark}/" + PRETRAINED + "/cells/A_0_{j}.json"
 TABLES_DIR = "{results}/tables/{benchmark}"
 MATRIX = RUN_DIR + "/matrix.json"
+# held-out accuracy of theta_i (config key heldout_tasks); i = 0 is shared like row 0
+HELDOUT = RUN_DIR + "/heldout/H_{i}_{name}.json"
+ROW0_HELDOUT = "{results}/{benchmark}/" + PRETRAINED + "/heldout/H_0_{name}.json"
 MINI_DATA = "{results}/{benchmark}/data"
 MINI_PRETRAINED = "{results}/{benchmark}/pretrain/model.safetensors"
 
@@ -56,6 +59,14 @@ def cell_path(cfg: dict, method: str, seed: int, i: int, j: int) -> Path:
 
 def row0_cell_path(cfg: dict, j: int) -> Path:
     return results_path(cfg, ROW0_CELL, j=j)
+
+
+def heldout_path(cfg: dict, method: str, seed: int, i: int, name: str) -> Path:
+    return results_path(cfg, HELDOUT, method=method, seed=seed, i=i, name=name)
+
+
+def row0_heldout_path(cfg: dict, name: str) -> Path:
+    return results_path(cfg, ROW0_HELDOUT, name=name)
 
 
 def mini_data_dir(cfg: dict) -> Path:

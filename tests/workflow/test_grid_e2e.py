@@ -11,10 +11,10 @@ import pytest
 from codyra.config import load_config
 from codyra.metrics import summarize
 from codyra.mlflow_sync import sync_mlflow
-from codyra.paths import cell_path, tables_dir
+from codyra.paths import cell_path, heldout_path, row0_heldout_path, tables_dir
 from codyra.tracking import KEY, Store
 
-from .conftest import grid_config, snakemake
+from .conftest import grid_config, job_counts, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -141,3 +141,20 @@ def test_a_failed_job_shows_its_log_tail_and_leaves_no_result(tmp_path):
     assert "is corrupted or truncated" in output and "Traceback" in output  # ... and its last lines
     loaded = load_config(cfg)
     assert not any(cell_path(loaded, "codyra", 0, i, j).exists() for i in range(4) for j in range(1, 4))
+
+
+def test_heldout_target_adds_only_heldout_jobs(finished_grid):
+    workdir, raw, _ = finished_grid
+    cfg = {**raw, "heldout_tasks": ["shape", "texture"]}  # held-out tasks change no cell or update
+    result = snakemake(workdir, cfg, "--cores", "2", "all_heldout")
+    counts = job_counts(result.stdout + result.stderr)
+    n, runs = len(cfg["tasks"]), len(cfg["methods"]) * len(cfg["seeds"])
+    assert counts == {"heldout_row0": 1, "heldout": runs * (n + 1), "all_heldout": 1}
+    loaded = load_config(cfg)
+    for name in cfg["heldout_tasks"]:
+        theta0 = json.loads(row0_heldout_path(loaded, name).read_text())["accuracy"]
+        for method in cfg["methods"]:
+            rows = [json.loads(heldout_path(loaded, method, 1, i, name).read_text()) for i in range(n + 1)]
+            assert [r["i"] for r in rows] == list(range(n + 1)) and rows[0]["accuracy"] == theta0
+            if method == "zeroshot":
+                assert {r["accuracy"] for r in rows} == {theta0}

@@ -45,7 +45,8 @@ def run_check(args: argparse.Namespace) -> int:
     if root is None:
         raise ConfigError(f"{args.config}: data.root is not set (or pass --root)")
     root = Path(root).expanduser().absolute()
-    reports = check_datasets([task["name"] for task in config["tasks"]], protocol, root)
+    names = [task["name"] for task in config["tasks"]] + config["heldout_tasks"]
+    reports = check_datasets(names, protocol, root)
     print(format_reports(reports, protocol, root))
     return 0 if all(report.usable for report in reports) else 1
 

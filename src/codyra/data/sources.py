@@ -183,6 +183,29 @@ def _sun397(root: Path, protocol: str) -> DatasetSplits:
     return DatasetSplits(_mtil_names(dataset.classes), train, test)
 
 
+def _heldout_only(root: Path, classes, test: Samples) -> DatasetSplits:
+    return DatasetSplits(tuple(classes), Samples(ImageFiles(root), (), ()), test)
+
+
+def _places365(root: Path, protocol: str) -> DatasetSplits:
+    """Places365's validation images (256 px); class names from the dataset's own
+    categories_places365.txt ("/b/bakery/shop" -> "bakery shop")."""
+    val = datasets.Places365(str(root / "places365"), split="val", small=True, loader=_path_only)
+    classes = [name[3:].replace("/", " ").replace("_", " ") for name in val.classes]
+    return _heldout_only(root, classes, _files(root, [path for path, _ in val.imgs], val.targets))
+
+
+def _imagenet(root: Path, protocol: str) -> DatasetSplits:
+    """ILSVRC2012 val sorted into WordNet-id folders; their sorted order is the standard label
+    order, which CLIP's class-name list (bundled with open_clip) follows."""
+    from open_clip.zero_shot_metadata import IMAGENET_CLASSNAMES
+
+    val = datasets.ImageFolder(str(root / "imagenet" / "val"), loader=_path_only)
+    if len(val.classes) != len(IMAGENET_CLASSNAMES):
+        raise ValueError(f"imagenet/val has {len(val.classes)} class folders, ImageNet-1k has {len(IMAGENET_CLASSNAMES)}")
+    return _heldout_only(root, IMAGENET_CLASSNAMES, _file_samples(root, val))
+
+
 _TORCHVISION = {
     "Aircraft": _aircraft,
     "Caltech101": _caltech101,
@@ -195,6 +218,8 @@ _TORCHVISION = {
     "OxfordPet": _oxford_pet,
     "StanfordCars": _stanford_cars,
     "SUN397": _sun397,
+    "Places365": _places365,
+    "ImageNet": _imagenet,
 }
 
 

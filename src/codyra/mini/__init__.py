@@ -1,3 +1,4 @@
 """The `mini` benchmark: a tiny CLIP pretrained on synthetic scenes, then a stream of small tasks."""
 
-TASK_NAMES = ("shape", "colour", "texture", "count", "position", "digits")
+# Order fixes each task's data-generation seed: append new tasks, never reorder.
+TASK_NAMES = ("shape", "colour", "texture", "count", "position", "digits", "shade", "size", "hue")

@@ -1,12 +1,13 @@
 """The mini benchmark's classification tasks, generated in memory from a seed.
 
-Covered by the pretraining captions: shape, colour, count, position, texture (weakly).
-Not covered: digits (scikit-learn's bundled 8x8 handwritten digits, names "zero".."nine"
-never occur in a caption).
+Each scene task fixes one or two scene attributes per class (``SceneTask.classes``); the
+digits task draws scikit-learn's bundled handwritten digits. What the pretrained model knows
+of each task is decided by the pretraining captions (see ``codyra.mini.corpus``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -16,28 +17,65 @@ from codyra.mini import TASK_NAMES
 from codyra.mini.render import (
     COLOURS,
     COUNTS,
+    DIGITS,
+    HUES,
     POSITIONS,
     SHAPES,
-    SIZE,
+    SIZES,
     TEXTURES,
+    digit_pools,
     random_scene,
     render,
-    texture,
+    render_digit,
+    sklearn_digits,
 )
 from codyra.tasks import ClassificationTask, ImageConfig
 
-DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+OBJECT_TEMPLATES = ("a photo of a {} object.", "a picture of a {} shape.", "a {} object.")
+CHROMATIC = ("red", "orange", "yellow", "green", "blue", "purple")
 
-# name -> (class names, templates, the scene attribute the label fixes)
+
+@dataclass(frozen=True)
+class SceneTask:
+    classes: tuple[tuple[str, dict], ...]  # (class name, the scene attributes it fixes)
+    templates: tuple[str, ...]
+
+
+def _single(attribute: str, values, **extra) -> tuple[tuple[str, dict], ...]:
+    return tuple((str(v), {attribute: v, **extra}) for v in values)
+
+
 SCENE_TASKS = {
-    "shape": (SHAPES, ("a photo of a {}.", "a picture of a {}.", "an image of a {}."), "shape"),
-    "colour": (tuple(COLOURS), ("a photo of a {} object.", "a picture of a {} shape.", "a {} object."), "colour"),
-    "texture": (TEXTURES, ("a photo of a shape on a {} background.", "an object on a {} background."), "texture"),
-    "count": (COUNTS, ("a photo of {} shapes.", "a picture of {} objects."), "count"),
-    "position": (tuple(POSITIONS), ("a photo of a shape in the {}.", "an object in the {}."), "position"),
+    # stream tasks: partly known from the captions
+    "shade": SceneTask(
+        tuple((f"{tone} {c}", {"colour": c, "tone": tone}) for tone in ("dark", "light") for c in CHROMATIC),
+        OBJECT_TEMPLATES,
+    ),
+    "hue": SceneTask(_single("colour", HUES, tone="normal"), OBJECT_TEMPLATES),
+    "position": SceneTask(
+        _single("position", POSITIONS, count=1),
+        ("a photo of a shape in the {}.", "an object in the {}."),
+    ),
+    "texture": SceneTask(
+        _single("texture", TEXTURES),
+        ("a photo of a shape on a {} background.", "an object on a {} background."),
+    ),
+    "size": SceneTask(
+        _single("size", SIZES, count=1),
+        ("a photo of a {} shape.", "a picture of a {} object."),
+    ),
+    # well known from the captions (the default config's held-out tasks)
+    "shape": SceneTask(
+        _single("shape", SHAPES),
+        ("a photo of a {}.", "a picture of a {}.", "an image of a {}."),
+    ),
+    "colour": SceneTask(_single("colour", COLOURS, tone="normal"), OBJECT_TEMPLATES),
+    "count": SceneTask(
+        tuple((name, {"count": k}) for k, name in enumerate(COUNTS, start=1)),
+        ("a photo of {} shapes.", "a picture of {} objects."),
+    ),
 }
-DIGIT_TEMPLATES = ("a photo of the number {}.", "a picture of the digit {}.", "an image of a handwritten {}.")
-DIGITS_TEST_POOL = 500
+DIGIT_TEMPLATES = ("a photo of a handwritten {}.", "a picture of the digit {}.", "an image of a handwritten {}.")
 _SPLIT_IDS = {"train": 1, "test": 2}
 
 
@@ -61,43 +99,21 @@ class TensorTaskData(torch.utils.data.Dataset):
 
 
 def _scene_split(name: str, split: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    classes, _, attribute = SCENE_TASKS[name]
+    classes = SCENE_TASKS[name].classes
     rng = np.random.default_rng([seed, TASK_NAMES.index(name), _SPLIT_IDS[split]])
     labels = np.arange(n) % len(classes)
     rng.shuffle(labels)
-    images = []
-    for label in labels:
-        value = label + 1 if attribute == "count" else classes[label]
-        fixed = {attribute: value, **({"count": 1} if attribute == "position" else {})}
-        images.append(render(random_scene(rng, **fixed), rng))
+    images = [render(random_scene(rng, **classes[label][1]), rng) for label in labels]
     return np.stack(images), labels
 
 
-@lru_cache(maxsize=1)
-def _sklearn_digits() -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    return bunch.images, bunch.target
-
-
 def _digit_split(split: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Digits drawn as light strokes on a random texture, upscaled 8x8 -> 32x32.
-
-    scikit-learn bundles 1,797 digits: a fixed permutation reserves the first
-    ``DIGITS_TEST_POOL`` for testing (the test split takes ``n`` of them) and trains on the rest.
-    """
-    pixels, targets = _sklearn_digits()
-    order = np.random.default_rng([seed, 77]).permutation(len(targets))
-    chosen = order[: min(n, DIGITS_TEST_POOL)] if split == "test" else order[DIGITS_TEST_POOL:]
+    """The test split takes ``n`` digits of the test pool; the train split is the whole train pool."""
+    test_pool, train_pool = digit_pools(seed)
+    chosen = test_pool[:n] if split == "test" else train_pool
     rng = np.random.default_rng([seed, TASK_NAMES.index("digits"), _SPLIT_IDS[split]])
-    images = []
-    for k in chosen:
-        stroke = np.kron(pixels[k] / 16.0, np.ones((SIZE // 8, SIZE // 8)))
-        grey = texture(TEXTURES[rng.integers(len(TEXTURES))], rng)
-        canvas = grey * (1 - stroke) + 0.95 * stroke + rng.normal(0, 0.02, stroke.shape)
-        images.append((np.clip(np.repeat(canvas[..., None], 3, axis=2), 0, 1) * 255).round().astype(np.uint8))
-    return np.stack(images), targets[chosen].astype(np.int64)
+    images = np.stack([render_digit(k, rng) for k in chosen])
+    return images, sklearn_digits()[1][chosen].astype(np.int64)
 
 
 @lru_cache(maxsize=32)
@@ -114,7 +130,7 @@ def build_mini_task(name: str, mini_cfg: dict, image: ImageConfig) -> Classifica
     if name == "digits":
         classes, templates = DIGITS, DIGIT_TEMPLATES
     else:
-        classes, templates, _ = SCENE_TASKS[name]
+        classes, templates = tuple(c for c, _ in SCENE_TASKS[name].classes), SCENE_TASKS[name].templates
     seed = mini_cfg["data_seed"]
 
     def data(split: str, n: int):
@@ -122,7 +138,7 @@ def build_mini_task(name: str, mini_cfg: dict, image: ImageConfig) -> Classifica
 
     return ClassificationTask(
         name=name,
-        classnames=tuple(classes),
+        classnames=classes,
         templates=templates,
         train_set=data("train", mini_cfg["train_per_task"]),
         test_set=data("test", mini_cfg["test_per_task"]),
