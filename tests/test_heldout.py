@@ -78,11 +78,11 @@ def test_missing_updates_fail_before_any_file(heldout_run):
 @pytest.mark.parametrize(
     "heldout, message",
     [
-        (["shape", "digits"], "config key heldout_tasks.1: 'digits' is a task of the stream"),
-        (["cifar"], "config key heldout_tasks.0: 'cifar' is not a held-out dataset of the mini protocol"),
+        (["shape", "digits"], r"config key heldout_tasks\[1\]: 'digits' is a task of the stream"),
+        (["cifar"], r"config key heldout_tasks\[0\]: 'cifar' is not a held-out dataset of the mini protocol"),
         (["shape", "shape"], "config key heldout_tasks: .*non-unique"),
         ("shape", "config key heldout_tasks: 'shape' is not of type 'array'"),
-        ([3], "config key heldout_tasks.0: 3 is not of type 'string'"),
+        ([3], r"config key heldout_tasks\[0\]: 3 is not of type 'string'"),
     ],
 )
 def test_bad_heldout_entries_name_the_key(tiny_cfg_dict, heldout, message):
@@ -94,10 +94,10 @@ def test_bad_heldout_entries_name_the_key(tiny_cfg_dict, heldout, message):
 def test_real_benchmarks_know_the_papers_heldout_sets(tiny_cfg_dict):
     xtail = {**tiny_cfg_dict, "data": {"kind": "xtail"}, "tasks": [{"name": "DTD"}]}
     assert load_config({**xtail, "heldout_tasks": ["CIFAR100", "Places365", "ImageNet"]})["heldout_tasks"][2] == "ImageNet"
-    with pytest.raises(ConfigError, match="heldout_tasks.0: 'Places' is not a held-out dataset of the xtail protocol"):
+    with pytest.raises(ConfigError, match=r"heldout_tasks\[0\]: 'Places' is not a held-out dataset of the xtail protocol"):
         load_config({**xtail, "heldout_tasks": ["Places"]})
     mtil = {**xtail, "data": {"kind": "mtil"}}
-    with pytest.raises(ConfigError, match="heldout_tasks.0: 'CIFAR100' is not a held-out dataset of the mtil protocol"):
+    with pytest.raises(ConfigError, match=r"heldout_tasks\[0\]: 'CIFAR100' is not a held-out dataset of the mtil protocol"):
         load_config({**mtil, "heldout_tasks": ["CIFAR100"]})  # a stream dataset of MTIL
 
 

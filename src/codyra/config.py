@@ -228,10 +228,10 @@ def _check_heldout(cfg: dict, stream: list[str]) -> None:
     known = known_heldout_names(kind)
     for k, name in enumerate(cfg["heldout_tasks"]):
         if name in stream:
-            raise ConfigError(f"config key heldout_tasks.{k}: {name!r} is a task of the stream (tasks); a held-out task is never trained on")
+            raise ConfigError(f"config key heldout_tasks[{k}]: {name!r} is a task of the stream (tasks); a held-out task is never trained on")
         if name not in known:
             raise ConfigError(
-                f"config key heldout_tasks.{k}: {name!r} is not a held-out dataset of the {kind} protocol; "
+                f"config key heldout_tasks[{k}]: {name!r} is not a held-out dataset of the {kind} protocol; "
                 f"choose from {', '.join(known) or '(none)'}"
             )
 
