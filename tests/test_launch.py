@@ -13,6 +13,7 @@ from codyra.cli import main
 from codyra.launch import (
     CodyraJob,
     profile_resources,
+    rule_for,
     strip_launch_flags,
     submitit_parameters,
 )
@@ -21,6 +22,23 @@ from codyra.paths import cell_path, run_dir
 from .conftest import write_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "command, method, rule",
+    [
+        ("train", "codyra", "train_task"),
+        ("cell", "codyra", "eval_row"),
+        ("cell", "pretrained", "eval_row0"),
+        ("heldout", "codyra", "heldout"),
+        ("heldout", "pretrained", "heldout_row0"),
+        ("run", "codyra", "train_task"),
+    ],
+)
+def test_a_launch_takes_the_resources_of_the_rule_that_runs_its_command(command, method, rule):
+    from argparse import Namespace
+
+    assert rule_for(command, Namespace(method=method)) == rule
 
 
 def test_profile_resources_overlay_the_rule_on_the_defaults():

@@ -157,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--method", required=True, help="method name from the config's `methods` (e.g. codyra, lora-r16)")
         p.add_argument("--seed", type=int, required=True, help=seed_help)
 
+    def row_options(p):
+        p.add_argument("--method", required=True, help="method name from the config's `methods`, or 'pretrained' for the shared row 0")
+        p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
+        p.add_argument("--i", type=int, required=True, help="row: the model after tasks 1..i (0 = pretrained)")
+
     command(
         "pretrain-mini", cmd_pretrain_mini,
         "write theta_0 of a mini benchmark: the tiny CLIP, or the mini TRACE's data, tokenizer and tiny LLaMA",
@@ -173,18 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate cell A[i,j], or all of row i without --j (method 'pretrained': the shared row 0)",
         "codyra cell --method codyra --seed 0 --i 2 --j 1", threads=True, device=True, launchable=True,
     )
-    p.add_argument("--method", required=True, help="method name from the config's `methods`, or 'pretrained' for the shared row 0")
-    p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
-    p.add_argument("--i", type=int, required=True, help="row: the model after tasks 1..i (0 = pretrained)")
+    row_options(p)
     p.add_argument("--j", type=int, help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)")
     p = command(
         "heldout", cmd_heldout,
         "evaluate theta_i on every held-out task (config key heldout_tasks; method 'pretrained' for i = 0)",
         "codyra heldout --method codyra --seed 0 --i 2", threads=True, device=True, launchable=True,
     )
-    p.add_argument("--method", required=True, help="method name from the config's `methods`, or 'pretrained' for i = 0")
-    p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
-    p.add_argument("--i", type=int, required=True, help="row: the model after tasks 1..i (0 = pretrained)")
+    row_options(p)
     p = command(
         "summarize", cmd_summarize, "assemble a run's A matrix from its cells and compute its metrics",
         "codyra summarize --method codyra --seed 0",

@@ -2,7 +2,7 @@
 
 Resources come from the same Snakemake profile the workflow uses (one source of truth):
 ``default-resources`` overlaid with the ``set-resources`` entry of the rule that would
-run the command (``train_task``, ``eval_row``, ``eval_row0``), CPUs from the config's
+run the command (``train_task``, ``eval_row``, ``eval_row0``, ``heldout``), CPUs from the config's
 thread counts. Jobs are ``Checkpointable``: on a timeout submitit requeues them, and
 training resumes from its last periodic checkpoint.
 """
@@ -26,6 +26,8 @@ def rule_for(command: str, argv_args) -> str:
         return "train_task"
     if command == "cell":
         return "eval_row0" if argv_args.method == "pretrained" else "eval_row"
+    if command == "heldout":
+        return "heldout_row0" if argv_args.method == "pretrained" else "heldout"
     return "train_task"  # `run`: a whole stream, sized like its longest jobs
 
 
