@@ -19,11 +19,9 @@ from pathlib import Path
 
 import yaml
 
+from codyra.errors import ConfigError
+
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.yaml"
-
-
-class ConfigError(ValueError):
-    pass
 
 
 @cache

@@ -17,13 +17,13 @@ import torch.nn.functional as F
 
 from codyra import __version__
 from codyra.benchmarks import build_tasks
+from codyra.cells import read_cell
 from codyra.clip.zeroshot import label_space_classifier
 from codyra.fingerprints import cell_fingerprint, eval_fingerprint
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
 from codyra.progress import progress_bar
-from codyra.results import read_cell
 from codyra.state import autocast, pick_device, pretrained_clip, rebuild_clip, require_updates
 from codyra.tracking import SETTINGS, JobRun, cell_metrics, cell_run
 

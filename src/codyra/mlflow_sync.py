@@ -12,6 +12,7 @@ import json
 import logging
 from pathlib import Path
 
+from codyra.cells import read_cell
 from codyra.config import fingerprint
 from codyra.io import read_json, write_json
 from codyra.paths import (
@@ -25,7 +26,6 @@ from codyra.paths import (
     run_dir,
     task_dir,
 )
-from codyra.results import read_cell
 from codyra.tracking import (
     COMPLETE,
     KEY,

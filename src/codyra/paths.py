@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from codyra.errors import ConfigError
+
 PRETRAINED = "pretrained"  # the shared row 0: results/{benchmark}/pretrained/cells/A_0_{j}.json
 FEWSHOT = "fewshot"  # few-shot manifests: results/{benchmark}/fewshot/{dataset}.json
 PRETRAIN = "pretrain"  # the mini benchmark's theta_0
@@ -39,8 +41,6 @@ def results_path(cfg: dict, template: str, **fields) -> Path:
     path = Path(template.format(results=cfg["results"], benchmark=cfg["benchmark"], **fields))
     root = os.path.abspath(cfg["results"])
     if os.path.commonpath([root, os.path.abspath(path)]) != root:
-        from codyra.config import ConfigError
-
         raise ConfigError(f"result path {path} leaves the results folder {root}; a benchmark, method or task name must not contain '..' or '/'")
     return path
 
