@@ -80,7 +80,7 @@ def metrics(cfg: dict) -> list[Metric]:
     out.append(Metric("Forgetting", "bwt_main", "", "Forgetting", None, ("forgetting", "", None, "Forgetting"), False))
     last = f"{len(cfg['tasks'])}: {cfg['tasks'][-1]['name']}"
     out.append(Metric("Drift (last task)", "drift", "", None, "10", ("drift", "", None, last), False))
-    out.append(Metric("||dW||_F per task", "norm_lowest", "", None, "||DeltaW||_F", ("magnitude", "", None, "||dW||_F (task)"), False))
+    out.append(Metric("Frobenius dW per task", "norm_lowest", "", None, "||DeltaW||_F", ("magnitude", "", None, "Frobenius dW (task)"), False))
     out.append(Metric("CKA (mean)", "supp_cka", "", "Mean", None, ("cka", "", None, "Mean"), False))
     return out
 

@@ -99,7 +99,7 @@ def conflict_table(cfg: dict) -> PlainTable:
     table = PlainTable(
         "grad_conflict",
         f"{cfg['benchmark']}: inter-task gradient conflict at theta_0 after SVD truncation to rank rho, mean |cos| over task pairs (paper: supp_grad_conflict)",
-        ["rank rho", "mean |cos| (lower is better)"],
+        ["rank rho", "mean abs. cosine (lower is better)"],
     )
     table.rows = [["full" if r is None else str(r), fmt(v, 4)] for r, v in zip(record["ranks"], record["mean_abs_cos"])]
     return table

@@ -20,7 +20,8 @@ from codyra.analysis.common import run_updates, trained_methods
 from codyra.tables import Table
 from codyra.updates import TaskUpdate
 
-COLUMNS = ["eff. rank", "||dW||_F (task)", "||dW||_F (per matrix)", "||A||_2", "||B||_2"]
+# Markdown tables cannot hold "|": the norms are named in words
+COLUMNS = ["eff. rank", "Frobenius dW (task)", "Frobenius dW (per matrix)", "spectral A", "spectral B"]
 
 
 def update_magnitude(update: TaskUpdate) -> dict:

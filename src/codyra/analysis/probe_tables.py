@@ -24,10 +24,10 @@ def interpolation_table(cfg: dict) -> Table:
         [f"alpha={a:g}" for a in alphas],
         mark_best=False,
     )
-    for method in trained_methods(cfg):
-        runs = [[_with_average(read_probe(cfg, method, s, interp_name(a))["heldout"]) for a in alphas] for s in cfg["seeds"]]
-        for block in [*cfg["heldout_tasks"], "Average"]:
-            table.rows.append((block, method, [[run[k][block] for run in runs] for k in range(len(alphas))]))
+    runs = {m: [[_with_average(read_probe(cfg, m, s, interp_name(a))["heldout"]) for a in alphas] for s in cfg["seeds"]] for m in trained_methods(cfg)}
+    for block in [*cfg["heldout_tasks"], "Average"]:
+        for method, per_seed in runs.items():
+            table.rows.append((block, method, [[run[k][block] for run in per_seed] for k in range(len(alphas))]))
     return table
 
 

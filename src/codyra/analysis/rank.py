@@ -78,7 +78,7 @@ def write_rank_figures(cfg: dict, method: str, seed: int) -> None:
     """Heatmaps (rows: tasks, columns: encoders) and the active-rank distribution per module kind."""
     summaries = run_summaries(cfg, method, seed)
     names = towers(summaries[0])
-    fig, axes = new_figure(len(summaries), len(names), figsize=(4.5 * len(names), 1.6 * len(summaries) + 0.6), squeeze=False)
+    fig, axes = new_figure(len(summaries), len(names), figsize=(4.5 * len(names), 2.0 * len(summaries) + 0.6), squeeze=False, layout="constrained")
     vmax = max(m["rank_init"] for s in summaries for m in matrices(s).values())
     for t, summary in enumerate(summaries):
         for c, tower in enumerate(names):
@@ -88,6 +88,8 @@ def write_rank_figures(cfg: dict, method: str, seed: int) -> None:
             ax.set_yticks(range(len(kinds)), kinds, fontsize=7)
             ax.set_xticks(range(len(layers)), layers, fontsize=7)
             ax.set_title(f"task {t + 1} ({summary['task']}), {tower}", fontsize=8)
+            if t == len(summaries) - 1:
+                ax.set_xlabel("layer", fontsize=8)
     fig.colorbar(image, ax=axes, shrink=0.6, label="active rank")
     save_figure(fig, figures_dir(cfg) / f"rank_heatmap_{method}_seed{seed}")
     fig, ax = new_figure(figsize=(6, 3.5))
