@@ -121,3 +121,78 @@ def test_significance_against_hand_values():
     assert paired_p([1.0, 2.0, 3.0], [0.0, 0.0, 1.0]) == pytest.approx(1 - 5 / math.sqrt(27))
     assert paired_p([1.0, 2.0], [0.0, 1.0]) is None  # constant difference: no test
     assert mean_ci([4.0])[2] is None
+
+
+def test_rank_grid_lays_out_kind_by_layer():
+    from codyra.analysis.rank import rank_grid
+
+    summary = {"matrices": {
+        "visual.transformer.resblocks.0.attn.q": {"tower": "vision", "kind": "q", "active_rank": 3, "rank_init": 4},
+        "visual.transformer.resblocks.1.attn.q": {"tower": "vision", "kind": "q", "active_rank": 1, "rank_init": 4},
+        "visual.transformer.resblocks.1.mlp.c_fc": {"tower": "vision", "kind": "fc", "active_rank": 0, "rank_init": 4},
+        "transformer.resblocks.0.attn.q": {"tower": "text", "kind": "q", "active_rank": 4, "rank_init": 4},
+    }}  # fmt: skip
+    kinds, layers, grid = rank_grid(summary, "vision")
+    assert kinds == ["q", "fc"] and layers == [0, 1]
+    np.testing.assert_array_equal(grid, [[3, 1], [np.nan, 0]])
+    with pytest.raises(ResultError, match="no per-matrix active ranks"):
+        rank_grid({"task_index": 1}, "vision")
+
+
+def test_cost_reports_missing_summary_keys_and_measures_stored_bytes(tiny_cfg):
+    from codyra.analysis.cost import cost_table
+
+    cfg = {**tiny_cfg, "methods": ["lora-r4"], "analysis": {**tiny_cfg["analysis"], "cost_reference": "lora-r4"}}
+    store_run(cfg, "lora-r4", 0, [U1, U2, U1], [{"trainable_params": 10, "step_seconds": 0.5}, {"trainable_params": 20, "step_seconds": 1.5}, {"trainable_params": 30}])
+    table = cost_table(cfg)
+    files = [task_dir(cfg, "lora-r4", 0, i) / "update.safetensors" for i in (1, 2, 3)]
+    assert table.rows == [["lora-r4", "20", f"{np.mean([f.stat().st_size for f in files]):.0f}", "n/a", "n/a", "n/a"]]
+    assert any("inference_extra_params, step_seconds" in note for note in table.notes)
+
+
+def test_heldout_reader_refuses_a_mislabelled_file(tiny_cfg):
+    from codyra.analysis.retention import read_heldout
+    from codyra.io import write_json
+    from codyra.paths import heldout_path
+
+    path = heldout_path(tiny_cfg, "codyra", 0, 2, "shape")
+    write_json(path, {"accuracy": 55.0, "benchmark": "tiny", "method": "codyra", "seed": 0, "i": 2, "task": "shape"})
+    assert read_heldout(tiny_cfg, "codyra", 0, 2, "shape") == 55.0
+    write_json(path, {"accuracy": 155.0, "benchmark": "tiny", "method": "codyra", "seed": 0, "i": 1, "task": "shape"})
+    with pytest.raises(ResultError, match=r"i is 1, expected 2; accuracy 155.0 is not a finite number in 0..100"):
+        read_heldout(tiny_cfg, "codyra", 0, 2, "shape")
+
+
+def test_truncation_keeps_the_top_singular_directions_and_conflict_is_mean_abs_cos():
+    from codyra.analysis.conflict import conflict, truncate
+
+    g = torch.diag(torch.tensor([3.0, 2.0, 1.0]))
+    assert torch.allclose(truncate(g, 1), torch.diag(torch.tensor([3.0, 0.0, 0.0])))
+    assert torch.equal(truncate(g, None), g) and torch.equal(truncate(g, 5), g)
+    # task gradients e1, -e1, e2 (one 1 x 2 matrix each): |cos| = 1, 0, 0 over the three pairs
+    grads = [{"m": torch.tensor([[1.0, 0.0]])}, {"m": torch.tensor([[-1.0, 0.0]])}, {"m": torch.tensor([[0.0, 1.0]])}]
+    assert conflict(grads, None) == pytest.approx(1 / 3)
+
+
+@pytest.mark.slow
+def test_interpolation_endpoints_are_theta_0_and_theta_n(tiny_run):
+    """alpha = 0 rebuilds theta_0 and alpha = 1 theta_N exactly, so their held-out results equal H_0 and H_N."""
+    from codyra.analysis.probes import probe_model, read_probe, run_probes
+    from codyra.heldout import evaluate_heldout
+    from codyra.state import pretrained_clip, rebuild_clip
+    from codyra.train import train_task
+
+    cfg = {**tiny_run, "heldout_tasks": ["shape"], "analysis": {**tiny_run["analysis"], "interpolation_alphas": [0.0, 1.0], "remove_towers": ["text"]}}
+    for i in (1, 2, 3):
+        train_task(cfg, "lora-r4", 0, i)
+    start, end = probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 0.0))[0], probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 1.0))[0]
+    for probe, reference in ((start, pretrained_clip(cfg)), (end, rebuild_clip(cfg, "lora-r4", 0, 3))):
+        ours, theirs = probe.model.state_dict(), reference.model.state_dict()
+        assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
+    run_probes(cfg, "lora-r4", 0)
+    h0, hn = evaluate_heldout(cfg, "lora-r4", 0, 0)[0], evaluate_heldout(cfg, "lora-r4", 0, 3)[0]
+    assert read_probe(cfg, "lora-r4", 0, "interp-0")["heldout"]["shape"] == h0["accuracy"]
+    assert read_probe(cfg, "lora-r4", 0, "interp-1")["heldout"]["shape"] == hn["accuracy"]
+    save_update(task_dir(cfg, "lora-r4", 0, 3), U1, {"method": "lora-r4", "seed": 0, "task_index": 3})  # another update 3
+    with pytest.raises(ResultError, match="stale"):
+        read_probe(cfg, "lora-r4", 0, "interp-1")

@@ -48,8 +48,8 @@ ANALYSIS_INPUTS = {
 COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG)]
 COMPARED += [f"{TABLES}/{t}.csv" for t in ("drift", "magnitude", "cka") if t in ANALYSES]
 ANALYSIS_INPUTS["compare"] = COMPARED
-SIMPLE = [a for a in ANALYSES if a not in ("rank", "probes", "retention", "significance", "compare", "ablations")]
-LOCAL = [a for a in ANALYSES if a in ("probes", "retention", "significance", "compare", "ablations")]
+# analyses of small files (tables, summaries, JSON) run in the Snakemake process; the others are CPU jobs
+LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations")]
 
 
 # One rule per analysis (a rule per name: its own log, resources and report entries).
