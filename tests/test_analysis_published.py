@@ -7,6 +7,7 @@ import pytest
 
 from codyra.analysis.compare import comparison_table, kendall, paper_name
 from codyra.analysis.published import mean_std, published, value
+from codyra.config import load_config
 from codyra.tables import Table, write_table
 
 LLAMA2 = "meta-llama / LLaMA-2-7B-Chat"
@@ -64,8 +65,8 @@ def test_mean_std_of_cells():
 
 
 def test_kendall_counts_concordant_pairs():
-    assert kendall([1.0, 2.0, 3.0], [10.0, 20.0, 30.0], True)[:2] == (3, 3)
-    concordant, pairs, tau = kendall([1.0, 2.0, 3.0], [30.0, 20.0, 10.0], True)
+    assert kendall([1.0, 2.0, 3.0], [10.0, 20.0, 30.0])[:2] == (3, 3)
+    concordant, pairs, tau = kendall([1.0, 2.0, 3.0], [30.0, 20.0, 10.0])
     assert (concordant, pairs, tau) == (0, 3, pytest.approx(-1.0))
 
 
@@ -97,3 +98,5 @@ def test_mini_comparison_is_the_order_of_methods(tiny_cfg, tmp_path):
     # few_xtail Last: CoDyRA 79.2 > LoRA (r=4) 58.0; zero-shot has no Last there
     assert last[2:] == ["codyra > lora-r4", "codyra > lora-r4", "1/1", "1.00"]
     assert paper_name(tiny_cfg, "lora-r4") == "LoRA (r=4)" and paper_name(tiny_cfg, "full-ft") is None
+    swept = load_config({**tiny_cfg, "ablations": {"k": {"method": "codyra", "vary": {"kappa_max": [0.1]}}}})
+    assert paper_name(swept, "codyra-kappa_max-0.1") is None  # a variant is not the paper's CoDyRA

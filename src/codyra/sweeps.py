@@ -66,6 +66,11 @@ def expand_ablations(cfg: dict) -> None:
                 cfg["methods"].append(variant)
 
 
+def variant_names(cfg: dict) -> set[str]:
+    """Every method a sweep of ``cfg`` generated."""
+    return {name for sweep in (cfg.get("ablations") or {}) for name, _ in sweep_methods(cfg, sweep)}
+
+
 def sweep_methods(cfg: dict, name: str) -> list[tuple[str, dict]]:
     """The variants of sweep ``name`` of an expanded config."""
     return variants(name, cfg["ablations"][name])

@@ -37,8 +37,8 @@ def _blocks(update: TaskUpdate) -> dict[str, torch.Tensor]:
 def flat_pair(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Two updates' blocks flattened over the union of their names (missing blocks as zeros)."""
     names = sorted(set(a) | set(b))
-    zeros = lambda name: torch.zeros_like(a[name] if name in a else b[name])  # noqa: E731
-    flat = lambda u: torch.cat([(u[n] if n in u else zeros(n)).reshape(-1) for n in names])  # noqa: E731
+    zeros = lambda name: torch.zeros_like(a[name] if name in a else b[name])
+    flat = lambda u: torch.cat([(u[n] if n in u else zeros(n)).reshape(-1) for n in names])
     return flat(a), flat(b)
 
 

@@ -37,10 +37,15 @@ TRACE_BLOCKS = {
 
 
 def paper_name(cfg: dict, method: str) -> str | None:
+    """The paper's row of ``method``; None for an ablation variant (the paper's rows are the defaults)."""
+    from codyra.sweeps import variant_names
+
     spec = cfg["method_configs"][method]
     explicit = cfg["analysis"].get("paper_names", {})
     if method in explicit:
         return explicit[method]
+    if method in variant_names(cfg):
+        return None
     if spec["kind"] == "lora":
         return f"LoRA (r={spec.get('rank', 16)})"
     return KIND_NAMES.get(spec["kind"])
@@ -109,7 +114,7 @@ def comparison_table(cfg: dict, tables_dir: Path) -> PlainTable:
             ours = _ours(tables_dir, metric, method, cache)
             if paper is None or ours is None:
                 continue
-            (p, p_std), (mean, std, n) = paper, ours
+            (p, p_std), (mean, std, _) = paper, ours
             diff = mean - p
             spread = math.hypot(std, p_std or 0.0)
             flag = "DIFFERS" if abs(diff) > 2 * spread else "ok"
@@ -121,14 +126,20 @@ def comparison_table(cfg: dict, tables_dir: Path) -> PlainTable:
     return out
 
 
-def kendall(paper: list[float], ours: list[float], higher: bool) -> tuple[int, int, float | None]:
-    """(concordant pairs, pairs, Kendall's tau-b or None when undefined) of two score lists."""
+def kendall(paper: list[float], ours: list[float]) -> tuple[int, int, float | None]:
+    """(concordant pairs, pairs, Kendall's tau-b or None when undefined) of two score lists (same direction)."""
     from scipy import stats
 
     pairs = list(itertools.combinations(range(len(paper)), 2))
     concordant = sum((paper[a] - paper[b]) * (ours[a] - ours[b]) > 0 for a, b in pairs)
     tau = stats.kendalltau(paper, ours).statistic if len(paper) > 1 else None
     return concordant, len(pairs), None if tau is None or math.isnan(tau) else float(tau)
+
+
+def _order(common: list[tuple[str, float, float]], k: int, higher_is_better: bool) -> str:
+    """Methods best first by entry ``k`` (1: published, 2: ours) of (method, published, ours)."""
+    ranked = sorted(common, key=lambda c: -c[k] if higher_is_better else c[k])
+    return " > ".join(c[0] for c in ranked)
 
 
 def ordering_table(cfg: dict, tables_dir: Path) -> PlainTable:
@@ -149,8 +160,7 @@ def ordering_table(cfg: dict, tables_dir: Path) -> PlainTable:
         if len(common) < 2:
             out.notes.append(f"{metric.name}: fewer than two of our methods have a published value in {metric.table}")
             continue
-        sign = -1 if metric.higher_is_better else 1
-        order = lambda k: " > ".join(m for m, *_ in sorted(common, key=lambda c: sign * c[k]))  # noqa: E731
-        concordant, pairs, tau = kendall([c[1] for c in common], [c[2] for c in common], metric.higher_is_better)
-        out.rows.append([metric.name, table(metric.table)["source"], order(1), order(2), f"{concordant}/{pairs}", "n/a" if tau is None else f"{tau:.2f}"])
+        concordant, pairs, tau = kendall([c[1] for c in common], [c[2] for c in common])
+        orders = [_order(common, k, metric.higher_is_better) for k in (1, 2)]
+        out.rows.append([metric.name, table(metric.table)["source"], *orders, f"{concordant}/{pairs}", "n/a" if tau is None else f"{tau:.2f}"])
     return out

@@ -7,6 +7,7 @@ parameter must be disjoint row ranges (Q, K, V of a fused in_proj) or the whole 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 
@@ -26,7 +27,7 @@ def _check_blocks(keys) -> None:
         if None in blocks and len(blocks) > 1:
             raise ResultError(f"updates change parameter {param} both whole and by row blocks {blocks}: the drift cannot add them blockwise")
         spans = sorted(b for b in blocks if b is not None)
-        for (_, stop), (start, _) in zip(spans, spans[1:]):
+        for (_, stop), (start, _) in itertools.pairwise(spans):
             if start < stop:
                 raise ResultError(f"updates change overlapping row blocks of {param}: {spans}")
 
@@ -70,6 +71,7 @@ def write_drift(cfg: dict, out) -> None:
     for method, per_seed in curves.items():
         mean = torch.tensor(per_seed, dtype=torch.float64).mean(0)
         ax.plot(range(1, len(mean) + 1), mean.tolist(), marker="o", label=method)
+    ax.set_xticks(range(1, len(cfg["tasks"]) + 1))
     ax.set_xlabel("after task t")
     ax.set_ylabel(r"$\|\theta_t - \theta_0\|_F$")
     ax.set_title(f"{cfg['benchmark']}: cumulative drift")

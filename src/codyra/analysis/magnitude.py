@@ -37,7 +37,7 @@ def update_magnitude(update: TaskUpdate) -> dict:
                 b_norms.append(float(torch.linalg.matrix_norm(B.float(), ord=2)))
         elif delta.ndim == 2:
             ranks.append(int(torch.linalg.matrix_rank(delta)))
-    mean = lambda v: statistics.fmean(v) if v else None  # noqa: E731
+    mean = lambda v: statistics.fmean(v) if v else None
     return {
         "eff_rank": mean(ranks),
         "dW_fro_task": math.sqrt(sum(f * f for f in fro)),

@@ -13,7 +13,7 @@ import statistics
 
 import numpy as np
 
-from codyra.analysis.common import adapter_methods, figures_dir, new_figure, run_summaries, save_figure
+from codyra.analysis.common import figures_dir, new_figure, run_summaries, save_figure
 from codyra.io import ResultError
 from codyra.tables import Table
 

@@ -39,21 +39,21 @@ def heldout_curve(cfg: dict, method: str, seed: int) -> dict[str, list[float]]:
     return curves
 
 
-def _require_heldout(cfg: dict) -> None:
+def _curves(cfg: dict) -> dict[str, list[dict[str, list[float]]]]:
+    """method -> per seed ``heldout_curve``."""
     if not cfg["heldout_tasks"]:
         raise ValueError("config key heldout_tasks is empty: the retention tables need held-out tasks")
+    return {m: [heldout_curve(cfg, m, s) for s in cfg["seeds"]] for m in cfg["methods"]}
 
 
 def tracking_table(cfg: dict) -> Table:
-    _require_heldout(cfg)
-    n = len(cfg["tasks"])
+    curves, n = _curves(cfg), len(cfg["tasks"])
     table = Table(
         "heldout_tracking",
         f"{cfg['benchmark']}: held-out (zero-shot) accuracy (%) of theta_i after each task i (paper: supp_zs_tracking), mean ± std over seeds",
         ["theta_0"] + [f"after {i}" for i in range(1, n + 1)],
         mark_best=False,
     )
-    curves = {m: [heldout_curve(cfg, m, s) for s in cfg["seeds"]] for m in cfg["methods"]}
     for block in [*cfg["heldout_tasks"], "Average"]:
         for method, per_seed in curves.items():
             table.rows.append((block, method, [[c[block][i] for c in per_seed] for i in range(n + 1)]))
@@ -61,14 +61,12 @@ def tracking_table(cfg: dict) -> Table:
 
 
 def general_capability_table(cfg: dict) -> Table:
-    _require_heldout(cfg)
-    n = len(cfg["tasks"])
+    curves, n = _curves(cfg), len(cfg["tasks"])
     table = Table(
         "general_capability",
         f"{cfg['benchmark']}: held-out accuracy (%) after the last task (paper: unseen_transfer), mean ± std over seeds",
         [*cfg["heldout_tasks"], "Average"],
     )
-    for method in cfg["methods"]:
-        per_seed = [heldout_curve(cfg, method, s) for s in cfg["seeds"]]
+    for method, per_seed in curves.items():
         table.rows.append(("", method, [[c[col][n] for c in per_seed] for col in table.columns]))
     return table
