@@ -100,3 +100,14 @@ def test_mini_comparison_is_the_order_of_methods(tiny_cfg, tmp_path):
     assert paper_name(tiny_cfg, "lora-r4") == "LoRA (r=4)" and paper_name(tiny_cfg, "full-ft") is None
     swept = load_config({**tiny_cfg, "ablations": {"k": {"method": "codyra", "vary": {"kappa_max": [0.1]}}}})
     assert paper_name(swept, "codyra-kappa_max-0.1") is None  # a variant is not the paper's CoDyRA
+
+
+def test_mtil_comparison_covers_each_dataset_column(tiny_cfg, tmp_path):
+    cfg = {**tiny_cfg, "data": {**tiny_cfg["data"], "kind": "mtil", "fewshot": 5}, "tasks": [{"name": "Aircraft"}, {"name": "StanfordCars"}], "methods": ["codyra"]}
+    table = Table("table1", "t1", ["Aircraft", "StanfordCars", "Average"])
+    table.rows.append(("Last", "codyra", [[31.0, 32.0], [70.0, 71.0], [50.0, 51.0]]))
+    write_table(tmp_path, table)
+    rows = {r[0]: r for r in comparison_table(cfg, tmp_path).rows}
+    assert set(rows) == {"Last / Aircraft", "Last / StanfordCars", "Last"}  # Table 1 (few_mtil), Cars = StanfordCars
+    assert rows["Last / StanfordCars"][4:7] == ["73.60", "70.50 ± 0.71", "-3.10"]
+    assert rows["Last"][4] == "78.00" and rows["Last"][7] == "DIFFERS"
