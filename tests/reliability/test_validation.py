@@ -108,7 +108,7 @@ def test_sweep_grid_takes_numbers_as_users_write_them(tiny_cfg, monkeypatch):
     ran = []
     monkeypatch.setattr(launch.CodyraJob, "__call__", lambda job: ran.append((job.argv, job.config)))
     args = SimpleNamespace(grid=["train.lr=1e-4,5e-4"], method="lora-r4", seeds=[0], slurm=False)
-    launch.sweep(args, tiny_cfg)
+    launch.sweep(args, tiny_cfg, entry=None)
     names = [argv[2] for argv, _ in ran]
     assert names == ["lora-r4-lr0.0001", "lora-r4-lr0.0005"]
     assert [cfg["method_configs"][n]["train"]["lr"] for (_, cfg), n in zip(ran, names)] == [1e-4, 5e-4]
