@@ -148,23 +148,21 @@ def _message(error) -> str:
 
 
 def _method_option_errors(cfg: dict) -> list[tuple[list, str]]:
-    """Every method config and per-task override against the option schema of its method's kind."""
-    from codyra.methods import available_kinds
+    """Every method config and per-task override against the typed options of its method's kind."""
+    from codyra.methods import available_kinds, method_class
+    from codyra.methods.options import option_errors
 
-    defs = schema()["$defs"]
     kinds = {name: spec["kind"] for name, spec in cfg["method_configs"].items()}
     errors = []
     for name, kind in kinds.items():
         if kind not in available_kinds():
             errors.append((["method_configs", name, "kind"], f"unknown method kind {kind!r}; available: {', '.join(available_kinds())}"))
-        elif kind not in defs["method_options"]:
-            errors.append((["method_configs", name, "kind"], f"method kind {kind!r} has no options schema: add it to $defs.method_options in {SCHEMA_PATH}"))
     layers = [(["method_configs", name], spec) for name, spec in cfg["method_configs"].items()]
     layers += [(["tasks", k, "methods", m], spec) for k, t in enumerate(cfg["tasks"]) for m, spec in t.get("methods", {}).items()]
     for path, spec in layers:
         kind = kinds.get(path[-1])
-        if kind in defs["method_options"]:
-            errors += _schema_errors(spec, {"$defs": defs, "$ref": f"#/$defs/method_options/{kind}"}, path)
+        if kind in available_kinds():
+            errors += [([*path, key], message) for key, message in option_errors(method_class(kind).Options, spec, kind=kind)]
     return errors
 
 
@@ -215,8 +213,8 @@ def _check_semantics(cfg: dict) -> None:
         for where, options in layers:
             try:
                 method = method_class(options["kind"])(options)
-                if "placement" in method.options:
-                    parse_placement(method.options["placement"], vocabulary)
+                if hasattr(method.options, "placement"):
+                    parse_placement(method.options.placement, vocabulary)
             except ValueError as err:
                 raise ConfigError(f"config key {where}: {err}") from err
 

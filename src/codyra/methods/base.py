@@ -12,6 +12,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
+from codyra.methods.options import MethodOptions, parse_options
+
 if TYPE_CHECKING:  # method modules import torch lazily: config validation (every Snakemake start) reads them
     import torch
     from torch import nn
@@ -27,16 +29,11 @@ class Method(ABC):
     # sets ``previous`` to that update (None for task 1) before ``setup``
     carries_state: bool = False
     previous: TaskUpdate | None = None
-    # method config keys (besides kind/train) and their defaults; unknown keys are errors
-    defaults: ClassVar[dict] = {}
+    # the typed options of the method config (keys besides kind/train), see codyra.methods.options
+    Options: ClassVar[type[MethodOptions]] = MethodOptions
 
     def __init__(self, spec: dict):
-        unknown = sorted(set(spec) - set(self.defaults) - {"kind", "train"})
-        if unknown:
-            raise ValueError(
-                f"method kind {self.kind!r} has no option(s) {unknown}; valid options: {sorted(self.defaults)}"
-            )
-        self.options = {**self.defaults, **{k: v for k, v in spec.items() if k in self.defaults}}
+        self.options = parse_options(self.Options, spec, kind=self.kind)
 
     @abstractmethod
     def setup(

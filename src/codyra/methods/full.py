@@ -8,7 +8,6 @@ or other vectors.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 from codyra.methods.base import Method
 
@@ -17,7 +16,6 @@ FROZEN = ("logit_scale",)
 
 class FullFineTune(Method):
     kind = "full"
-    defaults: ClassVar[dict] = {}
 
     def setup(self, model, targets, vocab, generator, weight_decay):
         self.params = {n: p for n, p in model.named_parameters() if n not in FROZEN}

@@ -17,15 +17,12 @@ schedule, where TRACE and TreeLoRA keep one optimizer for the whole stream.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from codyra.methods.lora import LoRA
 
 
 class SeqLoRA(LoRA):
     kind = "seqlora"
     carries_state = True
-    defaults: ClassVar[dict] = dict(LoRA.defaults)
 
     def setup(self, model, targets, vocab, generator, weight_decay):
         import torch
