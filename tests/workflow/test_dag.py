@@ -7,6 +7,8 @@ import copy
 import pytest
 import yaml
 
+from tests.conftest import TINY
+
 from .conftest import REPO, grid_config, job_counts, snakemake
 
 
@@ -91,3 +93,14 @@ def test_slurm_submissions_are_grouped_with_one_gpu_and_summed_runtime(tmp_path)
     assert group["mem_mb"] == max(rules["eval_row"]["mem_mb"], profile["default-resources"]["mem_mb"])
     assert out["resources"]["pretrain_mini"]["gpu"] == 0
     assert not (tmp_path / "results").exists()
+
+
+def test_a_configfile_that_extends_a_base_drives_the_dag(tmp_path):
+    """Snakemake's --configfile loader knows nothing of `extends`: the workflow resolves it, then --config."""
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(copy.deepcopy(TINY) | {"results": str(tmp_path / "results")}))
+    variant = {"extends": "base.yaml", "benchmark": "variant", "tasks": TINY["tasks"][:2], "methods": ["zeroshot", "codyra"], "seeds": [0, 1]}
+    result = snakemake(tmp_path, variant, "-n", "all_tables", "--config", "benchmark=override")
+    counts = job_counts(result.stdout)
+    assert counts["train_task"] == 2 * 2  # codyra x 2 seeds x the variant's 2 tasks
+    assert counts["summarize_run"] == 2 * 2  # 2 methods x 2 seeds
+    assert "results/override/" in result.stdout and "results/tiny/" not in result.stdout
