@@ -8,12 +8,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 
 from codyra import evaluate
 from codyra.benchmarks import build_tasks
 from codyra.clip.model import create_clip
-from codyra.config import ConfigError, load_config
+from codyra.config import ConfigError, load_config, read_config_file
 from codyra.data import fewshot
 from codyra.data.errors import DataRootNotFoundError
 from codyra.data.registry import fewshot_manifest_path, label_space
@@ -26,7 +25,7 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 
 def shipped(name: str, data_root, results, **data) -> dict:
     """A shipped benchmark config, pointed at the fixture datasets and a temporary results dir."""
-    cfg = yaml.safe_load((CONFIG_DIR / name).read_text())
+    cfg = read_config_file(CONFIG_DIR / name)
     cfg["results"] = str(results)
     cfg["data"].update(root=None if data_root is None else str(data_root), **data)
     return load_config(cfg)
