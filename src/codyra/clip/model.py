@@ -26,14 +26,11 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 from open_clip.constants import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
 from safetensors import SafetensorError, safe_open
 
+from codyra.errors import WeightsUnavailableError
 from codyra.tasks import ImageConfig
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "model_configs"
 open_clip.add_model_config(MODEL_CONFIG_DIR)
-
-
-class WeightsUnavailableError(FileNotFoundError):
-    """Pretrained weights are neither in the cache nor downloadable from here."""
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from codyra.errors import WeightsUnavailableError
 from codyra.llm.data import LengthLimits, prepare_tokenizer
 from codyra.paths import MINI_PRETRAINED, mini_data_dir, results_path
 from codyra.state import rebuild
@@ -26,10 +27,6 @@ MODEL_CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
 # dtype, the meta device): jobs running as threads of one process (Snakemake's local mode)
 # must build one at a time, or one load sees another's half-applied state.
 MODEL_BUILD_LOCK = threading.Lock()
-
-
-class WeightsUnavailableError(RuntimeError):
-    pass
 
 
 @dataclass
