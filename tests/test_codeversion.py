@@ -13,11 +13,14 @@ PACKAGE = {
     "entry.py": (
         "from typing import TYPE_CHECKING\n"
         "from . import helper\n"
+        "from codyra.config import resolve\n"
         "if TYPE_CHECKING:\n    from codyra import typing_only\n"
         "def run():\n    from codyra.reg import build\n    import codyra.sub.deep\n    return build()\n"
     ),
     "helper.py": "import os\nVALUE = 1\n",
     "typing_only.py": "X = 1\n",
+    "config.py": "def resolve():\n    pass\ndef validate():\n    from codyra import validation_only\n",
+    "validation_only.py": "V = 1\n",
     "unrelated.py": "import codyra.entry\n",
     "reg/__init__.py": "import importlib\ndef build():\n    return importlib.import_module('codyra.reg.plugin')\n",
     "reg/plugin.py": "P = 1\n",
@@ -50,6 +53,7 @@ def version_after(root, edit: str | None) -> str:
 def test_closure_follows_relative_lazy_and_dynamic_imports_but_not_type_checking(package):
     assert module_closure("codyra.entry", package) == {
         "codyra",
+        "codyra.config",  # hashed; what it imports to validate a config is not followed
         "codyra.entry",
         "codyra.helper",  # from . import helper
         "codyra.reg",  # imported inside a function
@@ -58,12 +62,12 @@ def test_closure_follows_relative_lazy_and_dynamic_imports_but_not_type_checking
     }
 
 
-@pytest.mark.parametrize("edit", ["helper.py", "reg/plugin.py", "sub/deep.py", "__init__.py", "sub/configs/model.json"])
+@pytest.mark.parametrize("edit", ["helper.py", "reg/plugin.py", "sub/deep.py", "__init__.py", "sub/configs/model.json", "config.py"])
 def test_editing_code_the_entry_runs_changes_its_version(package, edit):
     assert version_after(package, None) != version_after(package, edit)
 
 
-@pytest.mark.parametrize("edit", ["typing_only.py", "unrelated.py", "other/__init__.py", "other/configs/model.json"])
+@pytest.mark.parametrize("edit", ["typing_only.py", "validation_only.py", "unrelated.py", "other/__init__.py", "other/configs/model.json"])
 def test_editing_code_the_entry_never_runs_keeps_its_version(package, edit):
     assert version_after(package, None) == version_after(package, edit)
 
@@ -79,3 +83,4 @@ def test_every_job_entry_exists_and_tables_code_is_not_training_code():
     assert "codyra.tables" in module_closure(JOBS["tables"].entry)
     assert "codyra.tables" not in module_closure(JOBS["train_task"].entry)
     assert "codyra.methods.codyra" in module_closure(JOBS["train_task"].entry)  # through the method registry
+    assert not any(m.startswith("codyra.methods") for m in module_closure(JOBS["pretrain_mini"].entry))

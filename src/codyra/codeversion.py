@@ -9,8 +9,11 @@ a static walk of the source (imports inside functions included, ``if TYPE_CHECKI
 blocks excluded, parent packages included since Python runs them), plus the package data
 files (model configs, the config schema) of every package in the closure. A module that
 imports by name at run time (``importlib.import_module``, a registry such as
-``codyra.methods``) depends on every module of its package. Third-party code is not
-hashed: the environment pins it.
+``codyra.methods``) depends on every module of its package. ``codyra.config`` is hashed
+but its imports are not followed: it imports the method kinds, placement vocabularies and
+dataset catalogs only to validate a config, and a job receives the validated values, which
+its settings fingerprint holds (so editing a method does not rerun the mini pretraining).
+Third-party code is not hashed: the environment pins it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 PACKAGE = "codyra"
 ROOT = Path(__file__).resolve().parent  # src/codyra
+VALIDATION_ONLY = frozenset({"codyra.config"})  # hashed, imports not followed (see above)
 
 
 def module_file(name: str, root: Path = ROOT) -> Path | None:
@@ -108,7 +112,9 @@ def module_closure(entry: str, root: Path = ROOT) -> frozenset[str]:
         if name in seen:
             continue
         seen.add(name)
-        todo.extend(direct_imports(name, root) | {p for p in _parents(name) if module_file(p, root)})
+        todo.extend(p for p in _parents(name) if module_file(p, root))
+        if name not in VALIDATION_ONLY:
+            todo.extend(direct_imports(name, root))
     return frozenset(seen)
 
 
