@@ -14,6 +14,7 @@ PACKAGE = {
         "from typing import TYPE_CHECKING\n"
         "from . import helper\n"
         "from codyra.config import resolve\n"
+        "from codyra.lib.used import U\n"
         "if TYPE_CHECKING:\n    from codyra import typing_only\n"
         "def run():\n    from codyra.reg import build\n    import codyra.sub.deep\n    return build()\n"
     ),
@@ -24,6 +25,12 @@ PACKAGE = {
     "unrelated.py": "import codyra.entry\n",
     "reg/__init__.py": "import importlib\ndef build():\n    return importlib.import_module('codyra.reg.plugin')\n",
     "reg/plugin.py": "P = 1\n",
+    "reg/other.py": "O = 1\n",
+    "lib/__init__.py": "from codyra.lib import top\ndef later():\n    import importlib\n    from codyra import lazy_in_parent\n",
+    "lib/top.py": "T = 1\n",
+    "lib/used.py": "U = 1\n",
+    "lib/unused.py": "N = 1\n",
+    "lazy_in_parent.py": "L = 1\n",
     "sub/deep.py": "D = 1\n",  # sub/ is a namespace package (no __init__.py)
     "sub/configs/model.json": "{}",
     "other/__init__.py": "",
@@ -57,17 +64,23 @@ def test_closure_follows_relative_lazy_and_dynamic_imports_but_not_type_checking
         "codyra.entry",
         "codyra.helper",  # from . import helper
         "codyra.reg",  # imported inside a function
+        "codyra.reg.other",
         "codyra.reg.plugin",  # reg imports by name at run time: its whole package
         "codyra.sub.deep",  # in a namespace package
-    }
+        "codyra.lib.used",
+        "codyra.lib",  # a parent package, run on import: its module-level imports count ...
+        "codyra.lib.top",
+    }  # ... not those of its functions (lazy_in_parent), nor its siblings (lib.unused)
 
 
-@pytest.mark.parametrize("edit", ["helper.py", "reg/plugin.py", "sub/deep.py", "__init__.py", "sub/configs/model.json", "config.py"])
+@pytest.mark.parametrize("edit", ["helper.py", "reg/plugin.py", "sub/deep.py", "__init__.py", "sub/configs/model.json", "config.py", "lib/__init__.py", "lib/top.py"])
 def test_editing_code_the_entry_runs_changes_its_version(package, edit):
     assert version_after(package, None) != version_after(package, edit)
 
 
-@pytest.mark.parametrize("edit", ["typing_only.py", "validation_only.py", "unrelated.py", "other/__init__.py", "other/configs/model.json"])
+@pytest.mark.parametrize(
+    "edit", ["typing_only.py", "validation_only.py", "unrelated.py", "other/__init__.py", "other/configs/model.json", "lazy_in_parent.py", "lib/unused.py"]
+)
 def test_editing_code_the_entry_never_runs_keeps_its_version(package, edit):
     assert version_after(package, None) == version_after(package, edit)
 
@@ -83,4 +96,4 @@ def test_every_job_entry_exists_and_tables_code_is_not_training_code():
     assert "codyra.tables" in module_closure(JOBS["tables"].entry)
     assert "codyra.tables" not in module_closure(JOBS["train_task"].entry)
     assert "codyra.methods.codyra" in module_closure(JOBS["train_task"].entry)  # through the method registry
-    assert not any(m.startswith("codyra.methods") for m in module_closure(JOBS["pretrain_mini"].entry))
+    assert "codyra.methods.lora" not in module_closure(JOBS["pretrain_mini"].entry)  # a method edit keeps theta_0

@@ -6,7 +6,9 @@ only then: editing ``codyra/tables.py`` reruns the tables, not the training.
 
 The code of an entry module is the closure of the ``codyra`` modules it imports, found by
 a static walk of the source (imports inside functions included, ``if TYPE_CHECKING:``
-blocks excluded, parent packages included since Python runs them), plus the package data
+blocks excluded; a parent package is included since Python runs it, and followed only
+through its module-level imports, as its functions run only for a module that imports
+it by name), plus the package data
 files (model configs, the config schema) of every package in the closure. A module that
 imports by name at run time (``importlib.import_module``, a registry such as
 ``codyra.methods``) depends on every module of its package. ``codyra.config`` is hashed
@@ -48,26 +50,31 @@ def _is_type_checking(node: ast.AST) -> bool:
     )
 
 
-def _nodes(tree: ast.AST):
-    """Every node, skipping the bodies of ``if TYPE_CHECKING:`` (never run)."""
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _nodes(tree: ast.AST, module_level: bool):
+    """Every node, skipping the bodies of ``if TYPE_CHECKING:`` (never run) and, for
+    ``module_level``, of functions (run only when called)."""
     stack = [tree]
     while stack:
         node = stack.pop()
         yield node
         if _is_type_checking(node):
             stack.extend(node.orelse)
-        else:
+        elif not (module_level and isinstance(node, _FUNCTIONS)):
             stack.extend(ast.iter_child_nodes(node))
 
 
 @cache  # every module is parsed once per process, whichever entries share it
-def direct_imports(name: str, root: Path = ROOT) -> frozenset[str]:
-    """The ``codyra`` modules module ``name`` imports (statically), itself excluded."""
+def direct_imports(name: str, root: Path = ROOT, module_level: bool = False) -> frozenset[str]:
+    """The ``codyra`` modules module ``name`` imports (statically), itself excluded;
+    ``module_level``: only the imports that run when it is imported."""
     path = module_file(name, root)
     package = _package(name, root)
     found: set[str] = set()
     dynamic = False
-    for node in _nodes(ast.parse(path.read_text(), filename=str(path))):
+    for node in _nodes(ast.parse(path.read_text(), filename=str(path)), module_level):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -106,16 +113,17 @@ def module_closure(entry: str, root: Path = ROOT) -> frozenset[str]:
     """``entry`` and every ``codyra`` module it imports, directly or not."""
     if module_file(entry, root) is None:
         raise ValueError(f"no module {entry} under {root}: fix the entry of its job in codyra.jobs.JOBS")
-    seen, todo = set(), [entry]
+    imported, as_parent = set(), set()  # followed fully / through module-level imports only
+    todo = [(entry, False)]
     while todo:
-        name = todo.pop()
-        if name in seen:
+        name, parent = todo.pop()
+        if name in imported or (parent and name in as_parent):
             continue
-        seen.add(name)
-        todo.extend(p for p in _parents(name) if module_file(p, root))
+        (as_parent if parent else imported).add(name)
+        todo.extend((p, True) for p in _parents(name) if module_file(p, root))
         if name not in VALIDATION_ONLY:
-            todo.extend(direct_imports(name, root))
-    return frozenset(seen)
+            todo.extend((m, False) for m in direct_imports(name, root, module_level=parent))
+    return frozenset(imported | as_parent)
 
 
 def _package(name: str, root: Path) -> str:
