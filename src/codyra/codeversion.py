@@ -6,10 +6,10 @@ only then: editing ``codyra/tables.py`` reruns the tables, not the training.
 
 The code of an entry module is the closure of the ``codyra`` modules it imports, found by
 a static walk of the source (imports inside functions included, ``if TYPE_CHECKING:``
-blocks excluded; a parent package is included since Python runs it, and followed only
-through its module-level imports, as its functions run only for a module that imports
-it by name), plus the package data
-files (model configs, the config schema) of every package in the closure. A module that
+blocks excluded; a parent package is included since Python runs it, but followed only
+through its module-level imports: its functions run only for a module that imports it by
+name), plus the data files (model configs, the config schema) of every package in the
+closure. A module that
 imports by name at run time (``importlib.import_module``, a registry such as
 ``codyra.methods``) depends on every module of its package. ``codyra.config`` is hashed
 but its imports are not followed: it imports the method kinds, placement vocabularies and
