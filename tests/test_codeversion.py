@@ -45,12 +45,12 @@ def package(tmp_path):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     yield root
-    for cached in (code_version, module_closure, codeversion.direct_imports):
+    for cached in (code_version, module_closure, codeversion.direct_imports, codeversion._data_file_owners):
         cached.cache_clear()
 
 
 def version_after(root, edit: str | None) -> str:
-    for cached in (code_version, module_closure, codeversion.direct_imports):
+    for cached in (code_version, module_closure, codeversion.direct_imports, codeversion._data_file_owners):
         cached.cache_clear()
     if edit:
         (root / edit).write_text((root / edit).read_text() + "\n# edited\n")

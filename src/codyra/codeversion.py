@@ -130,20 +130,19 @@ def _package(name: str, root: Path) -> str:
     return name if module_file(name, root).name == "__init__.py" else name.rpartition(".")[0]
 
 
-def _data_files(packages: set[str], root: Path) -> list[Path]:
-    """Non-Python files whose nearest enclosing package (a folder with Python modules, namespace
-    packages included) is one of ``packages``."""
-    files = []
+@cache
+def _data_file_owners(root: Path) -> tuple[tuple[Path, str], ...]:
+    """Every non-Python file with its nearest enclosing package (a folder with Python modules,
+    namespace packages included)."""
+    owned = []
     for path in root.rglob("*"):
         if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
             continue
         folder = path.parent
         while folder != root and not any(folder.glob("*.py")):
             folder = folder.parent
-        owner = ".".join([PACKAGE, *folder.relative_to(root).parts])
-        if owner in packages:
-            files.append(path)
-    return files
+        owned.append((path, ".".join([PACKAGE, *folder.relative_to(root).parts])))
+    return tuple(owned)
 
 
 @cache
@@ -151,7 +150,8 @@ def code_version(entry: str, root: Path = ROOT) -> str:
     """Short hash of the source of ``entry``'s closure and its packages' data files."""
     modules = module_closure(entry, root)
     packages = {_package(m, root) for m in modules}
-    files = sorted({module_file(m, root) for m in modules} | set(_data_files(packages, root)))
+    data = {path for path, owner in _data_file_owners(root) if owner in packages}
+    files = sorted({module_file(m, root) for m in modules} | data)
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
