@@ -1,0 +1,67 @@
+"""The seam between the engine, evaluation and workflow and a model family (CLIP, causal LM).
+
+Each family package exposes one object satisfying :class:`Family` (``codyra.clip.family.CLIP``,
+``codyra.llm.family.CAUSAL_LM``); :func:`family_of` picks it from ``model.family``. Nothing
+outside a family package tests the family by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from codyra.adapters.targets import PlacementVocabulary, Target
+    from codyra.engine import FitSession
+
+# model.family -> the module:attribute of its family object (imported on demand: config
+# validation must not import torch, CLIP jobs must not import transformers)
+FAMILIES = {"clip": "codyra.clip.family:CLIP", "causal_lm": "codyra.llm.family:CAUSAL_LM"}
+
+
+class Family(Protocol):
+    name: str  # the model.family value
+    vocabulary: PlacementVocabulary  # placement tokens its targets understand
+    batch_keys: tuple[str, ...]  # the keys of a training batch dict
+    train_rule: str  # the Snakemake rule that trains one task of this family
+
+    def pretrained(self, cfg: dict):
+        """theta_0 as a bundle with ``.model`` (CPU, fp32)."""
+
+    def rebuild(self, cfg: dict, method: str, seed: int, upto: int):
+        """theta_upto = theta_0 + stored updates 1..upto, as a bundle with ``.model``."""
+
+    def targets(self, model: nn.Module) -> list[Target]:
+        """The matrices an adapter may attach to."""
+
+    def forward(self, model: nn.Module, batch: dict) -> dict:
+        """Outputs of ``model`` on a training batch: at least ``logits``."""
+
+    def fit_session(self, cfg: dict, job: dict, method_name: str, seed: int, task_index: int, device) -> FitSession:
+        """The family's side of training one task (model, batches, loss, optimizer backend)."""
+
+    def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
+        """Yield the cells A[i, j] (dicts, without settings) of theta_i for j in ``js``."""
+
+    def own_pretraining(self, cfg: dict) -> bool:
+        """Whether the benchmark pretrains its own theta_0 (a mini benchmark)."""
+
+    def pretrain_own(self, cfg: dict) -> None:
+        """Write the mini benchmark's theta_0 (and its data where it has its own)."""
+
+    def check_train(self, hp: dict, where: str) -> None:
+        """Reject train settings this family cannot run (``where`` names the config entry)."""
+
+
+def family_of(cfg_or_name: dict | str) -> Family:
+    """The family object of a config (or of a ``model.family`` value)."""
+    name = cfg_or_name if isinstance(cfg_or_name, str) else cfg_or_name["model"]["family"]
+    if name not in FAMILIES:
+        raise ValueError(f"config key model.family: unknown family {name!r}; choose one of {', '.join(FAMILIES)}")
+    module, attr = FAMILIES[name].split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
