@@ -25,8 +25,9 @@ inference; default 0), and, filled in by the engine, ``stored_bytes`` (update + 
 disk) and ``step_seconds`` (mean wall time per optimizer step).
 
 Batches are dicts of tensors on the device; a method reads only the keys the family documents
-(``ctx.family.batch_keys``) and asks the family for a forward of any model on a batch
-(``ctx.family.forward(model, batch)`` -> outputs dict with at least ``logits``), so a method
+(``ctx.family.batch_keys``) and asks the job for a forward of any model on a batch
+(``ctx.forward(model, batch)`` -> outputs dict with at least ``logits``: a teacher's, theta_0's)
+and for the family's task loss (``ctx.task_loss(batch, outputs)``, a mean), so a method
 written once runs in both families. A baseline is one module in ``codyra.methods`` defining
 ``METHOD = <its class>``; it never tests the family by name.
 """
@@ -57,11 +58,13 @@ class TaskContext:
     ``model`` is theta_{i-1} on the training device (in fp32); ``theta_0()`` builds a fresh
     copy of the pretrained model on the CPU in fp32 (a frozen teacher: move it to ``device``
     and call ``requires_grad_(False)``); ``previous_state`` is task i-1's ``state_to_store()``
-    (None for task 1, or when nothing was stored); ``stored_state(k)`` / ``stored_update(k)``
-    read task k's state / update (1 <= k < i; read on demand: a full fine-tuning delta is
-    model-sized). ``generator`` seeds the method's own
-    random initialisation (a pure function of (seed, task)); ``cfg`` is the full config (for a
-    method that needs e.g. reference data).
+    (None for task 1, or when nothing was stored). ``forward(model, batch)`` runs any model of
+    this family on a training batch (the trained one or a teacher; outputs: ``logits``, plus
+    ``image_features`` / ``text_features`` for CLIP); ``task_loss(batch, outputs)`` is the
+    family's loss of those outputs (a mean). ``stored_state(k)`` / ``stored_update(k)`` read
+    task k's state / update (1 <= k < i; on demand: a full fine-tuning delta is model-sized).
+    ``generator`` seeds the method's own random initialisation (a pure function of (seed,
+    task)); ``cfg`` is the full config (for a method that needs e.g. reference data).
     """
 
     model: nn.Module
@@ -74,6 +77,8 @@ class TaskContext:
     device: torch.device
     previous_state: dict[str, torch.Tensor] | None
     theta_0: Callable[[], nn.Module]
+    forward: Callable[[nn.Module, dict], dict]
+    task_loss: Callable[[dict, dict], torch.Tensor]
     stored_state: Callable[[int], dict[str, torch.Tensor] | None]
     stored_update: Callable[[int], TaskUpdate]
     cfg: dict
