@@ -7,25 +7,19 @@ outside a family package tests the family by name.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    import torch
     from torch import nn
 
     from codyra.adapters.targets import PlacementVocabulary, Target
     from codyra.engine import FitSession
 
-# model.family -> the module:attribute of its family object (imported on demand: config
-# validation must not import torch, CLIP jobs must not import transformers)
-FAMILIES = {"clip": "codyra.clip.family:CLIP", "causal_lm": "codyra.llm.family:CAUSAL_LM"}
-
 
 class Family(Protocol):
     name: str  # the model.family value
     vocabulary: PlacementVocabulary  # placement tokens its targets understand
-    batch_keys: tuple[str, ...]  # the keys of a training batch dict
+    batch_keys: tuple[str, ...]  # the keys of a training batch dict (FitSession.forward's input)
     train_rule: str  # the Snakemake rule that trains one task of this family
 
     def pretrained(self, cfg: dict):
@@ -37,31 +31,36 @@ class Family(Protocol):
     def targets(self, model: nn.Module) -> list[Target]:
         """The matrices an adapter may attach to."""
 
-    def forward(self, model: nn.Module, batch: dict) -> dict:
-        """Outputs of ``model`` on a training batch: at least ``logits``."""
-
     def fit_session(self, cfg: dict, job: dict, method_name: str, seed: int, task_index: int, device) -> FitSession:
         """The family's side of training one task (model, batches, loss, optimizer backend)."""
+
+    def delegate(self, cfg: dict, method_name: str, seed: int, task_index: int, run) -> dict | None:
+        """Run the training job elsewhere and return its summary (the LM family re-executes
+        itself under torchrun for DeepSpeed), or None to train in this process."""
 
     def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
         """Yield the cells A[i, j] (dicts, without settings) of theta_i for j in ``js``."""
 
-    def own_pretraining(self, cfg: dict) -> bool:
-        """Whether the benchmark pretrains its own theta_0 (a mini benchmark)."""
+    def own_pretraining(self, cfg: dict) -> str | None:
+        """The theta_0 file a mini benchmark pretrains itself (`codyra pretrain-mini`), else None."""
 
     def pretrain_own(self, cfg: dict) -> None:
         """Write the mini benchmark's theta_0 (and its data where it has its own)."""
 
-    def check_train(self, hp: dict, where: str) -> None:
-        """Reject train settings this family cannot run (``where`` names the config entry)."""
+    def check_train(self, hp: dict) -> None:
+        """Raise ValueError for resolved train settings this family cannot run."""
 
 
 def family_of(cfg_or_name: dict | str) -> Family:
-    """The family object of a config (or of a ``model.family`` value)."""
+    """The family object of a config (or of a ``model.family`` value). Imported here, on
+    demand: config validation must not import torch, CLIP jobs must not import transformers."""
     name = cfg_or_name if isinstance(cfg_or_name, str) else cfg_or_name["model"]["family"]
-    if name not in FAMILIES:
-        raise ValueError(f"config key model.family: unknown family {name!r}; choose one of {', '.join(FAMILIES)}")
-    module, attr = FAMILIES[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    if name == "clip":
+        from codyra.clip.family import CLIP
 
+        return CLIP
+    if name == "causal_lm":
+        from codyra.llm.family import CAUSAL_LM
 
+        return CAUSAL_LM
+    raise ValueError(f"config key model.family: unknown family {name!r}; choose clip or causal_lm")

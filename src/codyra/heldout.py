@@ -15,12 +15,14 @@ import time
 import torch
 
 from codyra import __version__
-from codyra.benchmarks import build_heldout_tasks
-from codyra.evaluate import accuracy
+from codyra.clip.benchmarks import build_heldout_tasks
+from codyra.clip.evaluate import accuracy
+from codyra.clip.model import pretrained_clip, rebuild_clip
+from codyra.device import pick_device
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, heldout_path, row0_heldout_path
-from codyra.state import pick_device, pretrained_clip, rebuild_clip, require_updates
+from codyra.state import require_updates
 
 log = logging.getLogger(__name__)
 

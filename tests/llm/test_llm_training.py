@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from codyra.engine import task_checkpoint_dir, train_task
 from codyra.evaluate import evaluate_cell
 from codyra.io import read_json
 from codyra.llm.data import load_split
@@ -29,7 +30,6 @@ from codyra.paths import (
     row0_cell_path,
     task_dir,
 )
-from codyra.train import task_checkpoint_dir, train_task
 
 
 def state(model) -> dict:

@@ -33,7 +33,7 @@ def require_present(name: str, protocol: str, root: Path) -> None:
 
 def data_root(cfg: dict) -> Path:
     """The directory holding a benchmark's datasets (config key data.root), checked to exist."""
-    from codyra.config import ConfigError
+    from codyra.errors import ConfigError
 
     data = cfg["data"]
     if data["root"] is None:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from codyra.llm.backends import answer_loss_sum, position_ids
 from codyra.llm.collate import TrainingCollator
 from codyra.llm.data import IGNORE_INDEX, SPLITS, TraceExample, load_split
+from codyra.llm.loss import answer_loss_sum, position_ids
 from codyra.llm.mini_trace import MINI_TRACE_TASKS, general_corpus, generate_task, write_mini_trace
 from codyra.llm.model import (
     MODEL_BUILD_LOCK,
@@ -40,6 +40,7 @@ from codyra.llm.model import (
     trace_root,
 )
 from codyra.llm.tokenizer import train_mini_trace_tokenizer
+from codyra.optim import decay_groups
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 
@@ -95,10 +96,8 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
     collate = TrainingCollator(tokenizer, length_limits(cfg))  # also sets the pad token and left padding
     model = build_mini_llama(cfg["model"]["name"], tokenizer, mini["pretrain_seed"]).train()
     corpus = pretraining_corpus(cfg, root)
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        decay_groups(model.parameters(), 0.1),
         lr=mini["pretrain_lr"],
         betas=(0.9, 0.98),
     )

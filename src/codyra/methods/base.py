@@ -142,3 +142,38 @@ def summary_defaults(summary: dict[str, Any]) -> dict[str, Any]:
     if "trainable_params" not in summary:
         raise ValueError("a method's finish() summary must report trainable_params")
     return {"inference_extra_params": 0, **summary}
+
+
+def standalone_context(model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float) -> TaskContext:
+    """Task 1's context for a model outside a training job (benchmarks, tests of a method's
+    parameters): no stored state; theta_0 is a copy of ``model`` as given; there is no batch
+    pipeline, so ``forward`` / ``task_loss`` raise."""
+    import copy
+
+    snapshot = copy.deepcopy(model)
+
+    def outside_job(*_):
+        raise RuntimeError("this TaskContext is not part of a training job: it has no forward or task loss")
+
+    def nothing_stored(k: int):
+        raise ValueError(f"task {k} has no stored state: this context is task 1 outside a training job")
+
+    return TaskContext(
+        model=model,
+        family=family,
+        targets=family.targets(model),
+        vocab=family.vocabulary,
+        generator=generator,
+        weight_decay=weight_decay,
+        task_index=1,
+        device=next(model.parameters()).device,
+        previous_state=None,
+        theta_0=lambda: copy.deepcopy(snapshot),
+        forward=outside_job,
+        task_loss=outside_job,
+        stored_state=nothing_stored,
+        stored_update=nothing_stored,
+        cfg={},
+        method_name="",
+        seed=0,
+    )
