@@ -31,11 +31,11 @@ import transformers
 from codyra import __version__ as codyra_version
 from codyra.backends import PlainBackend
 from codyra.io import write_json
-from codyra.llm.data import IGNORE_INDEX
 from codyra.llm.family import CAUSAL_LM
 from codyra.llm.loss import answer_loss_sum, position_ids
 from codyra.methods import build_method
 from codyra.methods.base import standalone_context
+from codyra.trace.data import IGNORE_INDEX
 
 TARGET = 1.05
 NOMINAL_STEPS = 1000  # CoDyRA's steps pretend to be steps 900.. of this schedule: deep in the sparse phase

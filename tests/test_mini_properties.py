@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from codyra.config import load_config
-from codyra.mini.pretrain import pretrain_mini
+from codyra.mini.clip.pretrain import pretrain_mini
 from codyra.results import run_stream
 
 from .conftest import ROOT

@@ -241,7 +241,7 @@ def _check_heldout(cfg: dict, stream: list[str]) -> None:
 def known_task_names(kind: str) -> tuple[str, ...] | None:
     """Task names a data kind provides (None: any, e.g. TRACE task folders)."""
     if kind == "mini":
-        from codyra.mini import TASK_NAMES
+        from codyra.mini.clip import TASK_NAMES
 
         return TASK_NAMES
     if kind in ("mtil", "xtail"):

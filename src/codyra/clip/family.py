@@ -48,7 +48,7 @@ class ClipFamily:
         return own_weights(cfg)
 
     def pretrain_own(self, cfg: dict) -> None:
-        from codyra.mini.pretrain import pretrain_mini
+        from codyra.mini.clip.pretrain import pretrain_mini
 
         pretrain_mini(cfg, self.own_pretraining(cfg))
 

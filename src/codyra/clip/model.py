@@ -30,7 +30,7 @@ from codyra.clip.weights import pretrained_weights
 from codyra.state import rebuild
 from codyra.tasks import ImageConfig
 
-MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "model_configs"
+MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "clip" / "model_configs"  # the mini CLIP's
 open_clip.add_model_config(MODEL_CONFIG_DIR)
 
 

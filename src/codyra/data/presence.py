@@ -61,7 +61,7 @@ def require_benchmark_data(cfg: dict) -> None:
         missing = {name: missing_required(name, kind, root) for name in names}
         hint = "`codyra data check --config <config>` lists what each needs and how to obtain it"
     elif kind == "trace" and cfg["llm"]["mini"] is None:
-        from codyra.llm.data import SPLITS
+        from codyra.trace.data import SPLITS
 
         root = data_root(cfg)
         missing = {name: [str(root / name / f"{s}.json") for s in SPLITS if not (root / name / f"{s}.json").is_file()] for name in names}

@@ -1,5 +1,5 @@
 """One cell A[i, j] of a TRACE benchmark: generate answers to task j's test prompts with
-theta_i and score them with the task's metric (0-100, :func:`codyra.llm.metrics.score_task`).
+theta_i and score them with the task's metric (0-100, :func:`codyra.trace.metrics.score_task`).
 
 ``codyra.evaluate`` owns the cell protocol (index checks, row 0 shared by every method and
 copied for methods that never train, the JSON file, MLflow) and asks the family for the
@@ -20,11 +20,11 @@ from codyra.batches import derive_seed
 from codyra.cells import cell_record
 from codyra.device import pick_device
 from codyra.io import write_text
-from codyra.llm.data import load_split
 from codyra.llm.generation import generate_answers
-from codyra.llm.metrics import TRACE_TASK_METRICS, score_task
 from codyra.llm.model import length_limits, pretrained_lm, rebuild_lm, task_folder
 from codyra.paths import PRETRAINED, cell_path, row0_cell_path
+from codyra.trace.data import load_split
+from codyra.trace.metrics import TRACE_TASK_METRICS, score_task
 
 
 def predictions_path(cell_file: Path) -> Path:

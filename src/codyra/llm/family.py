@@ -58,7 +58,7 @@ class CausalLMFamily:
         return None
 
     def pretrain_own(self, cfg: dict) -> None:
-        from codyra.llm.pretrain import pretrain_mini_lm
+        from codyra.mini.trace.pretrain import pretrain_mini_lm
 
         pretrain_mini_lm(cfg)
 

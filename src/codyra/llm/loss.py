@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from codyra.llm.data import IGNORE_INDEX
+from codyra.trace.data import IGNORE_INDEX
 
 
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:

@@ -27,9 +27,9 @@ from codyra.backends import PlainBackend
 from codyra.batches import StepBatches
 from codyra.device import pick_device
 from codyra.llm.collate import TrainingCollator
-from codyra.llm.data import load_split
 from codyra.llm.loss import answer_loss_sum, answer_tokens, position_ids
 from codyra.llm.model import length_limits, rebuild_lm, task_folder
+from codyra.trace.data import load_split
 
 
 def step_examples(hp: dict) -> int:

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from codyra.clip.model import create_clip
 from codyra.io import save_safetensors
-from codyra.mini.corpus import make_corpus
+from codyra.mini.clip.corpus import make_corpus
 from codyra.optim import decay_groups
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
