@@ -84,11 +84,15 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def package_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles, not counting a package's ``__init__`` importing its own submodules."""
+    return cycles({k: {v for v in vs if not v.startswith(k + ".")} for k, vs in edges.items()})
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[0] if argv else "src/codyra").resolve()
     edges = graph(root)
-    # a package's __init__ importing its own submodules is not a cycle worth reporting
-    found = cycles({k: {v for v in vs if not v.startswith(k + ".")} for k, vs in edges.items()})
+    found = package_cycles(edges)
     for comp in found:
         print("cycle:", " <-> ".join(comp))
         for a in comp:
