@@ -80,7 +80,7 @@ def test_clip_paper_configs_run_in_fp32_as_the_released_code(name):
 def test_gradient_accumulation_is_validated(tiny_cfg_dict):
     cfg = copy.deepcopy(tiny_cfg_dict)
     cfg["train"]["gradient_accumulation"] = 2
-    with pytest.raises(ConfigError, match="gradient_accumulation: CLIP training takes each batch in one pass.*method"):
+    with pytest.raises(ConfigError, match="gradient_accumulation for method .*CLIP training takes each batch in one pass"):
         load_config(cfg)
     cfg = copy.deepcopy(tiny_cfg_dict)
     first = next(iter(cfg["method_configs"]))

@@ -1,8 +1,11 @@
 """The seam between the engine, evaluation and workflow and a model family (CLIP, causal LM).
 
 Each family package exposes one object satisfying :class:`Family` (``codyra.clip.family.CLIP``,
-``codyra.llm.family.CAUSAL_LM``); :func:`family_of` picks it from ``model.family``. Nothing
-outside a family package tests the family by name.
+``codyra.llm.family.CAUSAL_LM``); :func:`family_of` picks it from ``model.family``. The engine,
+the evaluation, the CLI and the workflow ask it; the light layers that every job imports read
+the same facts from the families' light modules instead (config validation: the placement
+vocabulary; cell files: CLIP cells count classes), so a job's import closure, its code version,
+stays its own.
 """
 
 from __future__ import annotations
@@ -47,13 +50,10 @@ class Family(Protocol):
     def pretrain_own(self, cfg: dict) -> None:
         """Write the mini benchmark's theta_0 (and its data where it has its own)."""
 
-    def check_train(self, hp: dict) -> None:
-        """Raise ValueError for resolved train settings this family cannot run."""
-
 
 def family_of(cfg_or_name: dict | str) -> Family:
     """The family object of a config (or of a ``model.family`` value). Imported here, on
-    demand: config validation must not import torch, CLIP jobs must not import transformers."""
+    demand: CLIP jobs must not import transformers, nor LM jobs open_clip."""
     name = cfg_or_name if isinstance(cfg_or_name, str) else cfg_or_name["model"]["family"]
     if name == "clip":
         from codyra.clip.family import CLIP

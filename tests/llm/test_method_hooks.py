@@ -40,7 +40,7 @@ class Recorder(LoRA):
 
     def before_optimizer_step(self, ctx):
         self.calls.append("before_optimizer_step")
-        grads = [a.A.grad for a in self.adapters.values()]
+        grads = [a.B.grad for a in self.adapters.values()]  # B starts at 0: A's first gradients are 0
         assert any(g is not None and bool(g.abs().sum() > 0) for g in grads), "gradients are present"
 
     def after_step(self, step, total_steps):

@@ -52,12 +52,5 @@ class ClipFamily:
 
         pretrain_mini(cfg, self.own_pretraining(cfg))
 
-    def check_train(self, hp: dict) -> None:
-        if hp["gradient_accumulation"] != 1:
-            raise ValueError(
-                "train.gradient_accumulation: CLIP training takes each batch in one pass, as the paper and the released code do; "
-                "set it to 1 and choose train.batch_size instead"
-            )
-
 
 CLIP = ClipFamily()

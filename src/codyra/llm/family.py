@@ -62,8 +62,5 @@ class CausalLMFamily:
 
         pretrain_mini_lm(cfg)
 
-    def check_train(self, hp: dict) -> None:
-        """Any gradient accumulation: the loss is averaged over the step's answer tokens."""
-
 
 CAUSAL_LM = CausalLMFamily()
