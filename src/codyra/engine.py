@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 
 from codyra import __version__
+from codyra.adapters.lora import seed_adapter_dropout
 from codyra.batches import derive_seed
 from codyra.checkpoint import checkpoint_dir, find_checkpoint
 from codyra.config import fingerprint, resolve_job
@@ -193,8 +194,6 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
 
 def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on_step) -> TrainedTask:
     """The training loop: the family's session, the method's hooks, checkpoints, the stored task."""
-    from codyra.adapters.lora import seed_adapter_dropout
-
     hp, started = job["train"], time.time()
     session = family_of(cfg).fit_session(cfg, job, method_name, seed, task_index, device)
     model = session.model

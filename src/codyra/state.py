@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from codyra.methods import method_class
 from codyra.paths import UPDATE_FILE, task_dir
-from codyra.updates import apply_update, load_update
+from codyra.updates import apply_update, load_method_state, load_update
 
 Bundle = TypeVar("Bundle")
 
@@ -33,3 +34,11 @@ def require_updates(cfg: dict, method: str, seed: int, upto: int) -> list:
     if missing:
         raise FileNotFoundError(f"missing task update(s) {missing}: train those tasks first")
     return dirs
+
+
+def for_inference(cfg: dict, method: str, seed: int, upto: int, bundle: Bundle) -> Bundle:
+    """theta_upto as evaluated: the method's ``for_inference`` hook gets the merged backbone and the
+    stored states of tasks 1..upto (a method keeping modules beside the backbone attaches them)."""
+    states = [load_method_state(d) for d in require_updates(cfg, method, seed, upto)]
+    bundle.model = method_class(cfg["method_configs"][method]["kind"]).for_inference(bundle.model, states)
+    return bundle

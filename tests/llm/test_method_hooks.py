@@ -11,12 +11,14 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from codyra import engine
+from codyra import engine, state
+from codyra.evaluate import evaluate_cell
 from codyra.io import ResultError
 from codyra.methods.lora import LoRA
 from codyra.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
 from codyra.updates import load_method_state
 
+INFERENCE_STATES = []
 CASES = {"clip": ("tiny_run", "lora-r4"), "causal_lm": ("tiny_trace", "lora-qv")}
 
 
@@ -54,6 +56,11 @@ class Recorder(LoRA):
         self.calls.append("state_to_store")
         return {"marker": torch.arange(3.0) + len(self.calls)}
 
+    @classmethod
+    def for_inference(cls, model, states):
+        INFERENCE_STATES.append(states)
+        return model
+
 
 @pytest.mark.parametrize("family", sorted(CASES))
 def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, monkeypatch):
@@ -80,6 +87,13 @@ def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, mo
     engine.train_task(cfg, method, 0, 2, device="cpu")
     stored = {"marker": torch.arange(3.0) + len(recorder.calls)}
     torch.testing.assert_close(built[1].previous_state, stored, rtol=0, atol=0)
+
+    # evaluation hands the method every task's stored state when it rebuilds theta_2
+    monkeypatch.setattr(state, "method_class", lambda kind: Recorder)
+    INFERENCE_STATES.clear()
+    evaluate_cell(cfg, method, 0, 2, 1, device="cpu")
+    [states] = INFERENCE_STATES
+    torch.testing.assert_close(states, [stored, {"marker": torch.arange(3.0) + len(built[1].calls)}], rtol=0, atol=0)
 
 
 def test_a_changed_method_state_is_detected(tiny_trace, monkeypatch):

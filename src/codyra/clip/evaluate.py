@@ -20,6 +20,7 @@ from codyra.clip.zeroshot import label_space_classifier
 from codyra.device import autocast, pick_device
 from codyra.paths import PRETRAINED
 from codyra.progress import progress_bar
+from codyra.state import for_inference
 
 
 def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:
@@ -67,7 +68,7 @@ def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], 
     """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``)."""
     torch.set_num_threads(cfg["eval"]["threads"])
     started = time.time()  # the first cell's seconds include building the model
-    bundle = pretrained_clip(cfg) if method == PRETRAINED else rebuild_clip(cfg, method, seed, i)
+    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i))
     tasks = build_tasks(cfg, bundle.image)
     device = pick_device(device)
     for j in js:

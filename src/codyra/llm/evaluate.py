@@ -23,6 +23,7 @@ from codyra.io import write_text
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import length_limits, pretrained_lm, rebuild_lm, task_folder
 from codyra.paths import PRETRAINED, cell_path, row0_cell_path
+from codyra.state import for_inference
 from codyra.trace.data import load_split
 from codyra.trace.metrics import TRACE_TASK_METRICS, score_task
 
@@ -38,7 +39,7 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     started = time.time()
     torch.set_num_threads(cfg["eval"]["threads"])
     device = pick_device(device)
-    bundle = pretrained_lm(cfg) if method == PRETRAINED else rebuild_lm(cfg, method, seed, i)
+    bundle = pretrained_lm(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i))
     # bf16 weights for generation on a GPU (as in training); fp32 on the CPU
     bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
     model = bundle.model.to(device, dtype=torch.bfloat16 if bf16 else torch.float32)

@@ -47,10 +47,6 @@ if TYPE_CHECKING:  # method modules import torch lazily: config validation (ever
     from codyra.family import Family
     from codyra.updates import TaskUpdate
 
-# summary keys the engine fills in after ``finish`` (a method's own values are overwritten)
-ENGINE_SUMMARY_KEYS = ("stored_bytes", "step_seconds")
-
-
 @dataclass
 class TaskContext:
     """What a method sees of the job training task ``task_index``.
@@ -138,10 +134,11 @@ def freeze(model: nn.Module) -> None:
 
 
 def summary_defaults(summary: dict[str, Any]) -> dict[str, Any]:
-    """A method's summary with the keys every method reports (``inference_extra_params`` 0 when merged)."""
+    """A method's summary with the keys every method reports: ``inference_extra_params`` 0 when
+    merged, ``step_seconds`` None when nothing trained."""
     if "trainable_params" not in summary:
         raise ValueError("a method's finish() summary must report trainable_params")
-    return {"inference_extra_params": 0, **summary}
+    return {"inference_extra_params": 0, "step_seconds": None, **summary}
 
 
 def standalone_context(model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float) -> TaskContext:
