@@ -36,7 +36,7 @@ class Recorder(LoRA):
         assert set(ctx.family.batch_keys) <= set(batch)
         teacher = ctx.forward(self.teacher, batch)
         assert teacher["logits"].shape == outputs["logits"].shape
-        self.task_losses.append(float(ctx.task_loss(batch, outputs)))
+        self.task_losses.append(float(ctx.task_loss(batch, outputs).detach()))
         self.calls.append("extra_loss")
         return 0.1 * (outputs["logits"].float() - teacher["logits"].float()).pow(2).mean()  # distillation to theta_0
 
