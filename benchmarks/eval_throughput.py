@@ -1,6 +1,6 @@
 """Evaluation-cell throughput of ViT-B-16 (random weights) on the CPU vs the bare model.
 
-A cell is `codyra.evaluate.accuracy_on_task`: it builds the task's text classifier, then
+A cell is `codyra.clip.evaluate.accuracy_on_task`: it builds the task's text classifier, then
 streams the test set through the registry's EvalView (JPEG decode, CLIP preprocessing) and
 a DataLoader with workers into the image tower. The bare model is `encode_image` alone on
 the same preprocessed batches, held in memory. Their images/s ratio says how much of the
@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from PIL import Image
 
+from codyra.clip.evaluate import accuracy_on_task
 from codyra.clip.model import create_clip
 from codyra.data.registry import build_task
-from codyra.evaluate import accuracy_on_task
 from codyra.io import write_json
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,10 +9,10 @@ import pytest
 import torch
 from safetensors import safe_open
 
+from codyra.clip.model import rebuild_clip
+from codyra.engine import task_checkpoint_dir, train_task
 from codyra.evaluate import evaluate_cell, evaluate_row
 from codyra.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
-from codyra.state import rebuild_clip
-from codyra.train import task_checkpoint_dir, train_task
 
 
 def state(model):
@@ -140,7 +140,7 @@ def test_cell_outside_the_grid(tiny_run):
 
 def test_official_loss_text_to_image_term_on_hand_computed_values():
     # logit scale 1, orthonormal embeddings: logits[b, c] = image_emb[b] . text_emb[c]
-    from codyra.train import supervised_loss
+    from codyra.clip.train import supervised_loss
 
     text = torch.eye(3)
     images = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
@@ -150,7 +150,7 @@ def test_official_loss_text_to_image_term_on_hand_computed_values():
     # class 0's row: both of its images with target 1 each (not 1/2): -(log softmax([1, 0]) summed)
     # = 2 log(1 + e) - 1; rows 1, 2 (no image) give 0; mean over 2 seen + 3 current rows
     text_to_image = (2 * math.log(1 + e) - 1) / 5
-    args = (images, text, labels, torch.tensor(1.0))
+    args = (torch.tensor(1.0) * images @ text.T, labels)
     official = supervised_loss(*args, "official", seen_classes=2, image_trains=True)
     assert official.item() == pytest.approx(image_to_text + text_to_image, rel=1e-6)
     assert supervised_loss(*args, "paper", seen_classes=2).item() == pytest.approx(image_to_text, rel=1e-6)

@@ -45,7 +45,7 @@ def cmd_pretrain_mini(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from codyra.train import train_task
+    from codyra.engine import train_task
 
     train_task(_config(args), args.method, args.seed, args.task, device=args.device)
 

@@ -277,7 +277,9 @@ def _check_accumulation(family: str, steps: int, method: str, task: str) -> None
 
 
 def placement_vocabulary(family: str):
-    """The placement tokens a model family understands."""
+    """The placement tokens a model family understands (the family objects' ``vocabulary``, read
+    here from their light targets modules: every job imports this module, and the code version
+    of a job is its import closure, so validation must not import the families' training code)."""
     if family == "clip":
         from codyra.clip.targets import CLIP_VOCABULARY
 
@@ -290,7 +292,7 @@ def placement_vocabulary(family: str):
 def known_task_names(kind: str) -> tuple[str, ...] | None:
     """Task names a data kind provides (None: any, e.g. TRACE task folders)."""
     if kind == "mini":
-        from codyra.mini import TASK_NAMES
+        from codyra.mini.clip import TASK_NAMES
 
         return TASK_NAMES
     if kind in ("mtil", "xtail"):

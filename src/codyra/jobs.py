@@ -22,8 +22,8 @@ class Job:
 
 JOBS: dict[str, Job] = {
     "pretrain_mini": Job("pretrain-mini", "codyra.benchmarks", "mini.pretrain_threads"),
-    "train_task": Job("train", "codyra.train", "train.threads"),
-    "train_lm_task": Job("train", "codyra.train", "train.threads"),  # profiles give it 4 GPUs in one task
+    "train_task": Job("train", "codyra.engine", "train.threads"),
+    "train_lm_task": Job("train", "codyra.engine", "train.threads"),  # profiles give it 4 GPUs in one task
     "eval_row0": Job("cell", "codyra.evaluate", "eval.threads"),
     "eval_row": Job("cell", "codyra.evaluate", "eval.threads"),
     "heldout_row0": Job("heldout", "codyra.heldout", "eval.threads"),

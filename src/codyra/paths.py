@@ -15,6 +15,7 @@ FEWSHOT_MANIFEST = "{results}/{benchmark}/" + FEWSHOT + "/{dataset}.json"
 RUN_DIR = "{results}/{benchmark}/{method}/seed{seed}"
 # files of a task folder ({RUN_DIR}/task{i}/) and of a run folder ({RUN_DIR}/)
 UPDATE_FILE = "update.safetensors"
+METHOD_STATE_FILE = "method_state.safetensors"  # a method's tensors kept for the next task and evaluation
 SUMMARY_FILE = "summary.json"  # written last: its presence means the task is done
 HISTORY_FILE = "history.jsonl"  # per-step training metrics, one JSON object per line
 MATRIX_FILE = "matrix.json"

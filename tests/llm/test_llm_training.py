@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
+from codyra.engine import task_checkpoint_dir, train_task
 from codyra.evaluate import evaluate_cell
 from codyra.io import read_json
-from codyra.llm.data import load_split
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import (
     WeightsUnavailableError,
@@ -29,7 +29,7 @@ from codyra.paths import (
     row0_cell_path,
     task_dir,
 )
-from codyra.train import task_checkpoint_dir, train_task
+from codyra.trace.data import load_split
 
 
 def state(model) -> dict:

@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 
 from codyra.errors import WeightsUnavailableError
-from codyra.llm.data import LengthLimits, prepare_tokenizer
 from codyra.paths import MINI_PRETRAINED, mini_data_dir, results_path
 from codyra.state import rebuild
+from codyra.trace.data import LengthLimits, prepare_tokenizer
 
-MODEL_CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
+MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "trace" / "model_configs"  # the mini TRACE's tiny LMs
 # transformers builds models under process-wide patches (torch.nn.init functions, the default
 # dtype, the meta device): jobs running as threads of one process (Snakemake's local mode)
 # must build one at a time, or one load sees another's half-applied state.

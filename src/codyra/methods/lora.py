@@ -25,14 +25,15 @@ class LoRA(Method):
     gated = False
     Options = LoRAOptions
 
-    def setup(self, model, targets, vocab, generator, weight_decay):
+    def setup(self, ctx):
         from codyra.adapters.attach import attach_adapters
         from codyra.adapters.lora import RankSelectiveLoRA
         from codyra.adapters.targets import select_targets
 
         opts = self.options
+        model = ctx.model
         freeze(model)
-        self.targets = select_targets(targets, opts.placement, vocab)
+        self.targets = select_targets(ctx.targets, opts.placement, ctx.vocab)
         alpha = opts.alpha if opts.alpha is not None else opts.rank
         device = next(model.parameters()).device
         self.adapters = {
@@ -44,13 +45,13 @@ class LoRA(Method):
                 gated=self.gated,
                 w_init=opts.w_init if self.gated else "ones",
                 dropout=opts.dropout,
-                generator=generator,
+                generator=ctx.generator,
             ).to(device)
             for t in self.targets
         }
         attach_adapters(model, self.targets, self.adapters)
         factors = [p for a in self.adapters.values() for p in (a.A, a.B)]
-        groups = [{"params": factors, "weight_decay": weight_decay, "name": "lora_AB"}]
+        groups = [{"params": factors, "weight_decay": ctx.weight_decay, "name": "lora_AB"}]
         gates = [a.w for a in self.adapters.values() if a.gated]
         if gates:
             groups.append({"params": gates, "weight_decay": 0.0, "name": "gates"})
