@@ -54,7 +54,7 @@ def version_after(root, edit: str | None) -> str:
         cached.cache_clear()
     if edit:
         (root / edit).write_text((root / edit).read_text() + "\n# edited\n")
-    return code_version("codyra.entry", root)
+    return code_version("codyra.entry", root=root)
 
 
 def test_closure_follows_relative_lazy_and_dynamic_imports_but_not_type_checking(package):
@@ -92,8 +92,8 @@ def test_an_entry_that_is_no_module_is_named():
 
 def test_every_job_entry_exists_and_tables_code_is_not_training_code():
     for job in JOBS.values():
-        assert len(code_version(job.entry)) == 16
-    assert "codyra.tables" in module_closure(JOBS["tables"].entry)
+        assert len(code_version(*job.entries)) == 16
+    assert "codyra.tables" in module_closure(*JOBS["tables"].entries)
     assert "codyra.tables" not in module_closure(JOBS["train_task"].entry)
     assert "codyra.methods.codyra" in module_closure(JOBS["train_task"].entry)  # through the method registry
     assert "codyra.methods.lora" not in module_closure(JOBS["pretrain_mini"].entry)  # a method edit keeps theta_0

@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from codyra.clip.model import pretrained_clip, rebuild_clip
+from codyra.clip.model import pretrained_clip
+from codyra.clip.rebuild import rebuild_clip
 from codyra.config import ConfigError, load_config
 from codyra.engine import train_task
 from codyra.heldout import evaluate_heldout

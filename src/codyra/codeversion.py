@@ -146,9 +146,9 @@ def _data_file_owners(root: Path) -> tuple[tuple[Path, str], ...]:
 
 
 @cache
-def code_version(entry: str, root: Path = ROOT) -> str:
-    """Short hash of the source of ``entry``'s closure and its packages' data files."""
-    modules = module_closure(entry, root)
+def code_version(*entries: str, root: Path = ROOT) -> str:
+    """Short hash of the source of the ``entries``' closure and its packages' data files."""
+    modules = frozenset().union(*(module_closure(entry, root) for entry in entries))
     packages = {_package(m, root) for m in modules}
     data = {path for path, owner in _data_file_owners(root) if owner in packages}
     files = sorted({module_file(m, root) for m in modules} | data)

@@ -40,7 +40,7 @@ from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 from codyra.state import require_updates
-from codyra.tracking import SETTINGS, JobRun, train_final_metrics, train_run
+from codyra.tracking import SETTINGS, TIME, JobRun, train_final_metrics, train_run
 from codyra.updates import load_method_state, load_update, save_update
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
         scheduler.step()
         backend.after_step(method, step, total)
         fields = session.step_record()
-        record = {"step": step, "loss": fields.pop("loss"), "lr": scheduler.get_last_lr()[0], **fields, **method.step_metrics()}
+        record = {"step": step, TIME: time.time(), "loss": fields.pop("loss"), "lr": scheduler.get_last_lr()[0], **fields, **method.step_metrics()}
         history.append(record)
         step_seconds.append(time.perf_counter() - began)
         if lead:

@@ -17,7 +17,8 @@ import torch
 from codyra import __version__
 from codyra.clip.benchmarks import build_heldout_tasks
 from codyra.clip.evaluate import accuracy
-from codyra.clip.model import pretrained_clip, rebuild_clip
+from codyra.clip.model import pretrained_clip
+from codyra.clip.rebuild import rebuild_clip
 from codyra.device import pick_device
 from codyra.io import read_json, write_json
 from codyra.methods import method_class

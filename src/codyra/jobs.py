@@ -2,7 +2,7 @@
 
 A rule name keys the job's resources in a Snakemake profile (``set-resources``), so the
 launcher submits ``codyra train`` of a TRACE config with the ``train_lm_task`` resources the
-workflow would use. ``entry`` is the module whose code (and what it imports) determines the
+workflow would use. ``entries`` are the modules whose code (and what it imports) determines the
 job's output: its code version (:mod:`codyra.codeversion`) is part of the rule's params.
 """
 
@@ -16,20 +16,22 @@ from codyra.paths import PRETRAINED
 @dataclass(frozen=True)
 class Job:
     command: str  # the codyra command the rule runs
-    entry: str  # module whose code determines the output
+    entries: tuple[str, ...]  # modules whose code (with what they import) determines the output
     threads: str | None  # config key of its CPU threads; None: a local rule, never submitted
 
 
 JOBS: dict[str, Job] = {
-    "pretrain_mini": Job("pretrain-mini", "codyra.benchmarks", "mini.pretrain_threads"),
-    "train_task": Job("train", "codyra.engine", "train.threads"),
-    "train_lm_task": Job("train", "codyra.engine", "train.threads"),  # profiles give it 4 GPUs in one task
-    "eval_row0": Job("cell", "codyra.evaluate", "eval.threads"),
-    "eval_row": Job("cell", "codyra.evaluate", "eval.threads"),
-    "heldout_row0": Job("heldout", "codyra.heldout", "eval.threads"),
-    "heldout": Job("heldout", "codyra.heldout", "eval.threads"),
-    "summarize_run": Job("summarize", "codyra.results", None),
-    "tables": Job("tables", "codyra.tables", None),
+    # the minis' own pretraining, not via codyra.benchmarks: its family objects reach the engine and
+    # every method, and editing a method must not rerun the pretraining
+    "pretrain_mini": Job("pretrain-mini", ("codyra.mini.clip.pretrain", "codyra.mini.trace.pretrain"), "mini.pretrain_threads"),
+    "train_task": Job("train", ("codyra.engine",), "train.threads"),
+    "train_lm_task": Job("train", ("codyra.engine",), "train.threads"),  # profiles give it 4 GPUs in one task
+    "eval_row0": Job("cell", ("codyra.evaluate",), "eval.threads"),
+    "eval_row": Job("cell", ("codyra.evaluate",), "eval.threads"),
+    "heldout_row0": Job("heldout", ("codyra.heldout",), "eval.threads"),
+    "heldout": Job("heldout", ("codyra.heldout",), "eval.threads"),
+    "summarize_run": Job("summarize", ("codyra.results",), None),
+    "tables": Job("tables", ("codyra.tables",), None),
 }
 
 
@@ -57,4 +59,4 @@ def job_version(rule: str) -> str:
     """The code version of rule's job (a rule param: changed code reruns exactly its jobs)."""
     from codyra.codeversion import code_version
 
-    return code_version(JOBS[rule].entry)
+    return code_version(*JOBS[rule].entries)

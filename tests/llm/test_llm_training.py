@@ -17,9 +17,9 @@ from codyra.llm.model import (
     length_limits,
     load_causal_lm,
     pretrained_lm,
-    rebuild_lm,
     task_folder,
 )
+from codyra.llm.rebuild import rebuild_lm
 from codyra.llm.zero import zero2_config
 from codyra.paths import (
     HISTORY_FILE,
@@ -37,7 +37,8 @@ def state(model) -> dict:
 
 
 def history(cfg, method, i=1) -> list[dict]:
-    return [json.loads(line) for line in (task_dir(cfg, method, 0, i) / HISTORY_FILE).read_text().splitlines()]
+    """The task's history records, without when each step ran."""
+    return [{k: v for k, v in json.loads(line).items() if k != "_time"} for line in (task_dir(cfg, method, 0, i) / HISTORY_FILE).read_text().splitlines()]
 
 
 @pytest.mark.parametrize("method", ["codyra", "lora-qv"])

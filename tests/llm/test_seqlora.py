@@ -8,7 +8,8 @@ import torch
 from codyra.adapters.lora import delta_from_factors
 from codyra.config import load_config
 from codyra.engine import train_task
-from codyra.llm.model import pretrained_lm, rebuild_lm
+from codyra.llm.model import pretrained_lm
+from codyra.llm.rebuild import rebuild_lm
 from codyra.paths import task_dir
 from codyra.updates import load_update
 

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 from codyra.cells import cell_record
 from codyra.clip.benchmarks import build_tasks
-from codyra.clip.model import pretrained_clip, rebuild_clip
+from codyra.clip.model import pretrained_clip
+from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.zeroshot import label_space_classifier
 from codyra.device import autocast, pick_device
 from codyra.paths import PRETRAINED

@@ -22,7 +22,7 @@ class ClipFamily:
         return pretrained_clip(cfg)
 
     def rebuild(self, cfg: dict, method: str, seed: int, upto: int):
-        from codyra.clip.model import rebuild_clip
+        from codyra.clip.rebuild import rebuild_clip
 
         return rebuild_clip(cfg, method, seed, upto)
 

@@ -28,7 +28,6 @@ from safetensors import SafetensorError, safe_open
 
 from codyra.clip.weights import pretrained_weights
 from codyra.errors import WeightsUnavailableError
-from codyra.state import rebuild
 from codyra.tasks import ImageConfig
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "clip" / "model_configs"  # the mini CLIP's
@@ -186,7 +185,3 @@ def pretrained_clip(cfg: dict) -> ClipBundle:
     benchmark's own pretraining."""
     m = cfg["model"]
     return create_clip(m["name"], pretrained_weights(cfg), cache_dir=m["cache_dir"])
-
-
-def rebuild_clip(cfg: dict, method: str, seed: int, upto: int) -> ClipBundle:
-    return rebuild(cfg, method, seed, upto, pretrained_clip)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from codyra.backends import PlainBackend
 from codyra.batches import StepBatches
 from codyra.clip.benchmarks import build_tasks
-from codyra.clip.model import rebuild_clip
+from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.zeroshot import encode_prompts
 from codyra.device import autocast, pick_device
 

@@ -21,7 +21,8 @@ from codyra.cells import cell_record
 from codyra.device import pick_device
 from codyra.io import write_text
 from codyra.llm.generation import generate_answers
-from codyra.llm.model import length_limits, pretrained_lm, rebuild_lm, task_folder
+from codyra.llm.model import length_limits, pretrained_lm, task_folder
+from codyra.llm.rebuild import rebuild_lm
 from codyra.paths import PRETRAINED, cell_path, row0_cell_path
 from codyra.state import for_inference
 from codyra.trace.data import load_split

@@ -23,7 +23,7 @@ class CausalLMFamily:
         return pretrained_lm(cfg)
 
     def rebuild(self, cfg: dict, method: str, seed: int, upto: int):
-        from codyra.llm.model import rebuild_lm
+        from codyra.llm.rebuild import rebuild_lm
 
         return rebuild_lm(cfg, method, seed, upto)
 

@@ -28,7 +28,8 @@ from codyra.batches import StepBatches
 from codyra.device import pick_device
 from codyra.llm.collate import TrainingCollator
 from codyra.llm.loss import answer_loss_sum, answer_tokens, position_ids
-from codyra.llm.model import length_limits, rebuild_lm, task_folder
+from codyra.llm.model import length_limits, task_folder
+from codyra.llm.rebuild import rebuild_lm
 from codyra.trace.data import load_split
 
 
