@@ -178,9 +178,10 @@ def test_truncation_keeps_the_top_singular_directions_and_conflict_is_mean_abs_c
 def test_interpolation_endpoints_are_theta_0_and_theta_n(tiny_run):
     """alpha = 0 rebuilds theta_0 and alpha = 1 theta_N exactly, so their held-out results equal H_0 and H_N."""
     from codyra.analysis.probes import probe_model, read_probe, run_probes
+    from codyra.clip.model import pretrained_clip
+    from codyra.clip.rebuild import rebuild_clip
+    from codyra.engine import train_task
     from codyra.heldout import evaluate_heldout
-    from codyra.state import pretrained_clip, rebuild_clip
-    from codyra.train import train_task
 
     cfg = {**tiny_run, "heldout_tasks": ["shape"], "analysis": {**tiny_run["analysis"], "interpolation_alphas": [0.0, 1.0], "remove_towers": ["text"]}}
     for i in (1, 2, 3):

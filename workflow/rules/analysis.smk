@@ -66,6 +66,7 @@ for _name in ANALYSES:
             analysis_files(_name),
         params:
             name=_name,
+            version=job_version(f"analysis_{_name}"),
         log:
             f"{LOGS}/analysis/{_name}.log",
         run:
@@ -81,6 +82,8 @@ if "rank" in ANALYSES:
             analysis_files("rank", "{method}"),
         wildcard_constraints:
             method="|".join(adapter_methods(CFG)),
+        params:
+            version=job_version("analysis_rank"),
         log:
             f"{LOGS}/analysis/rank_{{method}}.log",
         run:
@@ -96,6 +99,7 @@ if "probes" in ANALYSES:
             [PROBE_PATTERN.replace("{probe}", p) for p in PROBES],
         params:
             settings=lambda w: fingerprint([heldout_fingerprint(CFG), eval_settings(), CFG["analysis"]]),
+            version=job_version("probe"),
         threads: CFG["eval"]["threads"]
         log:
             f"{LOGS}/probes/{{method}}/seed{{seed}}.log",
@@ -112,6 +116,7 @@ if "conflict" in ANALYSES:
             CONFLICT_FILE,
         params:
             settings=fingerprint([CFG["analysis"]["conflict_ranks"], CFG["analysis"]["probe_batch"], [t["name"] for t in CFG["tasks"]]]),
+            version=job_version("grad_conflict"),
         threads: CFG["eval"]["threads"]
         log:
             f"{LOGS}/grad_conflict.log",

@@ -32,9 +32,11 @@ def trained_methods(cfg: dict) -> list[str]:
 
 def adapter_methods(cfg: dict) -> list[str]:
     """Methods whose updates are low-rank adapters (they have a ``rank`` option)."""
+    import dataclasses
+
     from codyra.methods import method_class
 
-    return [m for m in trained_methods(cfg) if "rank" in method_class(method_kind(cfg, m)).defaults]
+    return [m for m in trained_methods(cfg) if "rank" in {f.name for f in dataclasses.fields(method_class(method_kind(cfg, m)).Options)}]
 
 
 def run_updates(cfg: dict, method: str, seed: int) -> Iterator[TaskUpdate]:

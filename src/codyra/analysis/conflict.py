@@ -44,10 +44,10 @@ def conflict(gradients: list[dict[str, torch.Tensor]], rank: int | None) -> floa
 
 
 def task_gradients(cfg: dict, device) -> list[dict[str, torch.Tensor]]:
-    from codyra.benchmarks import build_tasks
+    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip.model import pretrained_clip
     from codyra.clip.targets import clip_targets
-    from codyra.state import pretrained_clip
-    from codyra.train import supervised_loss
+    from codyra.clip.train import supervised_loss
     from codyra.updates import param_block
 
     bundle = pretrained_clip(cfg)
@@ -63,13 +63,13 @@ def task_gradients(cfg: dict, device) -> list[dict[str, torch.Tensor]]:
         model.zero_grad(set_to_none=True)
         image_emb = F.normalize(model.encode_image(images).float(), dim=-1)
         text_emb = F.normalize(model.encode_text(bundle.tokenizer(task.prompts(task.templates[0])).to(device)).float(), dim=-1)
-        supervised_loss(image_emb, text_emb, labels, model.logit_scale.exp().detach(), "paper").backward()
+        supervised_loss(model.logit_scale.exp().detach() * image_emb @ text_emb.T, labels, "paper").backward()
         out.append({t.name: param_block(params[t.param].grad, t.rows).detach().float().cpu().clone() for t in targets})
     return out
 
 
 def run_conflict(cfg: dict, *, device=None) -> dict:
-    from codyra.state import pick_device
+    from codyra.device import pick_device
 
     if cfg["model"]["family"] != "clip":
         raise ValueError("the gradient-conflict probe applies to CLIP benchmarks (model.family: clip)")

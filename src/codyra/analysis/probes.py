@@ -59,21 +59,25 @@ def without_tower(update: TaskUpdate, tower: str) -> TaskUpdate:
 
 
 def probe_model(cfg: dict, method: str, seed: int, transform):
-    """theta_0 plus ``transform(update_i)`` for i = 1..N in task order, and the updates' digests."""
-    from codyra.state import pretrained_clip, require_updates
+    """theta_0 plus ``transform(update_i)`` for i = 1..N in task order, handed to the method's
+    ``for_inference`` hook with the stored method states as theta_N is for its cells; and the
+    updates' digests."""
+    from codyra.clip.model import pretrained_clip
+    from codyra.state import for_inference, require_updates
 
-    dirs = require_updates(cfg, method, seed, len(cfg["tasks"]))
+    n = len(cfg["tasks"])
+    dirs = require_updates(cfg, method, seed, n)
     bundle = pretrained_clip(cfg)
     for d in dirs:
         apply_update(bundle.model, transform(load_update(d)))
-    return bundle, [read_json(d / SUMMARY_FILE)["update_digest"] for d in dirs]
+    return for_inference(cfg, method, seed, n, bundle), [read_json(d / SUMMARY_FILE)["update_digest"] for d in dirs]
 
 
 @torch.no_grad()
 def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
     """Accuracies of a built model: {"heldout": {name: acc}} and, if ``stream``, {"tasks": {name: acc}}."""
-    from codyra.benchmarks import build_heldout_tasks, build_tasks
-    from codyra.evaluate import accuracy, accuracy_on_task
+    from codyra.clip.benchmarks import build_heldout_tasks, build_tasks
+    from codyra.clip.evaluate import accuracy, accuracy_on_task
 
     out = {"heldout": {t.name: accuracy(bundle, t, [t], cfg, device)[0] for t in build_heldout_tasks(cfg, bundle.image)}}
     if stream:
@@ -84,7 +88,7 @@ def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
 
 def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
     """Every interpolation and module-removal probe of (method, seed); returns the written records."""
-    from codyra.state import pick_device
+    from codyra.device import pick_device
 
     if cfg["model"]["family"] != "clip":
         raise ValueError("the interpolation and module-removal probes apply to CLIP benchmarks (model.family: clip)")
