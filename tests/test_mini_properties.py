@@ -14,7 +14,7 @@ import yaml
 
 from codyra.config import load_config
 from codyra.metrics import forgetting
-from codyra.mini.pretrain import pretrain_mini
+from codyra.mini.clip.pretrain import pretrain_mini
 from codyra.results import run_stream
 
 from .conftest import ROOT
@@ -54,7 +54,7 @@ def _mean(row) -> float:
 
 def test_no_task_is_saturated_and_the_designed_ones_are_partly_known(streams):
     cfg, results = streams
-    from codyra.benchmarks import build_tasks
+    from codyra.clip.benchmarks import build_tasks
     from codyra.tasks import ImageConfig
 
     tasks = build_tasks(cfg, ImageConfig(32, (0.5,) * 3, (0.25,) * 3))
