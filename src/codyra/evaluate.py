@@ -155,6 +155,12 @@ def _computed_cells(cfg, method, seed, i, js, device):
             yield evaluate_lm_cell(cfg, method, seed, i, j, device=device)
         return
     torch.set_num_threads(cfg["eval"]["threads"])
+    if method != PRETRAINED and method_class(cfg["method_configs"][method]["kind"]).predicts_domain:
+        from codyra.clip.routed import routed_row  # task-agnostic inference: each image routed to a task's model
+
+        for j, acc, n, classes, routing, seconds in routed_row(cfg, method, seed, i, js, pick_device(device)):
+            yield {**_cell(cfg, method, seed, i, j, acc, n, classes, time.time() - seconds), "routing": routing}
+        return
     started = time.time()  # the first cell's seconds include building the model
     bundle = pretrained_clip(cfg) if method == PRETRAINED else rebuild_clip(cfg, method, seed, i)
     tasks = build_tasks(cfg, bundle.image)

@@ -23,6 +23,11 @@ if TYPE_CHECKING:  # method modules import torch lazily: config validation (ever
 class Method(ABC):
     kind: str = ""
     trains: bool = True
+    # the paper's table group: "continual" (updates the backbone), "complementation" (frozen
+    # backbone plus per-task modules chosen at inference) or "reference" (zero-shot)
+    group: ClassVar[str] = "continual"
+    # True: inference predicts each sample's domain (tables mark it with a dagger; cells store routing)
+    predicts_domain: ClassVar[bool] = False
     # True: a task continues from the previous task's stored update (SeqLoRA); the training loop
     # sets ``previous`` to that update (None for task 1) before ``setup``
     carries_state: bool = False
