@@ -122,3 +122,47 @@ def test_tables_without_complementation_methods_are_unchanged():
     assert table.groups == {} and "***" not in tables.to_markdown(table)
     assert tables.to_csv(table).splitlines()[0] == "block,row,column,mean,std,n_seeds,best"
     assert [label for _, label, _ in table.rows[:2]] == ["zeroshot", "codyra"]
+
+
+def _rail_states(cfg, options, upto):
+    """RAIL's states after tasks 1..upto, fitted on one pass of theta_0's features (global labels)."""
+    from codyra.benchmarks import build_tasks
+    from codyra.clip import analytic
+    from codyra.state import pretrained_clip
+
+    bundle = pretrained_clip(cfg)
+    tasks = build_tasks(cfg, bundle.image)
+    states, state, offset, feats = [], None, 0, []
+    for i in range(1, upto + 1):
+        data = tasks[i - 1].train_set()
+        batch = analytic.image_features(bundle.model.eval(), data, analytic.train_batches(len(data), 16, 0, i), cfg, torch.device("cpu"), "fp32")
+        batch = [(f, y + offset) for f, y in batch]
+        offset += tasks[i - 1].num_classes
+        state = analytic.fit(options, state, batch, offset, seed=0)
+        states.append(state)
+        feats += batch
+    return states, feats
+
+
+@pytest.mark.parametrize("variant", ["primal", "dual"])
+def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regression(tiny_run, variant):
+    from codyra.clip import analytic
+    from codyra.complement import rail as rail_math
+    from codyra.methods.rail import RAIL
+
+    cfg = tiny_run
+    options = {**RAIL.defaults, "variant": variant, "hidden_dim": 64, "precision": "float64"}
+    states, feats = _rail_states(cfg, options, 2)
+    if variant == "primal":  # the recursion over two tasks is the joint ridge solve over their features
+        w = analytic.expansion(options, 0, feats[0][0].shape[1])
+        x = torch.cat([rail_math.expand(f.double(), w) for f, _ in feats])
+        y = torch.nn.functional.one_hot(torch.cat([lab for _, lab in feats]), states[1]["W"].shape[1]).double()
+        direct = torch.linalg.solve(x.T @ x + 0.1 * torch.eye(x.shape[1], dtype=torch.float64), x.T @ y)
+        torch.testing.assert_close(states[1]["W"], direct)
+    zero_shot = {j: evaluate_row(cfg, "pretrained", None, 0, [j])[0]["accuracy"] for j in (1, 2, 3)}
+    row = list(analytic.rail_row(cfg, options, 0, 1, [1, 2, 3], torch.device("cpu"), states[0]))
+    # tasks not yet learned keep the zero-shot prediction (RAIL's Transfer equals zero-shot)
+    assert [acc for j, acc, *_ in row if j > 1] == [zero_shot[2], zero_shot[3]]
+    assert all(0 <= routing["accuracy"] <= 100 for *_, routing, _ in row)
+    with pytest.raises(ValueError, match=r"after task 2 scores \d+ classes, tasks 1..2 have \d+"):
+        list(analytic.rail_row(cfg, options, 0, 2, [1], torch.device("cpu"), states[0]))
