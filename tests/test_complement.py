@@ -189,3 +189,52 @@ def test_icl_prompt_and_demonstrations_as_trace():
     assert icl.instruction("mini-x", ["Do it.\nText: a\nAnswer:", "Do it.\nText: b\nAnswer:"]) == "Do it.\nText: "[:7]
     with pytest.raises(ValueError, match="does not start with its instruction"):
         icl.instruction("FOMC", ["Monetary policy stance?\nText: x"])
+
+
+def test_moe_top_k_gates_and_mixture_by_hand():
+    from codyra.complement import moe
+
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    w_gate = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])  # logits: [3, 1, 2] and [0, 5, 4]
+    gates, load = moe.top_k_gates(x, w_gate, torch.zeros(2, 3), top_k=2)
+    e = torch.exp(torch.tensor(1.0))
+    expected = torch.tensor([[e / (e + 1), 0, 1 / (e + 1)], [0, e / (e + 1), 1 / (e + 1)]])
+    torch.testing.assert_close(gates, expected)
+    torch.testing.assert_close(load, torch.tensor([1.0, 1.0, 2.0]))
+    # cv^2 of importance (0.731, 0.731, 0.538) and of load (1, 1, 2), times 1e-2
+    imp = expected.sum(0)
+    cv = lambda v: v.var() / v.mean() ** 2
+    torch.testing.assert_close(moe.balance_loss(gates, load), 1e-2 * (cv(imp) + cv(torch.tensor([1.0, 1.0, 2.0]))))
+    # experts: constant maps; sample 0 mixes experts 0 and 2, sample 1 experts 1 and 2
+    experts = torch.nn.ModuleList([_Const(c) for c in (1.0, 10.0, 100.0)])
+    out = moe.mixture(torch.zeros(2, 4, 2), gates, experts)
+    torch.testing.assert_close(out[0, 0], torch.full((2,), float(expected[0, 0] * 1 + expected[0, 2] * 100)))
+    torch.testing.assert_close(out[1, 3], torch.full((2,), float(expected[1, 1] * 10 + expected[1, 2] * 100)))
+    with pytest.raises(ValueError, match="top_k must be in 1..3"):
+        moe.top_k_gates(x, w_gate, torch.zeros(2, 3), top_k=4)
+
+
+def test_moe_noisy_gating_load_is_the_probability_of_staying_in_the_top_k():
+    from codyra.complement import moe
+
+    x = torch.tensor([[1.0, 0.0]])
+    w_gate, w_noise = torch.tensor([[2.0, 1.0, 0.0], [0, 0, 0]]), torch.zeros(2, 3)
+    noise = torch.tensor([[0.0, 0.0, 0.0]])  # noisy logits = clean: thresholds 1 (2nd) and 0 (3rd)
+    gates, load = moe.top_k_gates(x, w_gate, w_noise, top_k=2, noise=noise)
+    std = torch.nn.functional.softplus(torch.tensor(0.0)) + 1e-2
+    normal = torch.distributions.Normal(0.0, 1.0)
+    # experts 0, 1 are in (compare with the 3rd value 0); expert 2 is out (compare with the 2nd value 1)
+    expected = torch.stack([normal.cdf((2 - 0) / std), normal.cdf((1 - 0) / std), normal.cdf((0 - 1) / std)])
+    torch.testing.assert_close(load, expected)
+    assert gates[0, 2] == 0 and torch.isclose(gates.sum(), torch.tensor(1.0))
+    adapter = moe.Adapter(8)
+    assert torch.count_nonzero(adapter(torch.randn(3, 8))) == 0  # the up projection starts at zero
+
+
+class _Const(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+
+    def forward(self, x):
+        return torch.full_like(x, self.c)
