@@ -126,21 +126,14 @@ def test_tables_without_complementation_methods_are_unchanged():
 
 def _rail_states(cfg, options, upto):
     """RAIL's states after tasks 1..upto, fitted on one pass of theta_0's features (global labels)."""
-    from codyra.benchmarks import build_tasks
     from codyra.clip import analytic
-    from codyra.state import pretrained_clip
 
-    bundle = pretrained_clip(cfg)
-    tasks = build_tasks(cfg, bundle.image)
-    states, state, offset, feats = [], None, 0, []
+    states, state, feats = [], None, []
     for i in range(1, upto + 1):
-        data = tasks[i - 1].train_set()
-        batch = analytic.image_features(bundle.model.eval(), data, analytic.train_batches(len(data), 16, 0, i), cfg, torch.device("cpu"), "fp32")
-        batch = [(f, y + offset) for f, y in batch]
-        offset += tasks[i - 1].num_classes
-        state = analytic.fit(options, state, batch, offset, seed=0)
+        batches, classes = analytic.task_feature_batches(cfg, 0, i, 16, torch.device("cpu"))
+        state = analytic.fit(options, state, batches, classes, seed=0)
         states.append(state)
-        feats += batch
+        feats += batches
     return states, feats
 
 

@@ -84,6 +84,21 @@ def train_batches(n: int, batch_size: int, seed: int, task_index: int) -> list[l
     return [keys[s : s + batch_size] for s in range(0, n, batch_size)]
 
 
+def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int, device) -> tuple[list, int]:
+    """(one pass of theta_0's image features of task i's training set with labels global over the
+    stream, classes of tasks 1..i): what RAIL fits on."""
+    from codyra.benchmarks import build_tasks
+    from codyra.state import pretrained_clip
+
+    bundle = pretrained_clip(cfg)
+    tasks = build_tasks(cfg, bundle.image)
+    offset = sum(t.num_classes for t in tasks[: task_index - 1])
+    data = tasks[task_index - 1].train_set()
+    model = bundle.model.to(device).eval()
+    batches = image_features(model, data, train_batches(len(data), batch_size, seed, task_index), cfg, device, cfg["train"]["precision"])
+    return [(f, y + offset) for f, y in batches], offset + tasks[task_index - 1].num_classes
+
+
 @torch.no_grad()
 def rail_row(cfg: dict, options: dict, seed: int, i: int, js: list[int], device, state: dict):
     """Yield (j, accuracy %, test images, classes of the cell's label space, routing summary,
