@@ -9,10 +9,10 @@ import torch
 from codyra import tables
 from codyra.cells import read_cell
 from codyra.complement import routing
+from codyra.engine import train_task
 from codyra.evaluate import evaluate_row
 from codyra.io import ResultError, write_json
 from codyra.paths import cell_path
-from codyra.train import train_task
 
 
 @pytest.fixture
@@ -144,7 +144,7 @@ def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regres
     from codyra.methods.rail import RAIL
 
     cfg = tiny_run
-    options = {**RAIL.defaults, "variant": variant, "hidden_dim": 64, "precision": "float64"}
+    options = RAIL({"kind": "rail", "variant": variant, "hidden_dim": 64, "precision": "float64"}).options
     states, feats = _rail_states(cfg, options, 2)
     if variant == "primal":  # the recursion over two tasks is the joint ridge solve over their features
         w = analytic.expansion(options, 0, feats[0][0].shape[1])
@@ -153,9 +153,26 @@ def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regres
         direct = torch.linalg.solve(x.T @ x + 0.1 * torch.eye(x.shape[1], dtype=torch.float64), x.T @ y)
         torch.testing.assert_close(states[1]["W"], direct)
     zero_shot = {j: evaluate_row(cfg, "pretrained", None, 0, [j])[0]["accuracy"] for j in (1, 2, 3)}
-    row = list(analytic.rail_row(cfg, options, 0, 1, [1, 2, 3], torch.device("cpu"), states[0]))
+    row = list(analytic.rail_row(cfg, "rail", options, 0, 1, [1, 2, 3], torch.device("cpu"), states[0]))
     # tasks not yet learned keep the zero-shot prediction (RAIL's Transfer equals zero-shot)
-    assert [acc for j, acc, *_ in row if j > 1] == [zero_shot[2], zero_shot[3]]
-    assert all(0 <= routing["accuracy"] <= 100 for *_, routing, _ in row)
+    assert [c["accuracy"] for c in row if c["j"] > 1] == [zero_shot[2], zero_shot[3]]
+    assert all(0 <= c["routing"]["accuracy"] <= 100 for c in row)
     with pytest.raises(ValueError, match=r"after task 2 scores \d+ classes, tasks 1..2 have \d+"):
-        list(analytic.rail_row(cfg, options, 0, 2, [1], torch.device("cpu"), states[0]))
+        list(analytic.rail_row(cfg, "rail", options, 0, 2, [1], torch.device("cpu"), states[0]))
+
+
+def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run):
+    from codyra.paths import task_dir
+    from codyra.updates import load_method_state
+
+    cfg = tiny_run
+    cfg["method_configs"]["rail-primal"] = {"kind": "rail", "hidden_dim": 32}
+    summaries = [train_task(cfg, "rail-primal", 0, i).summary for i in (1, 2)]
+    state = load_method_state(task_dir(cfg, "rail-primal", 0, 2))
+    # kept at inference: the 64 x 32 expansion and W (32 x the classes of tasks 1..2)
+    assert state["W"].shape[0] == 32 and summaries[1]["inference_extra_params"] == 64 * 32 + state["W"].numel()
+    assert summaries[0]["trainable_params"] == 0 and summaries[1]["steps"] == 0
+    cells = evaluate_row(cfg, "rail-primal", 0, 2)
+    zero_shot = evaluate_row(cfg, "pretrained", None, 0, [3])[0]["accuracy"]
+    assert cells[2]["accuracy"] == zero_shot and all("routing" in c for c in cells)
+    assert read_cell(cfg, cell_path(cfg, "rail-primal", 0, 2, 1), "rail-primal", 0, 2, 1)["routing"]["router"] == "zero_shot"

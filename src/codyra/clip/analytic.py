@@ -14,54 +14,55 @@ import time
 import torch
 import torch.nn.functional as F
 
+from codyra.batches import derive_seed
+from codyra.cells import cell_record
 from codyra.complement import rail
 from codyra.complement.routing import RoutingTally, class_domains, route_learned
-from codyra.state import autocast
-from codyra.train import derive_seed
+from codyra.device import autocast
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def expansion(options: dict, seed: int, feature_dim: int) -> torch.Tensor | None:
+def expansion(options, seed: int, feature_dim: int) -> torch.Tensor | None:
     """RAIL-Primal's frozen random expansion: the same for every task of a run (a function of the seed)."""
-    if options["variant"] != "primal" or not options["hidden_dim"]:
+    if options.variant != "primal" or not options.hidden_dim:
         return None
-    return rail.expansion_weight(feature_dim, options["hidden_dim"], torch.Generator().manual_seed(derive_seed(seed, 0, 11)))
+    return rail.expansion_weight(feature_dim, options.hidden_dim, torch.Generator().manual_seed(derive_seed(seed, 0, 11)))
 
 
-def fit(options: dict, previous: dict | None, batches: list, num_classes: int, seed: int) -> dict[str, torch.Tensor]:
+def fit(options, previous: dict | None, batches: list, num_classes: int, seed: int) -> dict[str, torch.Tensor]:
     """The method state after one more task: ``batches`` of (raw image features, global labels)."""
-    dtype = DTYPES[options["precision"]]
-    if options["variant"] == "dual":
-        krr = rail.DualKernelRidge(options["kernel_gamma"], options["kernel_lambda"], dtype)
+    dtype = DTYPES[options.precision]
+    if options.variant == "dual":
+        krr = rail.DualKernelRidge(options.kernel_gamma, options.kernel_lambda, dtype)
         if previous is not None:
-            krr = rail.DualKernelRidge.from_state(previous, options["kernel_gamma"], options["kernel_lambda"])
+            krr = rail.DualKernelRidge.from_state(previous, options.kernel_gamma, options.kernel_lambda)
         x = torch.cat([F.normalize(f, dim=-1) for f, _ in batches])
         krr.fit_task(x, torch.cat([y for _, y in batches]), num_classes)
         return krr.state()
     weight = expansion(options, seed, batches[0][0].shape[1])
     dim = batches[0][0].shape[1] if weight is None else weight.shape[0]
-    ridge = rail.PrimalRidge(dim, options["gamma"], dtype) if previous is None else rail.PrimalRidge.from_state(previous, options["gamma"])
+    ridge = rail.PrimalRidge(dim, options.gamma, dtype) if previous is None else rail.PrimalRidge.from_state(previous, options.gamma)
     ridge.fit_task(((rail.expand(f.to(dtype), weight), y) for f, y in batches), num_classes)
     return ridge.state()
 
 
-def scorer(options: dict, state: dict, seed: int, feature_dim: int):
+def scorer(options, state: dict, seed: int, feature_dim: int):
     """features (B, D) -> adapter scores (B, classes learned)."""
-    if options["variant"] == "dual":
-        krr = rail.DualKernelRidge.from_state(state, options["kernel_gamma"], options["kernel_lambda"])
+    if options.variant == "dual":
+        krr = rail.DualKernelRidge.from_state(state, options.kernel_gamma, options.kernel_lambda)
         return lambda f: krr.scores(F.normalize(f, dim=-1))
     weight = expansion(options, seed, feature_dim)
-    ridge = rail.PrimalRidge.from_state(state, options["gamma"])
+    ridge = rail.PrimalRidge.from_state(state, options.gamma)
     return lambda f: ridge.scores(rail.expand(f.to(ridge.dtype), weight))
 
 
-def extra_params(options: dict, state: dict, feature_dim: int) -> int:
+def extra_params(options, state: dict, feature_dim: int) -> int:
     """Parameters RAIL keeps beside the frozen backbone at inference (the paper's cost table:
     Primal expansion + regression weights, Dual the stored features and the dual weights)."""
-    if options["variant"] == "dual":
+    if options.variant == "dual":
         return state["memory"].numel() + len(state["memory"]) * int(state["num_classes"])
-    hidden = options["hidden_dim"]
+    hidden = options.hidden_dim
     return (feature_dim * hidden if hidden else 0) + state["W"].numel()
 
 
@@ -87,8 +88,8 @@ def train_batches(n: int, batch_size: int, seed: int, task_index: int) -> list[l
 def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int, device) -> tuple[list, int]:
     """(one pass of theta_0's image features of task i's training set with labels global over the
     stream, classes of tasks 1..i): what RAIL fits on."""
-    from codyra.benchmarks import build_tasks
-    from codyra.state import pretrained_clip
+    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip.model import pretrained_clip
 
     bundle = pretrained_clip(cfg)
     tasks = build_tasks(cfg, bundle.image)
@@ -100,13 +101,12 @@ def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int,
 
 
 @torch.no_grad()
-def rail_row(cfg: dict, options: dict, seed: int, i: int, js: list[int], device, state: dict):
-    """Yield (j, accuracy %, test images, classes of the cell's label space, routing summary,
-    seconds) of theta_0 + RAIL's adapter after task i (``state``)."""
-    from codyra.benchmarks import build_tasks
+def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], device, state: dict):
+    """Yield the cells A[i, j] of theta_0 + RAIL's adapter after task i (``state``), each with its routing summary."""
+    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip.model import pretrained_clip
     from codyra.clip.zeroshot import label_space_classifier
     from codyra.data.registry import label_space
-    from codyra.state import pretrained_clip
 
     started = time.time()
     bundle = pretrained_clip(cfg)
@@ -134,7 +134,7 @@ def rail_row(cfg: dict, options: dict, seed: int, i: int, js: list[int], device,
             adapter = scores(features)
             if adapter.shape[1] != learned:
                 raise ValueError(f"RAIL's state after task {i} scores {adapter.shape[1]} classes, tasks 1..{i} have {learned}")
-            fused, _ = rail.fuse(zero_shot, adapter, options["fusion_weight"])
+            fused, _ = rail.fuse(zero_shot, adapter, options.fusion_weight)
             tally.add(route_learned(domain_of[zero_shot.argmax(dim=-1)], i))
             if own_space:
                 predicted = fused[:, offset : offset + sizes[j - 1]].argmax(dim=-1)
@@ -142,5 +142,6 @@ def rail_row(cfg: dict, options: dict, seed: int, i: int, js: list[int], device,
             else:
                 correct += int((fused.argmax(dim=-1) == labels + offset).sum())
             total += len(labels)
-        yield j, 100.0 * correct / total, total, sizes[j - 1] if own_space else len(union), tally.to_json(), time.time() - started
+        fields = {"num_classes": sizes[j - 1] if own_space else len(union), "num_samples": total, "label_space": cfg["data"]["label_space"], "routing": tally.to_json()}
+        yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
         started = time.time()

@@ -19,8 +19,10 @@ import time
 import torch
 import torch.nn.functional as F
 
+from codyra.cells import cell_record
 from codyra.complement.routing import ZERO_SHOT, RoutingTally, class_domains, route_learned
-from codyra.state import autocast, pretrained_clip, require_updates
+from codyra.device import autocast
+from codyra.state import require_updates
 from codyra.updates import apply_update, load_update
 
 ROUTER = "zero_shot"
@@ -49,8 +51,9 @@ def _predict(model, classifier, dataset, indices, cfg, device) -> tuple[torch.Te
 
 @torch.no_grad()
 def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device):
-    """Yield (j, accuracy %, test images, classes in the label space, routing summary, seconds) for j in ``js``."""
-    from codyra.benchmarks import build_tasks
+    """Yield the cells A[i, j] for j in ``js``, each with its routing summary."""
+    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip.model import pretrained_clip
     from codyra.clip.zeroshot import label_space_classifier
     from codyra.data.registry import label_space
 
@@ -94,5 +97,6 @@ def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device)
         tally = RoutingTally(ROUTER, true_domain=j - 1, learned=i)
         tally.add(routes[j])
         classes = tasks[j - 1].num_classes if own_space else len(union)
-        yield j, 100.0 * correct[j] / len(tests[j]), len(tests[j]), classes, tally.to_json(), time.time() - started
+        fields = {"num_classes": classes, "num_samples": len(tests[j]), "label_space": cfg["data"]["label_space"], "routing": tally.to_json()}
+        yield cell_record(cfg, method, seed, i, j, 100.0 * correct[j] / len(tests[j]), started, **fields)
         started = time.time()

@@ -26,5 +26,11 @@ class CoDyRADagger(CoDyRA):
         # every task's update stays available at inference, to rebuild theta_k for images routed to task k
         return update, {**summary, "inference_extra_params": update.num_stored()}
 
+    @classmethod
+    def routed_cells(cls, cfg, method, seed, i, js, device):
+        from codyra.clip.routed import routed_row
+
+        return routed_row(cfg, method, seed, i, js, device)
+
 
 METHOD = CoDyRADagger

@@ -11,35 +11,60 @@ linghan1997/Regression-based-Analytic-Incremental-Learning.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
 
 from codyra.methods.base import Method
+from codyra.methods.options import MethodOptions, option
 
-VARIANTS = ("primal", "dual")
+
+@dataclass(frozen=True)
+class RAILOptions(MethodOptions):
+    variant: str = option("primal", choices=("primal", "dual"))
+    hidden_dim: int = option(15000, minimum=0, doc="RAIL-Primal's random ReLU expansion width (0: none)")
+    gamma: float = option(0.1, exclusive_minimum=0, doc="RAIL-Primal ridge regularisation (RAIL: regularization)")
+    kernel_gamma: float = option(0.1, exclusive_minimum=0, doc="RAIL-Dual Gaussian kernel width (RAIL: gamma)")
+    kernel_lambda: float = option(0.001, exclusive_minimum=0, doc="RAIL-Dual ridge term (dual_RAIL.py: lamda)")
+    fusion_weight: float = option(0.9, minimum=0, maximum=1, doc="weight of the adapter in the zero-shot fusion")
+    precision: str = option("float32", choices=("float32", "float64"), doc="working precision (RAIL: float32)")
 
 
 class RAIL(Method):
     kind = "rail"
     group = "complementation"
     predicts_domain = True
-    defaults: ClassVar[dict] = {
-        "variant": "primal",
-        "hidden_dim": 15000,  # RAIL-Primal's random ReLU expansion width (0: none)
-        "gamma": 0.1,  # RAIL-Primal ridge regularisation ("regularization")
-        "kernel_gamma": 0.1,  # RAIL-Dual's Gaussian kernel width ("gamma")
-        "kernel_lambda": 0.001,  # RAIL-Dual's ridge term (dual_RAIL.py: lamda=0.001)
-        "fusion_weight": 0.9,  # weight of the adapter in the fusion
-        "precision": "float32",  # RAIL's working precision (float64: exact to rounding for tests)
-    }
+    closed_form = True
+    Options = RAILOptions
 
-    def __init__(self, spec):
-        super().__init__(spec)
-        o = self.options
-        if o["variant"] not in VARIANTS:
-            raise ValueError(f"rail option variant must be one of {VARIANTS}, got {o['variant']!r}")
-        if o["precision"] not in ("float32", "float64"):
-            raise ValueError(f"rail option precision must be float32 or float64, got {o['precision']!r}")
-        if not 0 <= o["fusion_weight"] <= 1:
-            raise ValueError(f"rail option fusion_weight must be in [0, 1], got {o['fusion_weight']}")
-        if o["hidden_dim"] < 0:
-            raise ValueError(f"rail option hidden_dim must be >= 0, got {o['hidden_dim']}")
+    def setup(self, ctx):
+        return []  # nothing trains by gradient
+
+    def absorb(self, previous_state, batches, num_classes: int, seed: int) -> None:
+        from codyra.clip.analytic import fit
+
+        self.state = fit(self.options, previous_state, batches, num_classes, seed)
+        self.feature_dim = batches[0][0].shape[1]
+
+    def finish(self, model):
+        from codyra.clip.analytic import extra_params
+        from codyra.updates import TaskUpdate
+
+        extra = extra_params(self.options, self.state, self.feature_dim)
+        return TaskUpdate("none"), {"trainable_params": 0, "stored_params": 0, "inference_extra_params": extra}
+
+    def state_to_store(self):
+        return self.state
+
+    @classmethod
+    def routed_cells(cls, cfg, method, seed, i, js, device):
+        from codyra.clip.analytic import rail_row
+        from codyra.paths import task_dir
+        from codyra.updates import load_method_state
+
+        state = load_method_state(task_dir(cfg, method, seed, i))
+        if state is None:
+            raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no RAIL state: rerun its training job")
+        options = cls(cfg["method_configs"][method]).options
+        return rail_row(cfg, method, options, seed, i, js, device, state)
+
+
+METHOD = RAIL

@@ -10,7 +10,7 @@ class ZeroShot(Method):
     trains = False
     group = "reference"
 
-    def setup(self, model, targets, vocab, generator, weight_decay):
+    def setup(self, ctx):
         return []
 
     def finish(self, model):
