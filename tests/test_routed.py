@@ -171,7 +171,7 @@ def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run)
     state = load_method_state(task_dir(cfg, "rail-primal", 0, 2))
     # kept at inference: the 64 x 32 expansion and W (32 x the classes of tasks 1..2)
     assert state["W"].shape[0] == 32 and summaries[1]["inference_extra_params"] == 64 * 32 + state["W"].numel()
-    assert summaries[0]["trainable_params"] == 0 and summaries[1]["steps"] == 0
+    assert summaries[0]["trainable_params"] == 0 and summaries[1]["steps"] == 0 and summaries[1]["inference_memory"] == 0
     cells = evaluate_row(cfg, "rail-primal", 0, 2)
     zero_shot = evaluate_row(cfg, "pretrained", None, 0, [3])[0]["accuracy"]
     assert cells[2]["accuracy"] == zero_shot and all("routing" in c for c in cells)

@@ -57,13 +57,14 @@ def scorer(options, state: dict, seed: int, feature_dim: int):
     return lambda f: ridge.scores(rail.expand(f.to(ridge.dtype), weight))
 
 
-def extra_params(options, state: dict, feature_dim: int) -> int:
-    """Parameters RAIL keeps beside the frozen backbone at inference (the paper's cost table:
-    Primal expansion + regression weights, Dual the stored features and the dual weights)."""
+def extra_params(options, state: dict, feature_dim: int) -> tuple[int, int]:
+    """(parameters, stored sample values) RAIL keeps beside the frozen backbone at inference (the
+    paper's cost table, "params / memory": Primal the expansion and regression weights; Dual the
+    dual weights, and as memory the features of every sample seen)."""
     if options.variant == "dual":
-        return state["memory"].numel() + len(state["memory"]) * int(state["num_classes"])
+        return len(state["memory"]) * int(state["num_classes"]), state["memory"].numel()
     hidden = options.hidden_dim
-    return (feature_dim * hidden if hidden else 0) + state["W"].numel()
+    return (feature_dim * hidden if hidden else 0) + state["W"].numel(), 0
 
 
 @torch.no_grad()

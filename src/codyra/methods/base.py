@@ -21,7 +21,8 @@ A method turns a backbone at theta_{i-1} into theta_i for one task. The training
 
 Summary keys every method reports (the computation-cost table reads them): ``trainable_params``
 (the method returns it), ``inference_extra_params`` (parameters kept beside the merged backbone at
-inference; default 0), and, filled in by the engine, ``stored_bytes`` (update + method state on
+inference; default 0), ``inference_memory`` (stored sample values read at inference, e.g.
+RAIL-Dual's feature memory; default 0), and, filled in by the engine, ``stored_bytes`` (update + method state on
 disk) and ``step_seconds`` (mean wall time per optimizer step).
 
 Batches are dicts of tensors on the device; a method reads only the keys the family documents
@@ -150,11 +151,11 @@ def freeze(model: nn.Module) -> None:
 
 
 def summary_defaults(summary: dict[str, Any]) -> dict[str, Any]:
-    """A method's summary with the keys every method reports: ``inference_extra_params`` 0 when
-    merged, ``step_seconds`` None when nothing trained."""
+    """A method's summary with the keys every method reports: ``inference_extra_params`` and
+    ``inference_memory`` 0 when merged, ``step_seconds`` None when nothing trained."""
     if "trainable_params" not in summary:
         raise ValueError("a method's finish() summary must report trainable_params")
-    return {"inference_extra_params": 0, "step_seconds": None, **summary}
+    return {"inference_extra_params": 0, "inference_memory": 0, "step_seconds": None, **summary}
 
 
 def standalone_context(model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float) -> TaskContext:

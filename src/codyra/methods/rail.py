@@ -48,8 +48,9 @@ class RAIL(Method):
         from codyra.clip.analytic import extra_params
         from codyra.updates import TaskUpdate
 
-        extra = extra_params(self.options, self.state, self.feature_dim)
-        return TaskUpdate("none"), {"trainable_params": 0, "stored_params": 0, "inference_extra_params": extra}
+        params, memory = extra_params(self.options, self.state, self.feature_dim)
+        summary = {"trainable_params": 0, "stored_params": 0, "inference_extra_params": params, "inference_memory": memory}
+        return TaskUpdate("none"), summary
 
     def state_to_store(self):
         return self.state
