@@ -27,6 +27,10 @@ def read_cell(cfg: dict, path: Path, method: str, seed: int | None, i: int, j: i
     classes = cell.get("num_classes")
     if cfg["model"]["family"] == "clip" and (isinstance(classes, bool) or not isinstance(classes, int) or classes < 1):
         problems.append(f"num_classes {classes!r} is not a positive integer")
+    if "routing" in cell:  # optional: the routing decisions of a task-agnostic cell
+        routed = cell["routing"].get("accuracy") if isinstance(cell["routing"], dict) else None
+        if isinstance(routed, bool) or not isinstance(routed, (int, float)) or not (math.isfinite(routed) and 0 <= routed <= 100):
+            problems.append(f"routing accuracy {routed!r} is not a finite number in 0..100")
     if problems:
         raise ResultError(f"cell file {path} is invalid: {'; '.join(problems)}; delete it and rerun its job (snakemake -f {path})")
     return cell

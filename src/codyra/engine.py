@@ -135,6 +135,8 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
             delegated = family.delegate(cfg, method_name, seed, task_index, run)
             if delegated is not None:
                 trained = TrainedTask(delegated, None)
+            elif method.closed_form:
+                trained = TrainedTask(fit_closed_form(cfg, method_name, method, seed, task_index, job, device), None)
             else:
                 trained = fit(cfg, method_name, method, seed, task_index, job, run, device, on_step)
     except BaseException:
@@ -255,6 +257,22 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
         summary = read_json(task_dir(cfg, method_name, seed, task_index) / SUMMARY_FILE)
     backend.close()
     return TrainedTask(summary, model if session.keeps_model() else None)
+
+
+def fit_closed_form(cfg, method_name, method: Method, seed, task_index, job, device) -> dict:
+    """A closed-form method's task (RAIL): one pass of the family's frozen features, ``absorb``
+    from task i-1's stored state, then the task is stored as any other (no steps, no checkpoint)."""
+    from codyra.device import pick_device
+
+    started = time.time()
+    device = pick_device(device)
+    batches, classes = family_of(cfg).feature_pass(cfg, seed, task_index, job["train"]["batch_size"], device)
+    previous = load_method_state(task_dir(cfg, method_name, seed, task_index - 1)) if task_index > 1 else None
+    began = time.perf_counter()
+    method.absorb(previous, batches, classes, seed)
+    update, summary = method.finish(None)
+    summary["fit_seconds"] = time.perf_counter() - began
+    return finish_task(cfg, method_name, seed, task_index, job, update, summary, [], started, method.state_to_store())
 
 
 def finish_task(cfg, method_name, seed, task_index, job, update, summary, history, started, state=None) -> dict:

@@ -34,6 +34,8 @@ def summarize_run(cfg: dict, method: str, seed: int) -> dict:
         "settings": [[cell.get("settings") for cell in row] for row in cells],
         "metrics": summarize(A),
     }
+    if any("routing" in cell for row in cells for cell in row):  # task-agnostic inference: the router's accuracy per cell
+        result["routing"] = [[cell["routing"]["accuracy"] if "routing" in cell else None for cell in row] for row in cells]
     directory = run_dir(cfg, method, seed)
     save_heatmap(result, directory / HEATMAP_FILE)
     write_json(directory / MATRIX_FILE, result)

@@ -10,6 +10,14 @@ each column is marked (bold in Markdown, LaTeX and HTML, ``best = true`` in the 
   better), with OP and the three means (paper Table 4 and the TRACE Table 2 metrics).
 - ``table2``: TRACE's layout: rows OP and Forgetting, columns = methods.
 - ``A_<method>``: the accuracy matrix, rows i = 0..N, columns j = 1..N.
+- ``routing`` (only when a configured method predicts the domain at inference): the router's
+  accuracy per task, averaged over the rows i = 1..N of each such method.
+
+When a configured method belongs to the model-complementation group (frozen backbone plus
+modules kept per task), the tables split methods into the paper's groups (the zero-shot
+reference, model complementation, model continually learned): a sub-block per group, best per
+column within each group, and a dagger after every method that predicts the domain. A config
+without such methods gets exactly the tables it always had.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from codyra.io import read_json, write_json, write_text
+from codyra.methods import method_class
 from codyra.metrics import summarize
 from codyra.paths import MATRIX_FILE, run_dir, tables_dir
 
@@ -38,6 +47,8 @@ class Table:
     best_along: str = "column"  # "row" when the columns are methods (TRACE's Table 2)
     mark_best: bool = True  # False for descriptive tables (sizes, norms) where no value is "best"
     decimals: int = 1
+    # method group of a row label (best_along column) or of a column (best_along row); {}: no groups
+    groups: dict[str, str] = field(default_factory=dict)
 
     def stats(self):
         """(block, label, [(mean, std, n) or None per column])."""
@@ -52,19 +63,32 @@ class Table:
         rows = list(self.stats())
         if self.best_along == "row":
             for block, label, stats in rows:
-                means = [(s[0], col) for col, s in enumerate(stats) if s is not None]
-                if len(means) > 1:
-                    target = (max if self.higher_is_better.get(label, True) else min)(m for m, _ in means)
-                    marked.update((block, label, col) for m, col in means if np.isclose(m, target))
+                for group in dict.fromkeys(self.group_of(c) for c in self.columns):
+                    means = [(s[0], col) for col, s in enumerate(stats) if s is not None and self.group_of(self.columns[col]) == group]
+                    if len(means) > 1:
+                        target = (max if self.higher_is_better.get(label, True) else min)(m for m, _ in means)
+                        marked.update((block, label, col) for m, col in means if np.isclose(m, target))
             return marked
-        for block in dict.fromkeys(b for b, _, _ in rows):
+        for block, group in dict.fromkeys((b, self.group_of(label)) for b, label, _ in rows):
             for col, name in enumerate(self.columns):
-                means = [(s[col][0], label) for b, label, s in rows if b == block and s[col] is not None]
+                means = [(s[col][0], label) for b, label, s in rows if b == block and self.group_of(label) == group and s[col] is not None]
                 if len(means) < 2:
                     continue
                 target = (max if self.higher_is_better.get(name, True) else min)(m for m, _ in means)
                 marked.update((block, label, col) for m, label in means if np.isclose(m, target))
         return marked
+
+    def group_of(self, name: str) -> str:
+        return self.groups.get(name, "")
+
+    def row_groups(self):
+        """(block, label, stats, group heading or None): the heading where a row group starts."""
+        current = None
+        for block, label, stats in self.stats():
+            group = self.group_of(label) if self.best_along == "column" else ""
+            start = (block, group)
+            yield block, label, stats, group if group and start != current else None
+            current = start
 
 
 def _defined(values: list) -> list[float] | None:
@@ -87,11 +111,15 @@ def _fmt(stat, decimals: int = 1) -> str:
 def to_markdown(table: Table) -> str:
     best = table.best()
     lines = [f"**{table.caption}**", "", "| | " + " | ".join(table.columns) + " |", "|---" * (len(table.columns) + 1) + "|"]
+    if table.best_along == "row" and table.groups:
+        lines.append("| *group* | " + " | ".join(table.group_of(c) for c in table.columns) + " |")
     current = None
-    for block, label, stats in table.stats():
+    for block, label, stats, group in table.row_groups():
         if block and block != current:
             lines.append(f"| *{block}* |" + " |" * len(table.columns))
             current = block
+        if group:
+            lines.append(f"| ***{group}*** |" + " |" * len(table.columns))
         cells = [f"**{_fmt(s, table.decimals)}**" if (block, label, c) in best else _fmt(s, table.decimals) for c, s in enumerate(stats)]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -113,13 +141,17 @@ def to_latex(table: Table) -> str:
         "Method & " + " & ".join(_tex(c) for c in table.columns) + r" \\",
         r"\midrule",
     ]
+    if table.best_along == "row" and table.groups:
+        lines[-2:-1] = ["Group & " + " & ".join(_tex(table.group_of(c)) for c in table.columns) + r" \\", lines[-2]]
     current = None
-    for block, label, stats in table.stats():
+    for block, label, stats, group in table.row_groups():
         if block and block != current:
             if current is not None:
                 lines.append(r"\midrule")
             lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{l}}{{\emph{{{_tex(block)}}}}} \\")
             current = block
+        if group:
+            lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{l}}{{\textbf{{\textit{{{_tex(group)}}}}}}} \\")
         cells = [_fmt(s, table.decimals).replace("±", r"$\pm$") for s in stats]
         cells = [rf"\textbf{{{c}}}" if (block, label, k) in best else c for k, c in enumerate(cells)]
         lines.append(f"{_tex(label)} & " + " & ".join(cells) + r" \\")
@@ -132,10 +164,14 @@ def to_html(table: Table) -> str:
     best = table.best()
     head = "".join(f"<th>{escape(c)}</th>" for c in table.columns)
     rows, current = [], None
-    for block, label, stats in table.stats():
+    if table.best_along == "row" and table.groups:
+        rows.append("<tr><th><em>group</em></th>" + "".join(f"<td>{escape(table.group_of(c))}</td>" for c in table.columns) + "</tr>")
+    for block, label, stats, group in table.row_groups():
         if block and block != current:
             rows.append(f'<tr class="block"><td colspan="{len(table.columns) + 1}"><em>{escape(block)}</em></td></tr>')
             current = block
+        if group:
+            rows.append(f'<tr class="block"><td colspan="{len(table.columns) + 1}"><b><em>{escape(group)}</em></b></td></tr>')
         cells = "".join(f"<td><b>{_fmt(s, table.decimals)}</b></td>" if (block, label, c) in best else f"<td>{_fmt(s, table.decimals)}</td>" for c, s in enumerate(stats))
         rows.append(f"<tr><th>{escape(label)}</th>{cells}</tr>")
     style = "body{font-family:sans-serif}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}tr.block td{text-align:left}"
@@ -149,11 +185,13 @@ def to_csv(table: Table) -> str:
     best = table.best()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["block", "row", "column", "mean", "std", "n_seeds", "best"])
+    grouped = bool(table.groups)
+    writer.writerow(["block", *(["group"] if grouped else []), "row", "column", "mean", "std", "n_seeds", "best"])
     for block, label, stats in table.stats():
         for col, stat in enumerate(stats):
             mean, std, n = stat if stat is not None else ("", "", 0)
-            writer.writerow([block, label, table.columns[col], mean, std, n, (block, label, col) in best])
+            group = [table.group_of(label if table.best_along == "column" else table.columns[col])] if grouped else []
+            writer.writerow([block, *group, label, table.columns[col], mean, std, n, (block, label, col) in best])
     return out.getvalue()
 
 
@@ -166,46 +204,89 @@ def load_runs(cfg: dict) -> dict[str, list[dict]]:
     return {m: [matrices[m, s] for s in cfg["seeds"]] for m in cfg["methods"]}
 
 
+# the paper's method groups (Method.group), in table order
+GROUPS = {"reference": "Zero-shot reference", "complementation": "Model complementation", "continual": "Model continually learned"}
+DAGGER = "†"
+
+
+def method_layout(cfg: dict, methods) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """([(method, row label)] in table order, {label: group title}). Without a model-complementation
+    method: config order, plain names, no groups. With one: grouped as the paper (stable within a
+    group), a dagger after each method that predicts the domain at inference."""
+    classes = {m: method_class(cfg["method_configs"][m]["kind"]) for m in methods}
+    if not any(c.group == "complementation" or c.predicts_domain for c in classes.values()):
+        return [(m, m) for m in methods], {}
+    order = sorted(methods, key=lambda m: list(GROUPS).index(classes[m].group))
+    labels = [(m, m + DAGGER if classes[m].predicts_domain else m) for m in order]
+    return labels, {label: GROUPS[classes[m].group] for m, label in labels}
+
+
 def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     tasks = [t["name"] for t in cfg["tasks"]]
+    layout, groups = method_layout(cfg, runs)
     table = Table(
         "table1",
         f"{cfg['benchmark']}: Transfer, Average and Last accuracy (%) per task, mean ± std over seeds {cfg['seeds']}",
         tasks + ["Average"],
+        groups=groups,
     )
     for block, key in (("Transfer", "transfer"), ("Average", "average"), ("Last", "last")):
-        for method, matrices in runs.items():
-            summaries = [summarize(m["A"]) for m in matrices]
+        for method, label in layout:
+            summaries = [summarize(m["A"]) for m in runs[method]]
             cells = [_defined([s["per_task"][key][j] for s in summaries]) for j in range(len(tasks))]
-            table.rows.append((block, method, cells + [_defined([s[key] for s in summaries])]))
+            table.rows.append((block, label, cells + [_defined([s[key] for s in summaries])]))
     return table
 
 
 def forgetting_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     columns = ["Forgetting", "BWT", "OP", "Transfer", "Average", "Last"]
+    layout, groups = method_layout(cfg, runs)
     table = Table(
         "forgetting",
         f"{cfg['benchmark']}: Forgetting (paper; lower is better), BWT (TreeLoRA; higher is better) and means (%)",
         columns,
         higher_is_better={"Forgetting": False},
+        groups=groups,
     )
-    for method, matrices in runs.items():
-        summaries = [summarize(m["A"]) for m in matrices]
-        table.rows.append(("", method, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
+    for method, label in layout:
+        summaries = [summarize(m["A"]) for m in runs[method]]
+        table.rows.append(("", label, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
     return table
 
 
 def table2(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    layout, groups = method_layout(cfg, runs)
     table = Table(
         "table2",
         f"{cfg['benchmark']}: Overall Performance (OP, higher is better) and Forgetting (lower is better), mean ± std",
-        list(runs),
+        [label for _, label in layout],
         higher_is_better={"Forgetting": False},
         best_along="row",
+        groups=groups,
     )
     summaries = {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()}
     for label, key in (("OP", "op"), ("Forgetting", "forgetting")):
-        table.rows.append(("", label, [_defined([s[key] for s in summaries[m]]) for m in runs]))
+        table.rows.append(("", label, [_defined([s[key] for s in summaries[m]]) for m, _ in layout]))
+    return table
+
+
+def routed_methods(cfg: dict) -> list[str]:
+    return [m for m in cfg["methods"] if method_class(cfg["method_configs"][m]["kind"]).predicts_domain]
+
+
+def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    """Router accuracy (%) per task: the share of task j's test samples routed where they belong
+    (their own task once learned, the zero-shot model before), averaged over rows i = 1..N."""
+    tasks = [t["name"] for t in cfg["tasks"]]
+    table = Table("routing", f"{cfg['benchmark']}: domain-router accuracy (%) per task, mean over rows i = 1..N, ± std over seeds", tasks + ["Average"])
+    for method in routed_methods(cfg):
+        per_seed = []
+        for matrix in runs[method]:
+            routing = matrix.get("routing")
+            if routing is None:
+                raise ValueError(f"{run_dir(cfg, method, matrix['seed']) / MATRIX_FILE} has no routing accuracies; rerun its matrix job")
+            per_seed.append([float(np.mean([routing[i][j] for i in range(1, len(routing))])) for j in range(len(tasks))])
+        table.rows.append(("", method + DAGGER, [[s[j] for s in per_seed] for j in range(len(tasks))] + [[float(np.mean(s)) for s in per_seed]]))
     return table
 
 
@@ -222,7 +303,8 @@ def matrix_table(cfg: dict, method: str, matrices: list[dict]) -> Table:
 def table_names(cfg: dict) -> list[str]:
     """The tables ``write_tables`` produces for ``cfg`` (the workflow declares them as outputs)."""
     trace = ["table2"] if cfg["data"]["kind"] == "trace" else []
-    return ["table1", "forgetting", *trace, *(f"A_{m}" for m in cfg["methods"])]
+    routing = ["routing"] if routed_methods(cfg) else []
+    return ["table1", "forgetting", *trace, *routing, *(f"A_{m}" for m in cfg["methods"])]
 
 
 def write_table(out: Path, table: Table) -> None:
@@ -237,6 +319,8 @@ def write_tables(cfg: dict) -> Path:
     tables = [table1(cfg, runs), forgetting_table(cfg, runs)]
     if cfg["data"]["kind"] == "trace":
         tables.append(table2(cfg, runs))
+    if routed_methods(cfg):
+        tables.append(routing_table(cfg, runs))
     tables += [matrix_table(cfg, m, matrices) for m, matrices in runs.items()]
     assert [t.name for t in tables] == table_names(cfg)
     out = tables_dir(cfg)

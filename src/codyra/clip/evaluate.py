@@ -19,6 +19,7 @@ from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.zeroshot import label_space_classifier
 from codyra.device import autocast, pick_device
+from codyra.methods import method_class
 from codyra.paths import PRETRAINED
 from codyra.progress import progress_bar
 from codyra.state import for_inference
@@ -66,8 +67,14 @@ def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, 
 
 
 def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
-    """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``)."""
+    """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``); a method that
+    predicts the domain evaluates the row by its own task-agnostic inference."""
     torch.set_num_threads(cfg["eval"]["threads"])
+    if method != PRETRAINED:
+        kind = method_class(cfg["method_configs"][method]["kind"])
+        if kind.predicts_domain:
+            yield from kind.routed_cells(cfg, method, seed, i, js, pick_device(device))
+            return
     started = time.time()  # the first cell's seconds include building the model
     bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i))
     tasks = build_tasks(cfg, bundle.image)

@@ -39,6 +39,11 @@ class ClipFamily:
     def delegate(self, cfg, method_name, seed, task_index, run):
         return None  # a CLIP task trains in this process
 
+    def feature_pass(self, cfg, seed, task_index, batch_size, device):
+        from codyra.clip.analytic import task_feature_batches
+
+        return task_feature_batches(cfg, seed, task_index, batch_size, device)
+
     def cells(self, cfg, method, seed, i, js, device):
         from codyra.clip.evaluate import clip_cells
 

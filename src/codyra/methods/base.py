@@ -21,7 +21,8 @@ A method turns a backbone at theta_{i-1} into theta_i for one task. The training
 
 Summary keys every method reports (the computation-cost table reads them): ``trainable_params``
 (the method returns it), ``inference_extra_params`` (parameters kept beside the merged backbone at
-inference; default 0), and, filled in by the engine, ``stored_bytes`` (update + method state on
+inference; default 0), ``inference_memory`` (stored sample values read at inference, e.g.
+RAIL-Dual's feature memory; default 0), and, filled in by the engine, ``stored_bytes`` (update + method state on
 disk) and ``step_seconds`` (mean wall time per optimizer step).
 
 Batches are dicts of tensors on the device; a method reads only the keys the family documents
@@ -87,6 +88,15 @@ class TaskContext:
 class Method(ABC):
     kind: str = ""
     trains: bool = True
+    # the paper's table group: "continual" (updates the backbone), "complementation" (frozen
+    # backbone plus per-task modules chosen at inference) or "reference" (zero-shot)
+    group: ClassVar[str] = "continual"
+    # True: inference predicts each sample's domain (tables mark it with a dagger; cells store
+    # routing): the family evaluates a row through ``routed_cells``
+    predicts_domain: ClassVar[bool] = False
+    # True: the method fits in closed form on one pass of the task's frozen features (the
+    # family's ``feature_pass``) through ``absorb``, instead of gradient steps (RAIL)
+    closed_form: ClassVar[bool] = False
     # the typed options of the method config (keys besides kind/train), see codyra.methods.options
     Options: ClassVar[type[MethodOptions]] = MethodOptions
 
@@ -114,6 +124,16 @@ class Method(ABC):
     def finish(self, model: nn.Module) -> tuple[TaskUpdate, dict]:
         """Merge into ``model``; return the update and its JSON summary (with ``trainable_params``)."""
 
+    def absorb(self, previous_state: dict[str, torch.Tensor] | None, batches: list, num_classes: int, seed: int) -> None:
+        """A closed-form method's fit of one task: ``batches`` of (frozen features, labels over the
+        ``num_classes`` classes of tasks 1..i), ``previous_state`` task i-1's stored state."""
+        raise NotImplementedError(f"method kind {self.kind!r} does not fit in closed form")
+
+    @classmethod
+    def routed_cells(cls, cfg: dict, method: str, seed: int, i: int, js: list[int], device):
+        """A domain-predicting method's cells A[i, j] (with their ``routing``), for the family to yield."""
+        raise NotImplementedError(f"method kind {cls.kind!r} has no task-agnostic inference")
+
     def state_to_store(self) -> dict[str, torch.Tensor]:
         """Tensors kept beside this task's update for task i+1 and for evaluation ({}: none)."""
         return {}
@@ -131,11 +151,11 @@ def freeze(model: nn.Module) -> None:
 
 
 def summary_defaults(summary: dict[str, Any]) -> dict[str, Any]:
-    """A method's summary with the keys every method reports: ``inference_extra_params`` 0 when
-    merged, ``step_seconds`` None when nothing trained."""
+    """A method's summary with the keys every method reports: ``inference_extra_params`` and
+    ``inference_memory`` 0 when merged, ``step_seconds`` None when nothing trained."""
     if "trainable_params" not in summary:
         raise ValueError("a method's finish() summary must report trainable_params")
-    return {"inference_extra_params": 0, "step_seconds": None, **summary}
+    return {"inference_extra_params": 0, "inference_memory": 0, "step_seconds": None, **summary}
 
 
 def standalone_context(model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float) -> TaskContext:

@@ -8,6 +8,7 @@ from codyra.methods.base import Method
 class ZeroShot(Method):
     kind = "zeroshot"
     trains = False
+    group = "reference"
 
     def setup(self, ctx):
         return []

@@ -1,0 +1,102 @@
+"""Task-agnostic inference with domain prediction for a CLIP run that kept per-task models
+(CoDyRA-dagger): the cells A[i, j] of one row.
+
+The router is the pretrained model's zero-shot classifier over the classes of every task of
+the benchmark (RAIL's domain predictor, see ``codyra.complement.routing``). A test image whose
+predicted domain is a task k <= i is classified by theta_k (the model right after learning
+task k, rebuilt from the stored updates 1..k); every other image by theta_i. So unseen tasks
+get exactly the plain run's predictions (Transfer unchanged, as the paper notes for
+CoDyRA-dagger) and learned tasks escape later tasks' drift as far as the router is right.
+
+One model is in memory at a time: theta_0 routes every test image, then the updates are
+applied in task order and each theta_k classifies only the images routed to it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+
+from codyra.cells import cell_record
+from codyra.complement.routing import ZERO_SHOT, RoutingTally, class_domains, route_learned
+from codyra.device import autocast
+from codyra.state import require_updates
+from codyra.updates import apply_update, load_update
+
+ROUTER = "zero_shot"
+
+
+@torch.no_grad()
+def _predict(model, classifier, dataset, indices, cfg, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(argmax over ``classifier`` rows, labels) of the images ``indices`` of ``dataset``."""
+    ev = cfg["eval"]
+    if not len(indices):
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.Subset(dataset, indices.tolist()),
+        batch_size=ev["batch_size"],
+        num_workers=cfg["data"]["num_workers"],
+        pin_memory=device.type == "cuda",
+    )
+    predictions, labels = [], []
+    for images, y in loader:
+        with autocast(device, ev["precision"]):
+            features = model.encode_image(images.to(device, non_blocking=True))
+        predictions.append((F.normalize(features.float(), dim=-1) @ classifier.T).argmax(dim=-1).cpu())
+        labels.append(y)
+    return torch.cat(predictions), torch.cat(labels)
+
+
+@torch.no_grad()
+def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device):
+    """Yield the cells A[i, j] for j in ``js``, each with its routing summary."""
+    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip.model import pretrained_clip
+    from codyra.clip.zeroshot import label_space_classifier
+    from codyra.data.registry import label_space
+
+    if i < 1:
+        raise ValueError("routed inference needs a learned task (i >= 1); row 0 is the pretrained model's")
+    started = time.time()
+    dirs = require_updates(cfg, method, seed, i)  # fail before building anything
+    bundle = pretrained_clip(cfg)
+    model = bundle.model.to(device).eval()
+    tasks = build_tasks(cfg, bundle.image)
+    union = label_space(tasks)  # the router's: every domain of the benchmark
+    own_space = cfg["data"]["label_space"] != "union"
+    tests = {j: tasks[j - 1].test_set() for j in js}  # checks the image files before any compute
+
+    with autocast(device, cfg["eval"]["precision"]):
+        router = label_space_classifier(model, bundle.tokenizer, union, device)
+    domain_of = class_domains([t.num_classes for t in tasks])
+    routes = {}
+    for j in js:
+        predicted, _ = _predict(model, router, tests[j], torch.arange(len(tests[j])), cfg, device)
+        routes[j] = route_learned(domain_of[predicted], i)
+
+    correct = {j: 0 for j in js}
+    for k in range(1, i + 1):
+        apply_update(model, load_update(dirs[k - 1]))  # model = theta_k
+        classifiers = {}  # per label space, built from theta_k
+        for j in js:
+            chosen = routes[j] == k - 1
+            if k == i:  # theta_i also takes what the router leaves to no learned task
+                chosen |= routes[j] == ZERO_SHOT
+            if not chosen.any():
+                continue
+            space = label_space([tasks[j - 1]]) if own_space else union
+            if space not in classifiers:
+                with autocast(device, cfg["eval"]["precision"]):
+                    classifiers[space] = label_space_classifier(model, bundle.tokenizer, space, device)
+            offset = 0 if own_space else union.offset(tasks[j - 1].name)
+            predicted, labels = _predict(model, classifiers[space], tests[j], chosen.nonzero().flatten(), cfg, device)
+            correct[j] += int((predicted == labels + offset).sum())
+    for j in js:
+        tally = RoutingTally(ROUTER, true_domain=j - 1, learned=i)
+        tally.add(routes[j])
+        classes = tasks[j - 1].num_classes if own_space else len(union)
+        fields = {"num_classes": classes, "num_samples": len(tests[j]), "label_space": cfg["data"]["label_space"], "routing": tally.to_json()}
+        yield cell_record(cfg, method, seed, i, j, 100.0 * correct[j] / len(tests[j]), started, **fields)
+        started = time.time()

@@ -1,0 +1,71 @@
+"""RAIL-Primal / RAIL-Dual (Xu et al., the X-TAIL reference): closed-form regression adapters on
+the frozen pretrained image features, fused with zero-shot CLIP by zero-shot domain prediction.
+
+The backbone never changes (the stored update is empty); each task's method state holds the
+regression so far: Primal the inverse autocorrelation R and weights W over the expanded
+features, Dual the features and labels of every sample seen (its "memory"). The math is in
+``codyra.complement.rail``; the CLIP side (one pass of frozen features per task, fused
+evaluation) in ``codyra.clip.analytic``. Defaults: ``configs/analytic_clip.yaml`` of
+linghan1997/Regression-based-Analytic-Incremental-Learning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codyra.methods.base import Method
+from codyra.methods.options import MethodOptions, option
+
+
+@dataclass(frozen=True)
+class RAILOptions(MethodOptions):
+    variant: str = option("primal", choices=("primal", "dual"))
+    hidden_dim: int = option(15000, minimum=0, doc="RAIL-Primal's random ReLU expansion width (0: none)")
+    gamma: float = option(0.1, exclusive_minimum=0, doc="RAIL-Primal ridge regularisation (RAIL: regularization)")
+    kernel_gamma: float = option(0.1, exclusive_minimum=0, doc="RAIL-Dual Gaussian kernel width (RAIL: gamma)")
+    kernel_lambda: float = option(0.001, exclusive_minimum=0, doc="RAIL-Dual ridge term (dual_RAIL.py: lamda)")
+    fusion_weight: float = option(0.9, minimum=0, maximum=1, doc="weight of the adapter in the zero-shot fusion")
+    precision: str = option("float32", choices=("float32", "float64"), doc="working precision (RAIL: float32)")
+
+
+class RAIL(Method):
+    kind = "rail"
+    group = "complementation"
+    predicts_domain = True
+    closed_form = True
+    Options = RAILOptions
+
+    def setup(self, ctx):
+        return []  # nothing trains by gradient
+
+    def absorb(self, previous_state, batches, num_classes: int, seed: int) -> None:
+        from codyra.clip.analytic import fit
+
+        self.state = fit(self.options, previous_state, batches, num_classes, seed)
+        self.feature_dim = batches[0][0].shape[1]
+
+    def finish(self, model):
+        from codyra.clip.analytic import extra_params
+        from codyra.updates import TaskUpdate
+
+        params, memory = extra_params(self.options, self.state, self.feature_dim)
+        summary = {"trainable_params": 0, "stored_params": 0, "inference_extra_params": params, "inference_memory": memory}
+        return TaskUpdate("none"), summary
+
+    def state_to_store(self):
+        return self.state
+
+    @classmethod
+    def routed_cells(cls, cfg, method, seed, i, js, device):
+        from codyra.clip.analytic import rail_row
+        from codyra.paths import task_dir
+        from codyra.updates import load_method_state
+
+        state = load_method_state(task_dir(cfg, method, seed, i))
+        if state is None:
+            raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no RAIL state: rerun its training job")
+        options = cls(cfg["method_configs"][method]).options
+        return rail_row(cfg, method, options, seed, i, js, device, state)
+
+
+METHOD = RAIL

@@ -1,0 +1,178 @@
+"""Task-agnostic inference (CoDyRA-dagger) on the tiny mini run, and the grouped tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from codyra import tables
+from codyra.cells import read_cell
+from codyra.complement import routing
+from codyra.engine import train_task
+from codyra.evaluate import evaluate_row
+from codyra.io import ResultError, write_json
+from codyra.paths import cell_path
+
+
+@pytest.fixture
+def dagger_run(tiny_run):
+    tiny_run["method_configs"]["codyra-dagger"] = {**tiny_run["method_configs"]["codyra"], "kind": "codyra_dagger"}
+    for method in ("codyra", "codyra-dagger"):
+        for i in (1, 2):
+            train_task(tiny_run, method, 0, i)
+    return tiny_run
+
+
+def test_dagger_routes_unlearned_domains_to_theta_i_and_learned_ones_to_theta_k(dagger_run, monkeypatch):
+    cfg = dagger_run
+    plain = {(i, j): evaluate_row(cfg, "codyra", 0, i, [j])[0]["accuracy"] for i in (1, 2) for j in (1, 2, 3)}
+    # row 1: theta_1 is the only learned model, every image goes to it: the plain run's cells exactly
+    row1 = evaluate_row(cfg, "codyra-dagger", 0, 1)
+    assert [c["accuracy"] for c in row1] == [plain[1, j] for j in (1, 2, 3)]
+    cell = read_cell(cfg, cell_path(cfg, "codyra-dagger", 0, 1, 1), "codyra-dagger", 0, 1, 1)
+    assert cell["routing"]["router"] == "zero_shot" and cell["routing"]["samples"] == cell["num_samples"]
+    assert 0 <= cell["routing"]["accuracy"] <= 100
+    # a perfect router sends task j's images to theta_j: row 2 reproduces the plain diagonal A[j, j]
+    # for learned tasks and the plain row 2 for the unseen task 3
+    for j in (1, 2, 3):
+        true_route = j - 1 if j <= 2 else routing.ZERO_SHOT
+        monkeypatch.setattr("codyra.clip.routed.route_learned", lambda domains, learned, r=true_route: torch.full_like(domains, r))
+        (cell,) = evaluate_row(cfg, "codyra-dagger", 0, 2, [j])
+        assert cell["accuracy"] == (plain[j, j] if j <= 2 else plain[2, 3])
+        assert cell["routing"]["accuracy"] == 100.0
+
+
+def test_a_cell_with_an_absurd_routing_accuracy_is_refused(tiny_run):
+    cfg = tiny_run
+    path = cell_path(cfg, "codyra", 0, 1, 1)
+    cell = {"accuracy": 50.0, "benchmark": cfg["benchmark"], "method": "codyra", "seed": 0, "i": 1, "j": 1,
+            "task": cfg["tasks"][0]["name"], "num_classes": 3, "routing": {"accuracy": float("nan")}}
+    write_json(path, cell)
+    with pytest.raises(ResultError, match="routing accuracy nan"):
+        read_cell(cfg, path, "codyra", 0, 1, 1)
+
+
+def _cfg(methods, kinds, kind="mini"):
+    return {"benchmark": "b", "seeds": [0, 1], "tasks": [{"name": "a"}, {"name": "b"}], "data": {"kind": kind},
+            "methods": methods, "method_configs": {m: {"kind": k} for m, k in zip(methods, kinds, strict=True)}}
+
+
+def _runs(values):
+    """method -> two seeds' matrices; A of seed s is values[method] + s (rows i = 0..2, columns a, b)."""
+    return {m: [{"A": (np.asarray(a, float) + s).tolist(), "seed": s} for s in (0, 1)] for m, a in values.items()}
+
+
+def test_tables_group_methods_and_mark_the_best_within_each_group():
+    cfg = _cfg(["zeroshot", "codyra", "lora-r16", "codyra-dagger"], ["zeroshot", "codyra", "lora", "codyra_dagger"])
+    A = {
+        "zeroshot": [[50, 40], [50, 40], [50, 40]],
+        "codyra": [[50, 40], [80, 45], [78, 70]],
+        "lora-r16": [[50, 40], [85, 30], [60, 75]],
+        "codyra-dagger": [[50, 40], [80, 45], [79, 70]],
+    }
+    table = tables.forgetting_table(cfg, _runs(A))
+    # paper order: reference, complementation, continually learned; the dagger on the routed method
+    assert [label for _, label, _ in table.rows] == ["zeroshot", "codyra-dagger†", "codyra", "lora-r16"]
+    md = tables.to_markdown(table).splitlines()
+    assert md[4] == "| ***Zero-shot reference*** |" + " |" * 6
+    assert md[6] == "| ***Model complementation*** |" + " |" * 6
+    assert md[8] == "| ***Model continually learned*** |" + " |" * 6
+    # Last: codyra (mean 74.5) against lora-r16 (68.5) within the continually learned group
+    best = table.best()
+    last = table.columns.index("Last")
+    assert ("", "codyra", last) in best and ("", "lora-r16", last) not in best
+    assert not any(label == "codyra-dagger†" for _, label, _ in best)  # a group of one has no best
+    csv = tables.to_csv(table).splitlines()
+    assert csv[0] == "block,group,row,column,mean,std,n_seeds,best"
+    assert csv[1].startswith(",Zero-shot reference,zeroshot,Forgetting,")
+    assert r"\multicolumn{7}{l}{\textbf{\textit{Model complementation}}} \\" in tables.to_latex(table)
+
+
+def test_table2_groups_its_method_columns(monkeypatch):
+    cfg = _cfg(["codyra", "codyra-dagger", "lora-r16"], ["codyra", "codyra_dagger", "lora"], kind="trace")
+    A = {"codyra": [[0, 0], [60, 0], [50, 40]], "codyra-dagger": [[0, 0], [60, 0], [55, 45]], "lora-r16": [[0, 0], [70, 0], [40, 60]]}
+    table = tables.table2(cfg, _runs(A))
+    assert table.columns == ["codyra-dagger†", "codyra", "lora-r16"]
+    md = tables.to_markdown(table).splitlines()
+    assert md[4] == "| *group* | Model complementation | Model continually learned | Model continually learned |"
+    # OP: codyra 45.5 vs lora 50.5 within the continually learned group; the dagger is alone in its group
+    assert table.best() == {("", "OP", 2), ("", "Forgetting", 1)}
+
+
+def test_routing_table_averages_router_accuracy_over_learned_rows(tmp_path):
+    cfg = _cfg(["codyra", "codyra-dagger"], ["codyra", "codyra_dagger"])
+    runs = _runs({"codyra": [[0, 0]] * 3, "codyra-dagger": [[0, 0]] * 3})
+    for s, matrix in enumerate(runs["codyra-dagger"]):
+        matrix["routing"] = [[None, None], [90 + s, 50], [80 + s, 70]]
+    table = tables.routing_table(cfg, runs)
+    assert [label for _, label, _ in table.rows] == ["codyra-dagger†"]
+    (_, _, stats), = table.stats()
+    assert stats[0][:2] == (85.5, pytest.approx(np.std([85, 86], ddof=1))) and stats[1][0] == 60.0
+    assert stats[2][0] == pytest.approx(np.mean([(85 + 60) / 2, (86 + 60) / 2]))
+    assert tables.table_names(cfg) == ["table1", "forgetting", "routing", "A_codyra", "A_codyra-dagger"]
+    del runs["codyra-dagger"][0]["routing"]
+    with pytest.raises(ValueError, match="has no routing accuracies"):
+        tables.routing_table({**cfg, "results": str(tmp_path)}, runs)
+
+
+def test_tables_without_complementation_methods_are_unchanged():
+    cfg = _cfg(["zeroshot", "codyra"], ["zeroshot", "codyra"])
+    table = tables.table1(cfg, _runs({"zeroshot": [[50, 40]] * 3, "codyra": [[50, 40], [70, 45], [68, 60]]}))
+    assert table.groups == {} and "***" not in tables.to_markdown(table)
+    assert tables.to_csv(table).splitlines()[0] == "block,row,column,mean,std,n_seeds,best"
+    assert [label for _, label, _ in table.rows[:2]] == ["zeroshot", "codyra"]
+
+
+def _rail_states(cfg, options, upto):
+    """RAIL's states after tasks 1..upto, fitted on one pass of theta_0's features (global labels)."""
+    from codyra.clip import analytic
+
+    states, state, feats = [], None, []
+    for i in range(1, upto + 1):
+        batches, classes = analytic.task_feature_batches(cfg, 0, i, 16, torch.device("cpu"))
+        state = analytic.fit(options, state, batches, classes, seed=0)
+        states.append(state)
+        feats += batches
+    return states, feats
+
+
+@pytest.mark.parametrize("variant", ["primal", "dual"])
+def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regression(tiny_run, variant):
+    from codyra.clip import analytic
+    from codyra.complement import rail as rail_math
+    from codyra.methods.rail import RAIL
+
+    cfg = tiny_run
+    options = RAIL({"kind": "rail", "variant": variant, "hidden_dim": 64, "precision": "float64"}).options
+    states, feats = _rail_states(cfg, options, 2)
+    if variant == "primal":  # the recursion over two tasks is the joint ridge solve over their features
+        w = analytic.expansion(options, 0, feats[0][0].shape[1])
+        x = torch.cat([rail_math.expand(f.double(), w) for f, _ in feats])
+        y = torch.nn.functional.one_hot(torch.cat([lab for _, lab in feats]), states[1]["W"].shape[1]).double()
+        direct = torch.linalg.solve(x.T @ x + 0.1 * torch.eye(x.shape[1], dtype=torch.float64), x.T @ y)
+        torch.testing.assert_close(states[1]["W"], direct)
+    zero_shot = {j: evaluate_row(cfg, "pretrained", None, 0, [j])[0]["accuracy"] for j in (1, 2, 3)}
+    row = list(analytic.rail_row(cfg, "rail", options, 0, 1, [1, 2, 3], torch.device("cpu"), states[0]))
+    # tasks not yet learned keep the zero-shot prediction (RAIL's Transfer equals zero-shot)
+    assert [c["accuracy"] for c in row if c["j"] > 1] == [zero_shot[2], zero_shot[3]]
+    assert all(0 <= c["routing"]["accuracy"] <= 100 for c in row)
+    with pytest.raises(ValueError, match=r"after task 2 scores \d+ classes, tasks 1..2 have \d+"):
+        list(analytic.rail_row(cfg, "rail", options, 0, 2, [1], torch.device("cpu"), states[0]))
+
+
+def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run):
+    from codyra.paths import task_dir
+    from codyra.updates import load_method_state
+
+    cfg = tiny_run
+    cfg["method_configs"]["rail-primal"] = {"kind": "rail", "hidden_dim": 32}
+    summaries = [train_task(cfg, "rail-primal", 0, i).summary for i in (1, 2)]
+    state = load_method_state(task_dir(cfg, "rail-primal", 0, 2))
+    # kept at inference: the 64 x 32 expansion and W (32 x the classes of tasks 1..2)
+    assert state["W"].shape[0] == 32 and summaries[1]["inference_extra_params"] == 64 * 32 + state["W"].numel()
+    assert summaries[0]["trainable_params"] == 0 and summaries[1]["steps"] == 0 and summaries[1]["inference_memory"] == 0
+    cells = evaluate_row(cfg, "rail-primal", 0, 2)
+    zero_shot = evaluate_row(cfg, "pretrained", None, 0, [3])[0]["accuracy"]
+    assert cells[2]["accuracy"] == zero_shot and all("routing" in c for c in cells)
+    assert read_cell(cfg, cell_path(cfg, "rail-primal", 0, 2, 1), "rail-primal", 0, 2, 1)["routing"]["router"] == "zero_shot"
