@@ -19,7 +19,12 @@ training, scripts/train_seq_cl.sh), in every model family.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from codyra.methods.ewc import previous_tensors
+from codyra.methods.full import FullFineTune
+from codyra.methods.options import MethodOptions, option
 
 if TYPE_CHECKING:
     import torch
@@ -74,3 +79,66 @@ def project_gradient(
         u = gem_dual(P, Mg, -margin).to(g)
         x = g - u @ M
     return x.reshape(gradient.shape).to(gradient.dtype)
+
+
+@dataclass(frozen=True)
+class GEMOptions(MethodOptions):
+    margin: float = option(0.5, minimum=0, doc="lower bound of the dual variables (TRACE/GEM margin 0.5)")
+    eps: float = option(1e-3, minimum=0, doc="ridge on M M^T (TRACE/GEM eps 1e-3)")
+    qp: str = option("quadprog", choices=QP_VARIANTS, doc="quadprog: GEM's dual; trace-qpth: TRACE's later qpth call")
+
+
+class GEM(FullFineTune):
+    """Memories live on the CPU and move to the device one parameter at a time, as TRACE's do."""
+
+    kind = "gem"
+    Options = GEMOptions
+
+    def setup(self, ctx):
+        import torch
+
+        groups = super().setup(ctx)
+        stored = previous_tensors(ctx.previous_state, "memory.", self.params, self.kind)
+        self.memories = stored or {}
+        for n, m in self.memories.items():
+            if m.ndim != 2 or m.shape[1] != self.params[n].numel() or len(m) != ctx.task_index - 1:
+                raise ValueError(
+                    f"stored GEM memory of {n} has shape {tuple(m.shape)}, expected ({ctx.task_index - 1}, {self.params[n].numel()})"
+                )
+        self.total, self.step, self.last = ctx.total_steps, 0, {}
+        self.memory_dtype = torch.bfloat16  # TRACE's gradient buffer
+        return groups
+
+    def before_optimizer_step(self, ctx):
+        o = self.options
+        for n, p in self.params.items():
+            if p.grad is None:
+                continue
+            if self.memories:
+                p.grad.copy_(project_gradient(p.grad, self.memories[n], o.margin, o.eps, o.qp))
+        if self.step + 1 == self.total:  # the memory: the task's last gradient, after its projection
+            import torch
+
+            self.last = {  # no gradient: a zero column, as TRACE's zero-filled buffer keeps
+                n: (p.grad.detach().reshape(-1) if p.grad is not None else torch.zeros(p.numel())).to("cpu", self.memory_dtype)
+                for n, p in self.params.items()
+            }
+
+    def after_step(self, step, total_steps):
+        self.step = step
+
+    def restore_checkpoint(self, state, step):
+        self.step = step
+
+    def state_to_store(self):
+        import torch
+
+        if not self.last:
+            raise RuntimeError("GEM has no last-step gradient: the task ended before its last optimizer step")
+        return {
+            f"memory.{n}": torch.cat([self.memories[n], self.last[n][None]]) if self.memories else self.last[n][None]
+            for n in self.params
+        }
+
+
+METHOD = GEM

@@ -18,10 +18,15 @@ sequences; ZSCL (:mod:`codyra.methods.zscl`) distils from theta_0 on reference d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from codyra.methods.full import FullFineTune
+from codyra.methods.options import MethodOptions, option
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
 
 
 def soft_cross_entropy(teacher: torch.Tensor, student: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -57,3 +62,60 @@ def clip_distillation(
     if text_weight:
         loss = loss + text_weight * soft_cross_entropy(reference.T, current.T, temperature)
     return loss
+
+
+@dataclass(frozen=True)
+class DistillOptions(MethodOptions):
+    temperature: float = option(2.0, exclusive_minimum=0, doc="distillation temperature (ZSCL --T, mtil/src/args.py)")
+    image_weight: float = option(1.0, minimum=0, doc="weight of the image->text rows (ZSCL --image_loss: 1)")
+    text_weight: float = option(1.0, minimum=0, doc="weight of the text->image columns (ZSCL --text_loss: 1)")
+
+
+def frozen_copy(model: nn.Module) -> nn.Module:
+    """A teacher: a copy of ``model`` in eval mode that never trains."""
+    import copy
+
+    teacher = copy.deepcopy(model).eval()
+    teacher.requires_grad_(False)
+    return teacher
+
+
+class LwF(FullFineTune):
+    """Full fine-tuning + distillation from theta_{i-1} on the task's class prompts.
+
+    Distils on the training batch itself (whose image features the task loss computes anyway),
+    where ZSCL draws a second batch of the task's images with the evaluation transform: one
+    teacher forward per step instead of a teacher and a student forward.
+    """
+
+    kind = "lwf"
+    Options = DistillOptions
+
+    def setup(self, ctx):
+        self.teacher = frozen_copy(ctx.model)  # theta_{i-1} (task 1: theta_0, as ZSCL's lwf.sh)
+        return super().setup(ctx)
+
+    def teacher_text(self, teacher_outputs: dict):
+        """The texts the logits range over, as the teacher encodes them: the task's class prompts."""
+        return teacher_outputs["text_features"]
+
+    def extra_loss(self, ctx, batch, outputs):
+        import torch
+
+        if "image_features" not in outputs:
+            raise ValueError(f"method kind {self.kind!r} distils image-text logits: it needs an image-text model (CLIP)")
+        with torch.no_grad():
+            teacher = ctx.forward(self.teacher, batch)
+        o = self.options
+        scale = self.teacher.logit_scale.exp()  # frozen, so the student's too (ZSCL scores both with it)
+        return clip_distillation(
+            outputs["image_features"], teacher["image_features"], self.teacher_text(teacher), scale,
+            o.temperature, o.image_weight, o.text_weight,
+        )
+
+    def finish(self, model):
+        self.teacher = None
+        return super().finish(model)
+
+
+METHOD = LwF

@@ -6,10 +6,17 @@ task's class prompts (mtil/src/models/helpers.py, ``virtual_vocab``), drawn once
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from codyra.methods.lwf import DistillOptions, LwF
+from codyra.methods.options import option
 
 if TYPE_CHECKING:
     import torch
+
+# texts encoded per teacher forward when the vocabulary is encoded once per task
+ENCODE_CHUNK = 256
 
 
 def random_vocabulary(
@@ -36,3 +43,40 @@ def random_vocabulary(
     end = torch.full((count, 1), eot, dtype=words.dtype)
     pad = torch.zeros((count, context_length - length - 2), dtype=words.dtype)
     return torch.cat([start, words, end, pad], dim=1)
+
+
+@dataclass(frozen=True)
+class LwFVROptions(DistillOptions):
+    vocabulary_size: int = option(1000, minimum=1, doc="random token rows (ZSCL virtual_vocab n_class)")
+    vocabulary_length: int = option(10, minimum=1, doc="random tokens per row (ZSCL virtual_vocab length)")
+
+
+class LwFVR(LwF):
+    """LwF over a random vocabulary: the teacher's features of the random rows replace the
+    class-prompt features (encoded once per task: the teacher theta_{i-1} is frozen)."""
+
+    kind = "lwf_vr"
+    Options = LwFVROptions
+
+    def setup(self, ctx):
+        import open_clip
+        import torch
+        import torch.nn.functional as F
+
+        groups = super().setup(ctx)
+        tokenizer = open_clip.get_tokenizer(ctx.cfg["model"]["name"])
+        o, teacher = self.options, self.teacher
+        rows = random_vocabulary(
+            o.vocabulary_size, o.vocabulary_length, teacher.vocab_size,
+            tokenizer.sot_token_id, tokenizer.eot_token_id, teacher.context_length, ctx.generator,
+        ).to(ctx.device)
+        with torch.no_grad():
+            features = torch.cat([teacher.encode_text(chunk).float() for chunk in rows.split(ENCODE_CHUNK)])
+        self.vocabulary_features = F.normalize(features, dim=-1)
+        return groups
+
+    def teacher_text(self, teacher_outputs):
+        return self.vocabulary_features
+
+
+METHOD = LwFVR

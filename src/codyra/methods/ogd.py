@@ -21,7 +21,12 @@ below ``tol``) adds no direction and is dropped, where TRACE would divide by ~0.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from codyra.methods.lora import LoRAOptions
+from codyra.methods.options import option
+from codyra.methods.seqlora import SeqLoRA
 
 if TYPE_CHECKING:
     import torch
@@ -71,3 +76,71 @@ def project_parameters(grads: list[torch.Tensor], basis: torch.Tensor, projectio
     else:
         out = [project_out(g, B) for g, B in zip(flat, basis.split(sizes), strict=True)]
     return [o.reshape(g.shape).to(g.dtype) for o, g in zip(out, grads, strict=True)]
+
+
+@dataclass(frozen=True)
+class OGDOptions(LoRAOptions):
+    projection: str = option("per_parameter", choices=PROJECTIONS, doc="per_parameter: TRACE's hook; global: the OGD paper")
+    max_memories: int | None = option(None, minimum=1, doc="keep the last this many gradients of a task (null: all of its last epoch, TRACE)")
+
+
+class OGD(SeqLoRA):
+    kind = "ogd"
+    Options = OGDOptions
+
+    def setup(self, ctx):
+        import torch
+
+        groups = super().setup(ctx)
+        self.lora = [p for t in self.targets for p in (self.adapters[t.name].A, self.adapters[t.name].B)]
+        rows = sum(p.numel() for p in self.lora)
+        state = ctx.previous_state
+        if ctx.task_index > 1 and (state is None or "basis" not in state):
+            raise ValueError("the previous task stored no OGD basis: retrain it with method kind ogd")
+        self.basis = state["basis"].to(ctx.device, torch.float32) if ctx.task_index > 1 else torch.zeros(rows, 0, device=ctx.device)
+        if self.basis.shape[0] != rows:
+            raise ValueError(f"stored OGD basis has {self.basis.shape[0]} rows, this adapter {rows} parameters: other placement or rank?")
+        # TRACE appends the gradients of every step of the task's last epoch
+        self.collect_after = max(0, ctx.total_steps - ctx.steps_per_epoch)
+        self.step, self.collected = 0, []
+        return groups
+
+    def before_optimizer_step(self, ctx):
+        import torch
+
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.lora]
+        if self.basis.shape[1]:
+            grads = project_parameters(grads, self.basis, self.options.projection)
+            for p, g in zip(self.lora, grads, strict=True):
+                if p.grad is not None:
+                    p.grad.copy_(g)
+        if self.step + 1 > self.collect_after:
+            flat = torch.cat([g.detach().reshape(-1).float() for g in grads])
+            self.collected.append(torch.nan_to_num(flat, nan=0.0))
+
+    def after_step(self, step, total_steps):
+        self.step = step
+
+    def checkpoint_state(self):
+        import torch
+
+        return {"collected": torch.stack(self.collected).cpu()} if self.collected else {}
+
+    def restore_checkpoint(self, state, step):
+        self.step = step
+        self.collected = list(state["collected"].to(self.basis.device)) if "collected" in state else []
+
+    def finish(self, model):
+        import torch
+
+        kept = self.collected[-self.options.max_memories :] if self.options.max_memories else self.collected
+        if kept:
+            self.basis = extend_basis(self.basis, torch.stack(kept, dim=1))
+        self.collected = []
+        return super().finish(model)
+
+    def state_to_store(self):
+        return {"basis": self.basis.detach().cpu().contiguous()}
+
+
+METHOD = OGD
