@@ -61,10 +61,10 @@ def probe(name: str, args) -> dict:
     import open_clip
     import torch
     import torch.nn.functional as F
-    from codyra.clip.family import CLIP
     from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 
     import codyra.clip.model  # noqa: F401 - registers codyra-mini
+    from codyra.clip.family import CLIP
     from codyra.clip.model import ClipBundle
     from codyra.data import reference
     from codyra.methods import build_method

@@ -10,9 +10,9 @@ import open_clip
 import pytest
 import torch
 import torch.nn.functional as F
-from codyra.clip.family import CLIP
 
 import codyra.clip.model  # noqa: F401 - registers the codyra-mini config
+from codyra.clip.family import CLIP
 from codyra.methods import build_method
 from codyra.methods.base import TaskContext
 from codyra.methods.lwf import soft_cross_entropy

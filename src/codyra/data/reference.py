@@ -133,7 +133,7 @@ def mini_corpus_pixels(cfg: dict, size: int, image: ImageConfig):
     """The first ``size`` corpus images, normalised as pretraining feeds them, and their captions."""
     import torch
 
-    from codyra.mini.corpus import make_corpus
+    from codyra.mini.clip.corpus import make_corpus
 
     corpus_size = cfg["mini"]["corpus_size"]
     if size > corpus_size:
