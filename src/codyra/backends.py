@@ -5,9 +5,9 @@
   (clipping and the optimizer step, once per optimizer step), ``after_step(method, step,
   total)`` (the method's post-step operator, e.g. CoDyRA's proximal step), ``all_sum(tensor)``
   (sum over ranks);
-- ``save(directory, step, scheduler, history)`` / ``load(directory, scheduler)``: resumable
-  checkpoints in the layout of :mod:`codyra.checkpoint` (full fp32 tensors, torch AdamW's
-  state layout), so a checkpoint resumes on any number of ranks;
+- ``save(directory, step, scheduler, history, method_state)`` / ``load(directory, scheduler)``:
+  resumable checkpoints in the layout of :mod:`codyra.checkpoint` (full fp32 tensors, torch AdamW's
+  state layout, the method's mid-task tensors), so a checkpoint resumes on any number of ranks;
 - ``finalize()``: before ``Method.finish``, make the module's trainable parameters hold their
   exact fp32 values; ``report()``: what the summary records about the backend.
 """
@@ -54,9 +54,10 @@ class PlainBackend:
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor
 
-    def save(self, directory, step: int, scheduler, history: list) -> None:
+    def save(self, directory, step: int, scheduler, history: list, method_state: dict | None = None) -> None:
         save_checkpoint(
-            directory, step=step, params=self.params, optimizer=self.optimizer, scheduler=scheduler, history=history
+            directory, step=step, params=self.params, optimizer=self.optimizer, scheduler=scheduler, history=history,
+            method_state=method_state,
         )
 
     def load(self, directory, scheduler) -> tuple[int, list]:

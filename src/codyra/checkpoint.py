@@ -21,11 +21,13 @@ import shutil
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 from codyra.io import save_safetensors
 
 TENSORS, STATE = "tensors.safetensors", "state.json"
+METHOD_PREFIX = "method."  # the method's mid-task state among the checkpoint's tensors
 PREFIX = "checkpoint"
 log = logging.getLogger(__name__)
 
@@ -41,8 +43,12 @@ def checkpoint_dir(task_folder: Path, key: str) -> Path:
     return task_folder / mine
 
 
-def save_checkpoint(directory: Path, *, step: int, params: dict, optimizer, scheduler, history: list) -> None:
+def save_checkpoint(
+    directory: Path, *, step: int, params: dict, optimizer, scheduler, history: list, method_state: dict | None = None
+) -> None:
+    """``method_state``: the method's mid-task tensors (:meth:`codyra.methods.base.Method.checkpoint_state`)."""
     tensors = {f"param.{n}": p.detach().float().cpu().contiguous() for n, p in params.items()}
+    tensors.update({f"{METHOD_PREFIX}{k}": v.detach().cpu().contiguous() for k, v in (method_state or {}).items()})
     opt_state = optimizer.state_dict()
     for idx, slots in opt_state["state"].items():
         for key, value in slots.items():
@@ -82,6 +88,12 @@ def load_checkpoint(directory: Path, *, params: dict, optimizer, scheduler) -> t
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(tensors["rng.torch"])
     return state["step"], state["history"]
+
+
+def load_method_checkpoint(directory: Path) -> dict:
+    """The method's mid-task tensors saved with the checkpoint ({} when it saved none)."""
+    with safe_open(str(directory / TENSORS), framework="pt") as f:
+        return {k[len(METHOD_PREFIX) :]: f.get_tensor(k) for k in f.keys() if k.startswith(METHOD_PREFIX)}  # noqa: SIM118
 
 
 def find_checkpoint(directory: Path) -> Path | None:

@@ -29,7 +29,7 @@ import torch
 from codyra import __version__
 from codyra.adapters.lora import seed_adapter_dropout
 from codyra.batches import derive_seed
-from codyra.checkpoint import checkpoint_dir, find_checkpoint
+from codyra.checkpoint import checkpoint_dir, find_checkpoint, load_method_checkpoint
 from codyra.config import fingerprint, resolve_job
 from codyra.family import family_of
 from codyra.fingerprints import train_fingerprint
@@ -65,7 +65,7 @@ class Backend(Protocol):
     def step(self) -> None: ...
     def after_step(self, method: Method, step: int, total: int) -> None: ...
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
-    def save(self, directory, step: int, scheduler, history: list) -> None: ...
+    def save(self, directory, step: int, scheduler, history: list, method_state: dict | None = None) -> None: ...
     def load(self, directory, scheduler) -> tuple[int, list]: ...
     def finalize(self) -> None: ...
     def report(self) -> dict: ...
@@ -78,6 +78,7 @@ class FitSession(Protocol):
     model: nn.Module  # theta_{i-1}, on ``device`` or moved there by the backend
     device: torch.device
     total: int  # optimizer steps of the task
+    steps_per_epoch: int  # optimizer steps of one pass over the task's training set (rounded up)
     description: str  # progress-bar label
     dropout_key: tuple[int, ...]  # extra parts of the per-step adapter-dropout seed (the rank)
 
@@ -191,6 +192,8 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         cfg=cfg,
         method_name=method_name,
         seed=seed,
+        total_steps=session.total,
+        steps_per_epoch=session.steps_per_epoch,
     )
 
 
@@ -207,6 +210,8 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
     scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, warmup_cosine(total, hp["warmup_steps"]))
     ckpt_dir = task_checkpoint_dir(cfg, method_name, seed, task_index)
     start, history = resume(ckpt_dir, lambda found: backend.load(found, scheduler), run, total)
+    if start:
+        method.restore_checkpoint(load_method_checkpoint(find_checkpoint(ckpt_dir)), start)
 
     lead = backend.rank == 0  # one progress report and MLflow curve per task, not one per rank
     bar = progress_bar(total=total, desc=session.description) if lead else None
@@ -238,7 +243,7 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
             bar.update(1)
             bar.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
         if step % hp["checkpoint_every"] == 0 and step < total:
-            backend.save(ckpt_dir, step, scheduler, history)
+            backend.save(ckpt_dir, step, scheduler, history, method.checkpoint_state())
         if on_step is not None:
             on_step(step)
     if bar is not None:

@@ -10,6 +10,8 @@ code) or bf16 autocast on a GPU. Batches of augmented images are pure functions 
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -56,6 +58,8 @@ class ClipSession:
         self.seen_classes = sum(t.num_classes for t in tasks[: task_index - 1])  # the official loss's seen rows
         self.model, self.tokenizer = bundle.model.to(self.device), bundle.tokenizer
         self.total = self.hp["iterations"]
+        self.train_set = self.task.train_set()  # checks the images exist before the model trains
+        self.steps_per_epoch = math.ceil(len(self.train_set) / self.hp["batch_size"])
         self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {self.task.name}"
         self._teacher_text: dict[int, torch.Tensor] = {}
 
@@ -74,7 +78,7 @@ class ClipSession:
         return backend
 
     def batches(self, start: int):
-        dataset = self.task.train_set()
+        dataset = self.train_set
         loader = torch.utils.data.DataLoader(
             dataset,
             batch_sampler=StepBatches(len(dataset), self.hp["batch_size"], self.seed, self.task_index, start, self.total),

@@ -48,7 +48,22 @@ def run_check(args: argparse.Namespace) -> int:
     names = [task["name"] for task in config["tasks"]] + config["heldout_tasks"]
     reports = check_datasets(names, protocol, root)
     print(format_reports(reports, protocol, root))
-    return 0 if all(report.usable for report in reports) else 1
+    reference_ok = report_reference({**config, "data": {**config["data"], "root": str(root)}})
+    return 0 if reference_ok and all(report.usable for report in reports) else 1
+
+
+def report_reference(config: dict) -> bool:
+    """Print whether the reference data of data.reference (ZSCL) is present; True if usable or unset."""
+    from .reference import missing_reference
+
+    ref = config["data"]["reference"]
+    if ref is None:
+        return True
+    missing = missing_reference(config)
+    lines = [f"reference data (data.reference, kind {ref['kind']}): " + ("ok" if not missing else "missing")]
+    lines += [f"  {line}" for line in missing]
+    print("\n" + "\n".join(lines))
+    return not missing
 
 
 def _count(value: int | None) -> str:

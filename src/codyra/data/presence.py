@@ -53,8 +53,13 @@ def require_benchmark_data(cfg: dict) -> None:
     """Fail (before any job runs) if a dataset the benchmark reads is absent: stat calls only.
 
     mtil / xtail: each dataset's required files under data.root; TRACE (unless the mini
-    TRACE, whose data the workflow writes): each task's train/eval/test.json.
+    TRACE, whose data the workflow writes): each task's train/eval/test.json; any benchmark:
+    the reference data of data.reference (ZSCL's).
     """
+    from .reference import require_reference
+
+    if cfg["data"]["reference"] is not None:
+        require_reference(cfg)
     kind, names = cfg["data"]["kind"], [t["name"] for t in cfg["tasks"]]
     if kind in ("mtil", "xtail"):
         root = data_root(cfg)

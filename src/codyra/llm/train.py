@@ -62,6 +62,7 @@ class LMSession:
         self.examples = load_split(task_folder(cfg, task_index), "train")
         self.collate = TrainingCollator(bundle.tokenizer, length_limits(cfg))
         self.total = total_steps(self.hp, len(self.examples))
+        self.steps_per_epoch = math.ceil(len(self.examples) / step_examples(self.hp))
         task = cfg["tasks"][task_index - 1]["name"]
         self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {task}"
 

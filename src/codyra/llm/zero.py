@@ -184,7 +184,7 @@ class ZeroBackend:
                 p.data = replica  # back to the view into DeepSpeed's flat buffer
 
     @torch.no_grad()
-    def save(self, directory, step: int, scheduler, history: list) -> None:
+    def save(self, directory, step: int, scheduler, history: list, method_state: dict | None = None) -> None:
         masters = self.gather(self.trainables)
         moments = {key: self.gather(self.trainables, key) for key in MOMENTS}
         if self.rank == 0:
@@ -197,7 +197,8 @@ class ZeroBackend:
             snapshot = _StateDict({"state": state, "param_groups": self._param_groups()})
             params = dict(zip(self.names, masters))
             save_checkpoint(
-                directory, step=step, params=params, optimizer=snapshot, scheduler=scheduler, history=history
+                directory, step=step, params=params, optimizer=snapshot, scheduler=scheduler, history=history,
+                method_state=method_state,
             )
         torch.distributed.barrier()
 

@@ -12,7 +12,9 @@ A method turns a backbone at theta_{i-1} into theta_i for one task. The training
 3. ``before_optimizer_step(ctx)`` with the step's gradients in ``.grad`` (GEM/OGD
    projection, gradient masks); then clipping (LMs) and the optimizer step.
 4. ``after_step(step, total_steps)`` (CoDyRA's proximal step, weight ensembling);
-   ``step_metrics()`` goes into the step's history record.
+   ``step_metrics()`` goes into the step's history record. With each resumable checkpoint the
+   engine saves ``checkpoint_state()`` (mid-task tensors: a running weight average, a running
+   Fisher); a resumed job calls ``restore_checkpoint(state, step)`` right after ``setup``.
 5. ``finish(model)`` -> (TaskUpdate, summary): merge into the backbone and return what is
    stored; ``state_to_store()`` -> tensors saved beside the update
    (``method_state.safetensors``: Fisher diagonals, gradient memories, kept modules).
@@ -64,6 +66,8 @@ class TaskContext:
     task k's state / update (1 <= k < i; on demand: a full fine-tuning delta is model-sized).
     ``generator`` seeds the method's own random initialisation (a pure function of (seed,
     task)); ``cfg`` is the full config (for a method that needs e.g. reference data).
+    ``total_steps`` / ``steps_per_epoch``: the task's optimizer steps and those of one pass over
+    its training set (rounded up; TRACE's per-epoch quantities: EWC's Fisher, OGD's last epoch).
     """
 
     model: nn.Module
@@ -83,6 +87,8 @@ class TaskContext:
     cfg: dict
     method_name: str
     seed: int
+    total_steps: int
+    steps_per_epoch: int
 
 
 class Method(ABC):
@@ -134,6 +140,13 @@ class Method(ABC):
         """A domain-predicting method's cells A[i, j] (with their ``routing``), for the family to yield."""
         raise NotImplementedError(f"method kind {cls.kind!r} has no task-agnostic inference")
 
+    def checkpoint_state(self) -> dict[str, torch.Tensor]:
+        """Mid-task tensors a resumed job needs, saved with each checkpoint ({}: none)."""
+        return {}
+
+    def restore_checkpoint(self, state: dict[str, torch.Tensor], step: int) -> None:
+        """Resume after ``step`` completed steps from ``checkpoint_state()``'s tensors (after ``setup``)."""
+
     def state_to_store(self) -> dict[str, torch.Tensor]:
         """Tensors kept beside this task's update for task i+1 and for evaluation ({}: none)."""
         return {}
@@ -158,7 +171,9 @@ def summary_defaults(summary: dict[str, Any]) -> dict[str, Any]:
     return {"inference_extra_params": 0, "inference_memory": 0, "step_seconds": None, **summary}
 
 
-def standalone_context(model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float) -> TaskContext:
+def standalone_context(
+    model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float, total_steps: int = 1
+) -> TaskContext:
     """Task 1's context for a model outside a training job (benchmarks, tests of a method's
     parameters): no stored state; theta_0 is a copy of ``model`` as given; there is no batch
     pipeline, so ``forward`` / ``task_loss`` raise."""
@@ -190,4 +205,6 @@ def standalone_context(model: nn.Module, family: Family, generator: torch.Genera
         cfg={},
         method_name="",
         seed=0,
+        total_steps=total_steps,
+        steps_per_epoch=total_steps,
     )

@@ -1,0 +1,124 @@
+"""EWC as TRACE implements it (BeyonderXX/TRACE, model/Regular/EWC.py; full-parameter
+training, scripts/train_seq_cl.sh), in every model family.
+
+- Fisher: one diagonal F for the whole stream, never reset. After every optimizer step,
+  F += g^2 / (steps per epoch of the current task), g the step's gradient of the total loss
+  (penalty included; NaN -> 0 as TRACE's gradient hook does). It therefore sums over every
+  step of every epoch of every task so far, and grows *during* the current task too.
+- Penalty from the second task on: loss += 0.5 * lambda * sum F (theta - theta_{i-1})^2, with
+  theta_{i-1} the weights the task started from and the running F; lambda = 400 (TRACE's
+  ``lambda_ewc`` default).
+
+Stored per task beside the update: F after the task (theta_{i-1} is rebuilt from the updates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from codyra.methods.full import FullFineTune
+from codyra.methods.options import MethodOptions, option
+
+if TYPE_CHECKING:
+    import torch
+
+
+def accumulate_fisher_(
+    fisher: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor | None], steps_per_epoch: int
+) -> None:
+    """TRACE's ``_update_fisher``: F[n] += nan_to_num(g[n], nan=0)^2 / steps_per_epoch, in place.
+
+    A parameter without a gradient this step (None) adds nothing, as TRACE's hook never fires for it.
+    """
+    import torch
+
+    if steps_per_epoch < 1:
+        raise ValueError(f"steps per epoch must be >= 1, got {steps_per_epoch}")
+    for name, f in fisher.items():
+        g = grads.get(name)
+        if g is not None:
+            f.add_(torch.nan_to_num(g.detach().to(f.dtype), nan=0.0).pow(2) / steps_per_epoch)
+
+
+def ewc_penalty(
+    params: Mapping[str, torch.Tensor],
+    previous: Mapping[str, torch.Tensor],
+    fisher: Mapping[str, torch.Tensor],
+    strength: float,
+) -> torch.Tensor:
+    """0.5 * strength * sum_n sum F[n] (theta[n] - previous[n])^2 (TRACE: ``0.5 * lambda_ewc * penalty()``)."""
+    missing = sorted(set(params) - set(fisher))
+    if missing:
+        raise KeyError(f"no Fisher diagonal for parameter(s) {missing[:3]}: was the stored state trained on this model?")
+    terms = [(fisher[n] * (p - previous[n].to(p.dtype)).pow(2)).sum() for n, p in params.items()]
+    return 0.5 * strength * sum(terms[1:], terms[0])
+
+
+def previous_tensors(state: Mapping[str, torch.Tensor] | None, prefix: str, params: Mapping[str, torch.Tensor], kind: str):
+    """``{name: state[prefix + name]}`` for every trainable parameter (None for task 1), checked."""
+    if state is None:
+        return None
+    missing = [n for n in params if prefix + n not in state]
+    if missing:
+        raise ValueError(
+            f"the previous task's stored {kind} state has no {prefix}{missing[0]} ({len(missing)} parameters missing): "
+            "it was trained with other settings; retrain that task with this method"
+        )
+    return {n: state[prefix + n] for n in params}
+
+
+@dataclass(frozen=True)
+class EWCOptions(MethodOptions):
+    strength: float = option(400.0, minimum=0, doc="lambda of 0.5 * lambda * sum F (theta - theta_{i-1})^2 (TRACE lambda_ewc)")
+
+
+class EWC(FullFineTune):
+    kind = "ewc"
+    Options = EWCOptions
+
+    def setup(self, ctx):
+        import torch
+
+        groups = super().setup(ctx)
+        stored = previous_tensors(ctx.previous_state, "fisher.", self.params, self.kind)
+        self.fisher = {
+            n: (stored[n].to(p.device, torch.float32, copy=True) if stored else torch.zeros_like(p, dtype=torch.float32))
+            for n, p in self.params.items()
+        }
+        for n, f in self.fisher.items():
+            if f.shape != self.params[n].shape:
+                raise ValueError(f"stored Fisher of {n} has shape {tuple(f.shape)}, the parameter {tuple(self.params[n].shape)}")
+        self.anchor = {n: p.detach().clone() for n, p in self.params.items()}  # theta_{i-1}
+        self.penalise = ctx.task_index > 1  # TRACE: no penalty on the first task
+        self.steps_per_epoch = ctx.steps_per_epoch
+        return groups
+
+    def extra_loss(self, ctx, batch, outputs):
+        if not self.penalise:
+            return None
+        return ewc_penalty(self.params, self.anchor, self.fisher, self.options.strength)
+
+    def before_optimizer_step(self, ctx):
+        accumulate_fisher_(self.fisher, {n: p.grad for n, p in self.params.items()}, self.steps_per_epoch)
+
+    def state_to_store(self):
+        return {f"fisher.{n}": f.detach().cpu().contiguous() for n, f in self.fisher.items()}
+
+    def checkpoint_state(self):
+        return self.state_to_store()
+
+    def restore_checkpoint(self, state, step):
+        import torch
+
+        with torch.no_grad():
+            for n, f in self.fisher.items():
+                f.copy_(state[f"fisher.{n}"])
+
+    def finish(self, model):
+        self.anchor = None
+        return super().finish(model)
+
+
+METHOD = EWC

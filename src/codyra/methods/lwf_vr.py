@@ -1,0 +1,82 @@
+"""LwF-VR (Ding et al., "Don't stop learning"), as ZSCL's MTIL code runs it
+(Thunderbeee/ZSCL, mtil/scripts/lwf_vr.sh, ``--ref-sentences random``): LwF whose
+distillation texts are a "virtual vocabulary" of random token sequences instead of the
+task's class prompts (mtil/src/models/helpers.py, ``virtual_vocab``), drawn once per task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from codyra.methods.lwf import DistillOptions, LwF
+from codyra.methods.options import option
+
+if TYPE_CHECKING:
+    import torch
+
+# texts encoded per teacher forward when the vocabulary is encoded once per task
+ENCODE_CHUNK = 256
+
+
+def random_vocabulary(
+    count: int,
+    length: int,
+    vocab_size: int,
+    sot: int,
+    eot: int,
+    context_length: int,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """``count`` token rows [SOT, ``length`` ids uniform in [0, vocab_size), EOT, 0 ...] of
+    ``context_length`` tokens (ZSCL: 1,000 rows of 10 ids, 77 tokens). As in ZSCL the ids
+    range over the whole vocabulary, special tokens included."""
+    import torch
+
+    if length + 2 > context_length:
+        raise ValueError(
+            f"random vocabulary rows of {length} tokens need {length + 2} positions with SOT and EOT; "
+            f"the text encoder's context length is {context_length}: lower the method's vocabulary_length"
+        )
+    words = torch.randint(0, vocab_size, (count, length), generator=generator)
+    start = torch.full((count, 1), sot, dtype=words.dtype)
+    end = torch.full((count, 1), eot, dtype=words.dtype)
+    pad = torch.zeros((count, context_length - length - 2), dtype=words.dtype)
+    return torch.cat([start, words, end, pad], dim=1)
+
+
+@dataclass(frozen=True)
+class LwFVROptions(DistillOptions):
+    vocabulary_size: int = option(1000, minimum=1, doc="random token rows (ZSCL virtual_vocab n_class)")
+    vocabulary_length: int = option(10, minimum=1, doc="random tokens per row (ZSCL virtual_vocab length)")
+
+
+class LwFVR(LwF):
+    """LwF over a random vocabulary: the teacher's features of the random rows replace the
+    class-prompt features (encoded once per task: the teacher theta_{i-1} is frozen)."""
+
+    kind = "lwf_vr"
+    Options = LwFVROptions
+
+    def setup(self, ctx):
+        import open_clip
+        import torch
+        import torch.nn.functional as F
+
+        groups = super().setup(ctx)
+        tokenizer = open_clip.get_tokenizer(ctx.cfg["model"]["name"])
+        o, teacher = self.options, self.teacher
+        rows = random_vocabulary(
+            o.vocabulary_size, o.vocabulary_length, teacher.vocab_size,
+            tokenizer.sot_token_id, tokenizer.eot_token_id, teacher.context_length, ctx.generator,
+        ).to(ctx.device)
+        with torch.no_grad():
+            features = torch.cat([teacher.encode_text(chunk).float() for chunk in rows.split(ENCODE_CHUNK)])
+        self.vocabulary_features = F.normalize(features, dim=-1)
+        return groups
+
+    def teacher_text(self, teacher_outputs):
+        return self.vocabulary_features
+
+
+METHOD = LwFVR

@@ -1,0 +1,176 @@
+"""ZSCL (Zheng et al. 2023) as its MTIL code runs it (Thunderbeee/ZSCL, mtil/scripts/ZSCL.sh):
+full fine-tuning with three constraints toward the pretrained model.
+
+1. Distillation from theta_0 (``--ref-model`` unset: the zero-shot CLIP) on *reference data*:
+   images of ``--ref-dataset ImageNet`` (train split, evaluation transform, one batch per step)
+   scored against the text features of ``--ref-sentences conceptual_captions`` (every caption of
+   the GCC validation file), both directions (``--image_loss --text_loss``), temperature 2;
+   the same term as LwF (:func:`codyra.methods.lwf.clip_distillation`), other teacher and data.
+   Here the reference data is the config entry ``data.reference``.
+2. An L2 pull toward theta_{i-1}: ``--l2 1`` adds 1 * sum (theta - theta_{i-1})^2 over every
+   parameter (``l2_loss``, reduction "sum").
+3. Weight ensembling (``--we --avg_freq 100``): a running mean of the weights, initialised to
+   theta_{i-1} and updated after steps 1, 101, 201, ... (``iteration % avg_freq == 0`` with
+   0-based iterations) by ``merge_we``: avg <- (avg * n + theta) / (n + 1), n = merges so far.
+   ZSCL's loop runs iterations 0..T (T + 1 steps) and its last step has learning rate 0
+   (cosine schedule at its end), so its final merge adds the weights after step T: we merge
+   after step T too. The task's result is the running mean, not the last weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from codyra.methods.full import FullFineTune
+from codyra.methods.lwf import DistillOptions, clip_distillation, frozen_copy
+from codyra.methods.options import option
+
+if TYPE_CHECKING:
+    import torch
+
+ENCODE_CHUNK = 256  # reference captions per teacher text forward (encoded once per task)
+REFERENCE_STREAM = 0x2E5  # seed part of the reference batches, apart from the task's batch stream
+
+
+def ensemble_due(step: int, total_steps: int, every: int) -> bool:
+    """Whether the weight ensemble absorbs the weights after optimizer step ``step`` (1-based)."""
+    if every < 1:
+        raise ValueError(f"weight-ensembling interval must be >= 1 step, got {every}")
+    return (step - 1) % every == 0 or step == total_steps
+
+
+def merge_into_average_(average: Iterable[torch.Tensor], current: Iterable[torch.Tensor], count: int) -> None:
+    """ZSCL's ``merge_we``: average <- (average * count + current) / (count + 1), in place.
+
+    ``count`` is the number of the merge (ZSCL's ``we_n`` after its increment: 1 at the first),
+    which is how many weights the average holds, its initial theta_{i-1} included; after k
+    merges it weighs theta_{i-1} and each merged snapshot 1 / (k + 1).
+    """
+    if count < 1:
+        raise ValueError(f"the first weight-ensemble merge has count 1, got {count}")
+    for avg, cur in zip(average, current, strict=True):
+        avg.mul_(count).add_(cur.detach().to(avg.dtype)).div_(count + 1)
+
+
+def l2_penalty(params: Iterable[torch.Tensor], reference: Iterable[torch.Tensor]) -> torch.Tensor:
+    """ZSCL's ``l2_loss``: sum over parameters of sum (theta - theta_ref)^2."""
+    terms = [(p - r.to(p.dtype)).pow(2).sum() for p, r in zip(params, reference, strict=True)]
+    if not terms:
+        raise ValueError("l2_penalty needs at least one parameter")
+    return sum(terms[1:], terms[0])
+
+
+@dataclass(frozen=True)
+class ZSCLOptions(DistillOptions):
+    l2: float = option(1.0, minimum=0, doc="weight of sum (theta - theta_{i-1})^2 (ZSCL --l2 1)")
+    ensemble_every: int | None = option(100, minimum=1, doc="weight-ensembling interval in steps (ZSCL --we --avg_freq 100); null: off")
+    reference_batch_size: int | None = option(None, minimum=1, doc="reference images per step; null: train.batch_size (ZSCL)")
+
+
+class _Keyed:
+    """A reference image dataset indexed by the (index, seed) keys of :class:`codyra.batches.StepBatches`."""
+
+    def __init__(self, images):
+        self.images = images
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, key):
+        return self.images[key[0]]
+
+
+class ZSCL(FullFineTune):
+    kind = "zscl"
+    Options = ZSCLOptions
+
+    def setup(self, ctx):
+        import torch
+        import torch.nn.functional as F
+
+        from codyra.config import resolve_job
+        from codyra.data.reference import load_reference
+
+        groups = super().setup(ctx)
+        o, device = self.options, ctx.device
+        bundle = ctx.family.pretrained(ctx.cfg)  # theta_0: ZSCL's reference model is the zero-shot CLIP
+        self.teacher = frozen_copy(bundle.model.to(device))
+        reference = load_reference(ctx.cfg, bundle.image, ctx.method_name)
+        tokens = bundle.tokenizer(reference.texts).to(device)
+        with torch.no_grad():  # theta_0 is frozen: ZSCL re-encodes the same captions every step
+            text = torch.cat([self.teacher.encode_text(chunk).float() for chunk in tokens.split(ENCODE_CHUNK)])
+        self.reference_text = F.normalize(text, dim=-1)
+        self.reference_images = _Keyed(reference.images)
+        self.batch_size = o.reference_batch_size or resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"]
+        self.stream = (ctx.seed, REFERENCE_STREAM, ctx.task_index, ctx.total_steps, ctx.cfg["data"]["num_workers"])
+        self.anchor = [p.detach().clone() for p in self.params.values()]  # theta_{i-1}, ZSCL's l2_model
+        self.average = [p.detach().clone() for p in self.params.values()]  # ZSCL's we_model
+        self.merges, self.step, self._batches = 0, 0, None
+        return groups
+
+    def _reference_batch(self, device):
+        """The reference images of the next step, a pure function of (seed, task, step)."""
+        import torch
+
+        from codyra.batches import StepBatches, derive_seed
+
+        if self._batches is None:  # built at the first step after setup or a resume
+            seed, stream, task, total, workers = self.stream
+            sampler = StepBatches(len(self.reference_images), self.batch_size, derive_seed(seed, stream), task, self.step, total)
+            loader = torch.utils.data.DataLoader(self.reference_images, batch_sampler=sampler, num_workers=workers)
+            self._batches = iter(loader)
+        return next(self._batches).to(device, non_blocking=True)
+
+    def extra_loss(self, ctx, batch, outputs):
+        import torch
+        import torch.nn.functional as F
+
+        o = self.options
+        images = self._reference_batch(ctx.device)
+        student = F.normalize(ctx.model.encode_image(images).float(), dim=-1)
+        with torch.no_grad():
+            teacher = F.normalize(self.teacher.encode_image(images).float(), dim=-1)
+        scale = self.teacher.logit_scale.exp()
+        loss = clip_distillation(student, teacher, self.reference_text, scale, o.temperature, o.image_weight, o.text_weight)
+        if o.l2:
+            loss = loss + o.l2 * l2_penalty(self.params.values(), self.anchor)
+        return loss
+
+    def after_step(self, step, total_steps):
+        self.step = step
+        every = self.options.ensemble_every
+        if every is not None and ensemble_due(step, total_steps, every):
+            self.merges += 1
+            merge_into_average_(self.average, self.params.values(), self.merges)
+
+    def step_metrics(self):
+        return {"ensemble_merges": float(self.merges)}
+
+    def checkpoint_state(self):
+        import torch
+
+        state = {f"average.{n}": a for n, a in zip(self.params, self.average, strict=True)}
+        return {**state, "merges": torch.tensor(self.merges)}
+
+    def restore_checkpoint(self, state, step):
+        import torch
+
+        with torch.no_grad():
+            for n, a in zip(self.params, self.average, strict=True):
+                a.copy_(state[f"average.{n}"])
+        self.merges, self.step, self._batches = int(state["merges"]), step, None
+
+    def finish(self, model):
+        import torch
+
+        if self.options.ensemble_every is not None:  # ZSCL keeps the ensemble, not the last weights
+            with torch.no_grad():
+                for p, a in zip(self.params.values(), self.average, strict=True):
+                    p.copy_(a)
+        self.teacher = self.anchor = self.average = self._batches = None
+        return super().finish(model)
+
+
+METHOD = ZSCL
