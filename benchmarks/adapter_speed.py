@@ -49,9 +49,11 @@ from safetensors.torch import save_file
 
 from codyra import __version__ as codyra_version
 from codyra.adapters.attach import LoRALinear, LoRAMultiheadAttention
-from codyra.clip.targets import CLIP_VOCABULARY, clip_targets
+from codyra.clip.family import CLIP
+from codyra.clip.targets import clip_targets
 from codyra.io import write_json
 from codyra.methods import build_method
+from codyra.methods.base import standalone_context
 from codyra.updates import UPDATE_FILE, save_update
 
 MODEL = "ViT-B-16"
@@ -118,9 +120,7 @@ class Trainer:
         self.name = name
         self.model = copy.deepcopy(base) if copy_model else base
         self.method = build_method(spec)
-        groups = self.method.setup(
-            self.model, clip_targets(self.model), CLIP_VOCABULARY, torch.Generator().manual_seed(seed), weight_decay
-        )
+        groups = self.method.setup(standalone_context(self.model, CLIP, torch.Generator().manual_seed(seed), weight_decay))
         self.optimizer = torch.optim.AdamW(groups, lr=lr)
         self.model.train()
         self.step_index = NOMINAL_START

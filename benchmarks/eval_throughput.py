@@ -1,13 +1,13 @@
 """Evaluation-cell throughput of ViT-B-16 (random weights) on the CPU vs the bare model.
 
-A cell is `codyra.evaluate.accuracy_on_task`: it builds the task's text classifier, then
+A cell is `codyra.clip.evaluate.accuracy_on_task`: it builds the task's text classifier, then
 streams the test set through the registry's EvalView (JPEG decode, CLIP preprocessing) and
 a DataLoader with workers into the image tower. The bare model is `encode_image` alone on
 the same preprocessed batches, held in memory. Their images/s ratio says how much of the
 model's speed a cell loses to data loading and bookkeeping (target >= 0.9).
 
-The test stream is a Food-101 folder in its real on-disk layout (the test fixture writer)
-with Food-sized JPEGs (512 x 384) in a temporary directory. After an untimed warm-up batch
+The test stream is a Food-101 folder in its real on-disk layout (``write_food_stream``)
+with Food-sized noise JPEGs (512 x 384) in a temporary directory. After an untimed warm-up batch
 of the model, cell and bare passes alternate (the order flips every repetition, so drift in
 a shared machine's load hits both alike); medians are reported. A cell's one-off costs
 (worker start-up, text classifier) count against it, as they do in a job.
@@ -21,29 +21,44 @@ Prints the figures and writes them as JSON to --out (default results/benchmarks/
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
+from PIL import Image
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # the dataset fixture writers live with the tests
-
+from codyra.clip.evaluate import accuracy_on_task
 from codyra.clip.model import create_clip
 from codyra.data.registry import build_task
-from codyra.evaluate import accuracy_on_task
 from codyra.io import write_json
-from tests.data.fixtures import write_food
+
+REPO = Path(__file__).resolve().parent.parent
 
 MODEL = "ViT-B-16"
 FOOD_IMAGE_SIZE = (512, 384)  # Food-101's images have a longest side of 512
-FOOD_CLASSES = 3  # classes of the fixture writer
+FOOD_CLASSES = ("apple_pie", "baby_back_ribs", "baklava")  # Food-101's first three
 TARGET = 0.9
+
+
+def write_food_stream(root: Path, test_per_class: int) -> None:
+    """A Food-101 folder as torchvision reads it (images/<class>/<id>.jpg, meta/{train,test}.json):
+    one training image and ``test_per_class`` test images per class, noise JPEGs of Food's size."""
+    base, rng = root / "food-101", np.random.default_rng(0)
+    width, height = FOOD_IMAGE_SIZE
+    for split, per_class in (("train", 1), ("test", test_per_class)):
+        meta = {name: [f"{name}/{split}{k}" for k in range(per_class)] for name in FOOD_CLASSES}
+        for image_id in (i for ids in meta.values() for i in ids):
+            path = base / "images" / f"{image_id}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path, "JPEG")
+        (base / "meta").mkdir(parents=True, exist_ok=True)
+        (base / "meta" / f"{split}.json").write_text(json.dumps(meta))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -81,7 +96,7 @@ def main(argv=None) -> None:
         "data": {"label_space": "task", "num_workers": args.workers},
     }
     with tempfile.TemporaryDirectory() as root:
-        write_food(Path(root), test_per_class=math.ceil(args.images / FOOD_CLASSES), image_size=FOOD_IMAGE_SIZE)
+        write_food_stream(Path(root), test_per_class=math.ceil(args.images / len(FOOD_CLASSES)))
         tasks = [build_task("Food", "mtil", root, bundle.image)]
         test_set = tasks[0].test_set()
         loader = torch.utils.data.DataLoader(test_set, batch_size=args.batch_size)

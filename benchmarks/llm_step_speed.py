@@ -3,7 +3,7 @@
 One process, the same starting weights, adapter initialisation and batch for both variants.
 A step is the LM training loop's: forward with left-padding position ids, the loss on the
 answer tokens (the last quarter of each sequence here), backward, gradient clipping, AdamW
-step and ``method.after_step`` (``codyra.llm.backends.PlainBackend``). CoDyRA's steps are
+step and ``method.after_step`` (``codyra.backends.PlainBackend``). CoDyRA's steps are
 steps of the sparse phase (kappa > 0: the proximal operator runs on every gate), LoRA's gates
 are the constant ones of fixed-rank LoRA; both have rank --rank on q, k, v, o, gate, up and
 down projections of every layer. Target: CoDyRA / LoRA step time <= 1.05.
@@ -29,12 +29,13 @@ import torch
 import transformers
 
 from codyra import __version__ as codyra_version
+from codyra.backends import PlainBackend
 from codyra.io import write_json
-from codyra.llm.backends import PlainBackend
-from codyra.llm.data import IGNORE_INDEX
-from codyra.llm.targets import LM_VOCABULARY, lm_targets
-from codyra.llm.train import optimizer_step
+from codyra.llm.family import CAUSAL_LM
+from codyra.llm.loss import answer_loss_sum, position_ids
 from codyra.methods import build_method
+from codyra.methods.base import standalone_context
+from codyra.trace.data import IGNORE_INDEX
 
 TARGET = 1.05
 NOMINAL_STEPS = 1000  # CoDyRA's steps pretend to be steps 900.. of this schedule: deep in the sparse phase
@@ -72,9 +73,9 @@ def base_model(args) -> torch.nn.Module:
 
 def variant(model, spec: dict, args):
     method = build_method(spec)
-    groups = method.setup(model, lm_targets(model), LM_VOCABULARY, torch.Generator().manual_seed(args.seed), 0.01)
+    groups = method.setup(standalone_context(model, CAUSAL_LM, torch.Generator().manual_seed(args.seed), 0.01))
     hp = {"lr": args.lr, "betas": (0.9, 0.95), "eps": 1e-8, "precision": "fp32"}
-    backend = PlainBackend(model, groups, method, hp, {"gradient_clipping": 1.0}, torch.device("cpu"))
+    backend = PlainBackend(model, groups, hp, torch.device("cpu"), clip_norm=1.0)
     model.train()
     return method, backend
 
@@ -89,7 +90,13 @@ def batch(args) -> dict:
 
 def train_step(method, backend, inputs: dict, step: int) -> float:
     started = time.perf_counter()
-    optimizer_step(backend, [inputs])  # the training path's own step (one micro-batch)
+    # the training path's step (codyra.engine.fit with one micro-batch): token-mean answer loss
+    logits = backend.forward(
+        input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], position_ids=position_ids(inputs["attention_mask"])
+    ).logits
+    loss_sum, tokens = answer_loss_sum(logits, inputs["labels"])
+    backend.backward(loss_sum / tokens)
+    backend.step()
     backend.after_step(method, step, NOMINAL_STEPS)
     return time.perf_counter() - started
 

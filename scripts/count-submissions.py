@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 
 from snakemake import cli
-from snakemake.settings.types import ExecutionSettings
+from snakemake.settings.types import ExecutionSettings, GroupSettings
 from snakemake.workflow import Workflow
 
 REPORTED = ("gpu", "gpu_model", "runtime", "mem_mb", "_cores")
@@ -49,7 +49,18 @@ def count(self: Workflow) -> None:
     }))
 
 
+def with_groups(printdag, settings: GroupSettings):
+    def counting(self: Workflow) -> None:
+        self.group_settings = settings  # `--dag` ignores --groups / --group-components (a profile's too); a run does not
+        printdag(self)
+
+    return counting
+
+
 if __name__ == "__main__":
-    Workflow.printdag = count  # `--dag` builds the DAG without running a job; print counts instead of dot
+    argv = [*sys.argv[1:], "--dag"]
+    _, args = cli.parse_args(argv)
+    groups = GroupSettings(group_components=args.group_components, overwrite_groups=args.groups, local_groupid=args.local_groupid)
+    Workflow.printdag = with_groups(count, groups)  # `--dag` builds the DAG without running a job; print counts instead of dot
     Workflow.local_exec = property(lambda self: False)  # as under a cluster executor: rules' groups apply
-    sys.exit(cli.main([*sys.argv[1:], "--dag"]))
+    sys.exit(cli.main(argv))

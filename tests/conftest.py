@@ -49,7 +49,7 @@ def tiny_cfg(tiny_cfg_dict):
 def tiny_pretrained(tmp_path_factory):
     """A pretrained tiny mini model (4 steps: enough for a valid theta_0, not for accuracy)."""
     from codyra.config import load_config
-    from codyra.mini.pretrain import pretrain_mini
+    from codyra.mini.clip.pretrain import pretrain_mini
 
     path = tmp_path_factory.mktemp("pretrained") / "model.safetensors"
     pretrain_mini(load_config(copy.deepcopy({**TINY, "results": str(path.parent)})), path)

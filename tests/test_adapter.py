@@ -18,8 +18,10 @@ from codyra.adapters.attach import (
 from codyra.adapters.lora import RankSelectiveLoRA
 from codyra.adapters.sparsity import kappa_at, soft_threshold_
 from codyra.adapters.targets import select_targets
+from codyra.clip.family import CLIP
 from codyra.clip.targets import CLIP_VOCABULARY, clip_targets
 from codyra.methods import build_method
+from codyra.methods.base import standalone_context
 from codyra.updates import apply_update
 
 
@@ -109,7 +111,7 @@ def test_unknown_placement_is_a_clear_error(bad):
 
 def attached(model, kind="codyra", placement="all", rank=4):
     method = build_method({"kind": kind, "rank": rank, "placement": placement})
-    method.setup(model, clip_targets(model), CLIP_VOCABULARY, torch.Generator().manual_seed(0), 0.01)
+    method.setup(standalone_context(model, CLIP, torch.Generator().manual_seed(0), 0.01))
     return method
 
 
@@ -168,7 +170,7 @@ def test_codyra_trains_only_A_B_w():
 def test_weight_decay_on_A_and_B_only():
     model = tiny_clip()
     method = build_method({"kind": "codyra", "rank": 4})
-    groups = method.setup(model, clip_targets(model), CLIP_VOCABULARY, torch.Generator().manual_seed(0), 0.01)
+    groups = method.setup(standalone_context(model, CLIP, torch.Generator().manual_seed(0), 0.01))
     by_name = {g["name"]: g for g in groups}
     assert by_name["lora_AB"]["weight_decay"] == 0.01 and by_name["gates"]["weight_decay"] == 0.0
     gates = {id(a.w) for a in method.adapters.values()}
@@ -266,7 +268,7 @@ def test_pruned_components_stay_exactly_zero_and_are_not_stored():
 def test_vit_b16_rank16_parameter_count_and_all_144_adapters_reach_the_output():
     model = open_clip.create_model("ViT-B-16", pretrained=None)
     method = build_method({"kind": "codyra", "rank": 16})
-    method.setup(model, clip_targets(model), CLIP_VOCABULARY, torch.Generator().manual_seed(0), 0.01)
+    method.setup(standalone_context(model, CLIP, torch.Generator().manual_seed(0), 0.01))
     assert len(method.adapters) == 144
     factors = sum(a.A.numel() + a.B.numel() for a in method.adapters.values())
     gates = sum(a.w.numel() for a in method.adapters.values())

@@ -136,3 +136,22 @@ def test_log_option_before_or_after_the_command(tiny_yaml, tmp_path):
     assert main(["cell", "--config", path, "--method", "pretrained", "--i", "0", "--j", "1", "--log", str(after)]) == 0
     for log in (before, after):
         assert "eval colour" in log.read_text()
+
+
+@pytest.mark.parametrize("family", ["clip", "llm"])
+def test_unavailable_weights_of_either_family_are_one_clear_line(tiny_yaml, monkeypatch, capsys, family):
+    """Both families raise the one WeightsUnavailableError (a FileNotFoundError), which the CLI reports."""
+    import importlib
+
+    from codyra import cli
+    from codyra.errors import WeightsUnavailableError
+
+    error = importlib.import_module(f"codyra.{family}.model").WeightsUnavailableError
+    assert error is WeightsUnavailableError
+
+    def handler(args):
+        raise error(f"{family} weights are not in cache /x; run codyra fetch-weights")
+
+    monkeypatch.setattr(cli, "cmd_summarize", handler)
+    assert main(["summarize", "--config", tiny_yaml, "--method", "codyra", "--seed", "0"]) == 2
+    assert capsys.readouterr().err == f"codyra: error: {family} weights are not in cache /x; run codyra fetch-weights\n"

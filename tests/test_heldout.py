@@ -8,12 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from codyra.clip.model import pretrained_clip
+from codyra.clip.rebuild import rebuild_clip
 from codyra.config import ConfigError, load_config
+from codyra.engine import train_task
 from codyra.heldout import evaluate_heldout
-from codyra.mini.tasks import build_mini_task
+from codyra.mini.clip.tasks import build_mini_task
 from codyra.paths import heldout_path, row0_heldout_path
-from codyra.state import pretrained_clip, rebuild_clip
-from codyra.train import train_task
 
 HELDOUT = ["shape", "texture"]
 

@@ -4,41 +4,84 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import submitit
 import yaml
 
-from codyra.cli import main
+from codyra import launch
+from codyra.cli import main, run
+from codyra.jobs import JOBS, rule_for
 from codyra.launch import (
     CodyraJob,
     profile_resources,
-    rule_for,
     strip_launch_flags,
     submitit_parameters,
 )
 from codyra.paths import cell_path, run_dir
 
 from .conftest import write_yaml
+from .llm.conftest import TINY_TRACE
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(
-    "command, method, rule",
+    "command, method, family, rule",
     [
-        ("train", "codyra", "train_task"),
-        ("cell", "codyra", "eval_row"),
-        ("cell", "pretrained", "eval_row0"),
-        ("heldout", "codyra", "heldout"),
-        ("heldout", "pretrained", "heldout_row0"),
-        ("run", "codyra", "train_task"),
+        ("train", "codyra", "clip", "train_task"),
+        ("train", "codyra", "causal_lm", "train_lm_task"),
+        ("cell", "codyra", "clip", "eval_row"),
+        ("cell", "pretrained", "causal_lm", "eval_row0"),
+        ("heldout", "codyra", "clip", "heldout"),
+        ("heldout", "pretrained", "clip", "heldout_row0"),
+        ("run", "codyra", "clip", "train_task"),
+        ("sweep", "codyra", "causal_lm", "train_lm_task"),
     ],
 )
-def test_a_launch_takes_the_resources_of_the_rule_that_runs_its_command(command, method, rule):
-    from argparse import Namespace
+def test_a_launch_takes_the_resources_of_the_rule_that_runs_its_command(command, method, family, rule):
+    assert rule_for(command, method, {"model": {"family": family}}) == rule
+    assert JOBS[rule].command == (command if command in ("train", "cell", "heldout") else "train")
 
-    assert rule_for(command, Namespace(method=method)) == rule
+
+def test_a_command_no_rule_runs_is_not_launchable():
+    with pytest.raises(ValueError, match="codyra tables is not a job the workflow submits"):
+        rule_for("tables", None, {"model": {"family": "clip"}})
+
+
+class RecordingExecutor:
+    """submitit's executor interface, recording instead of submitting."""
+
+    def __init__(self):
+        self.parameters, self.jobs = {}, []
+
+    def update_parameters(self, **params):
+        self.parameters.update(params)
+
+    def submit(self, job):
+        self.jobs.append(job)
+        return SimpleNamespace(job_id="1", paths=SimpleNamespace(stdout="out.log"))
+
+
+def test_trace_train_on_slurm_requests_the_lm_training_resources(tmp_path, monkeypatch):
+    """A TRACE `codyra train --slurm` is sized like the workflow's train_lm_task (4 GPUs, 12 h), not train_task."""
+    executor = RecordingExecutor()
+    monkeypatch.setattr(launch, "executor_for", lambda cfg, kind: executor)
+    path = write_yaml(tmp_path / "trace.yaml", {**TINY_TRACE, "results": str(tmp_path), "train": {**TINY_TRACE["train"], "threads": 6}})
+    assert main(["train", "--config", path, "--method", "codyra", "--seed", "0", "--task", "1", "--slurm", "--slurm-profile", f"{ROOT}/profiles/slurm"]) == 0
+    # profiles/slurm: train_lm_task gpu 4, mem_mb 256000, runtime 720 over the defaults (partition gpu, gpu_model h100)
+    assert executor.parameters == {
+        "name": "codyra-train",
+        "cpus_per_task": 6,
+        "timeout_min": 720,
+        "mem_gb": 250,
+        "slurm_partition": "gpu",
+        "slurm_gres": "gpu:h100:4",
+    }
+    (job,) = executor.jobs
+    assert job.argv == ["train", "--config", path, "--method", "codyra", "--seed", "0", "--task", "1"]
+    assert job.entry is run
 
 
 def test_profile_resources_overlay_the_rule_on_the_defaults():
@@ -75,7 +118,7 @@ def test_launch_flags_are_stripped_from_the_job_command():
 
 
 def test_checkpoint_resubmits_the_same_command():
-    job = CodyraJob(["train", "--method", "codyra", "--seed", "0", "--task", "1"], {"benchmark": "x"})
+    job = CodyraJob(["train", "--method", "codyra", "--seed", "0", "--task", "1"], {"benchmark": "x"}, run)
     delayed = job.checkpoint()
     assert isinstance(delayed, submitit.helpers.DelayedSubmission)
     assert delayed.function == job

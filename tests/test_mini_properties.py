@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from codyra.config import load_config
-from codyra.mini.pretrain import pretrain_mini
+from codyra.mini.clip.pretrain import pretrain_mini
 from codyra.results import run_stream
 
 from .conftest import ROOT
@@ -35,7 +35,7 @@ def stream(tmp_path_factory):
 
 def test_no_task_is_saturated_and_the_designed_ones_are_partly_known(stream):
     cfg, result = stream
-    from codyra.benchmarks import build_tasks
+    from codyra.clip.benchmarks import build_tasks
     from codyra.tasks import ImageConfig
 
     tasks = build_tasks(cfg, ImageConfig(32, (0.5,) * 3, (0.25,) * 3))

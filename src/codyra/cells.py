@@ -4,8 +4,10 @@ the MLflow mirror) goes through here, so an absurd or mislabelled cell is named,
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
+from codyra import __version__
 from codyra.io import ResultError, read_json
 from codyra.paths import cell_path, run_dir
 
@@ -46,3 +48,21 @@ def read_cells(cfg: dict, method: str, seed: int) -> list[list[dict]]:
                 "they were not computed with the same label space; rerun that column's cells"
             )
     return cells
+
+
+def cell_record(cfg: dict, method: str, seed: int | None, i: int, j: int, accuracy: float, started: float, **fields) -> dict:
+    """A cell's JSON object: the accuracy (0-100), which cell it is, the family's own fields
+    (``fields``: label space and class count for CLIP, metric and decoding for TRACE), its
+    seconds since ``started`` and the code version (the caller adds the settings)."""
+    return {
+        "accuracy": accuracy,
+        "benchmark": cfg["benchmark"],
+        "method": method,
+        "seed": seed,
+        "i": i,
+        "j": j,
+        "task": cfg["tasks"][j - 1]["name"],
+        **fields,
+        "seconds": round(time.time() - started, 3),
+        "codyra_version": __version__,
+    }

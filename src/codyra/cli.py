@@ -45,7 +45,7 @@ def cmd_pretrain_mini(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from codyra.train import train_task
+    from codyra.engine import train_task
 
     train_task(_config(args), args.method, args.seed, args.task, device=args.device)
 
@@ -241,7 +241,7 @@ def add_launch_options(p) -> None:
 def cmd_sweep(args) -> None:
     from codyra.launch import sweep
 
-    report_jobs(sweep(args, _config(args)), args)
+    report_jobs(sweep(args, _config(args), run), args)
 
 
 def report_jobs(jobs, args) -> None:
@@ -275,7 +275,7 @@ def run(argv: list[str], config: dict | None = None) -> int:
     if getattr(args, "slurm", False) and args.command != "sweep":
         from codyra.launch import submit
 
-        report_jobs(submit(args, _config(args), argv), args)
+        report_jobs(submit(args, _config(args), argv, run), args)
         return 0
     with job_log(args.log):
         return args.handler(args) or 0

@@ -1,6 +1,9 @@
 """Experiment configuration: load, fill defaults, validate, resolve per job.
 
-The JSON schema in ``codyra/schemas/config.schema.yaml`` is the single source of the
+A config file may start with ``extends: <file>`` (a path relative to it): the file is then
+overlaid onto that base, mappings merged key by key and every other value (lists
+included) replaced, so a benchmark's variant states only what differs; bases may extend
+further. The JSON schema in ``codyra/schemas/config.schema.yaml`` is the single source of the
 structure and of the defaults; the Snakemake workflow validates with the same function.
 A job's configuration is resolved from four layers, later ones winning:
 ``train`` <- ``method_configs[m].train`` <- ``tasks[i].train`` <- ``tasks[i].methods[m].train``
@@ -34,11 +37,17 @@ def load_config(source: str | Path | dict) -> dict:
     return validate_config(copy.deepcopy(source) if isinstance(source, dict) else read_config_file(source))
 
 
-def read_config_file(source: str | Path) -> dict:
-    """The YAML mapping in a config file; one clear error for a missing, malformed or empty file."""
+def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
+    """The YAML mapping in a config file, overlaid onto the file it ``extends`` (if any); one
+    clear error for a missing, malformed or empty file and for a cycle of ``extends``."""
     path = Path(source)
     if not path.is_file():
+        if _chain:
+            raise ConfigError(f"config file {_chain[-1]}: extends {path}, which does not exist; fix the path (relative to {_chain[-1]})")
         raise ConfigError(f"config file not found: {path} (pass --config <file>)")
+    if path.resolve() in _chain:
+        cycle = " -> ".join(str(p) for p in (*_chain, path.resolve()))
+        raise ConfigError(f"config files extend each other in a cycle: {cycle}; one of them must not extend")
     try:
         cfg = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
@@ -50,7 +59,32 @@ def read_config_file(source: str | Path) -> dict:
         raise ConfigError(f"config file {path} is empty; it must hold the experiment's YAML mapping (see config/config.yaml)")
     if not isinstance(cfg, dict):
         raise ConfigError(f"config file {path} must hold a YAML mapping at the top level, not a {type(cfg).__name__}")
-    return cfg
+    if "extends" not in cfg:
+        return cfg
+    base = cfg.pop("extends")
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"config file {path}: extends must be the path of a base config file (relative to this file), got {base!r}")
+    return overlay(read_config_file(path.parent / base, (*_chain, path.resolve())), cfg)
+
+
+def overlay(base: dict, top: dict) -> dict:
+    """``top`` over ``base``: mappings merge key by key (recursively), every other value replaces."""
+    out = copy.deepcopy(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = overlay(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def config_from_files(paths: list, overrides: dict) -> dict:
+    """Snakemake's config: its --configfile(s) in order (each with its ``extends`` resolved),
+    then its --config values, merged as Snakemake merges them."""
+    cfg: dict = {}
+    for path in paths:
+        cfg = overlay(cfg, read_config_file(path))
+    return overlay(cfg, dict(overrides))
 
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
@@ -148,23 +182,21 @@ def _message(error) -> str:
 
 
 def _method_option_errors(cfg: dict) -> list[tuple[list, str]]:
-    """Every method config and per-task override against the option schema of its method's kind."""
-    from codyra.methods import available_kinds
+    """Every method config and per-task override against the typed options of its method's kind."""
+    from codyra.methods import available_kinds, method_class
+    from codyra.methods.options import option_errors
 
-    defs = schema()["$defs"]
     kinds = {name: spec["kind"] for name, spec in cfg["method_configs"].items()}
     errors = []
     for name, kind in kinds.items():
         if kind not in available_kinds():
             errors.append((["method_configs", name, "kind"], f"unknown method kind {kind!r}; available: {', '.join(available_kinds())}"))
-        elif kind not in defs["method_options"]:
-            errors.append((["method_configs", name, "kind"], f"method kind {kind!r} has no options schema: add it to $defs.method_options in {SCHEMA_PATH}"))
     layers = [(["method_configs", name], spec) for name, spec in cfg["method_configs"].items()]
     layers += [(["tasks", k, "methods", m], spec) for k, t in enumerate(cfg["tasks"]) for m, spec in t.get("methods", {}).items()]
     for path, spec in layers:
         kind = kinds.get(path[-1])
-        if kind in defs["method_options"]:
-            errors += _schema_errors(spec, {"$defs": defs, "$ref": f"#/$defs/method_options/{kind}"}, path)
+        if kind in available_kinds():
+            errors += [([*path, key], message) for key, message in option_errors(method_class(kind).Options, spec, kind=kind)]
     return errors
 
 
@@ -215,8 +247,8 @@ def _check_semantics(cfg: dict) -> None:
         for where, options in layers:
             try:
                 method = method_class(options["kind"])(options)
-                if "placement" in method.options:
-                    parse_placement(method.options["placement"], vocabulary)
+                if hasattr(method.options, "placement"):
+                    parse_placement(method.options.placement, vocabulary)
             except ValueError as err:
                 raise ConfigError(f"config key {where}: {err}") from err
 
@@ -245,7 +277,9 @@ def _check_accumulation(family: str, steps: int, method: str, task: str) -> None
 
 
 def placement_vocabulary(family: str):
-    """The placement tokens a model family understands."""
+    """The placement tokens a model family understands (the family objects' ``vocabulary``, read
+    here from their light targets modules: every job imports this module, and the code version
+    of a job is its import closure, so validation must not import the families' training code)."""
     if family == "clip":
         from codyra.clip.targets import CLIP_VOCABULARY
 
@@ -258,7 +292,7 @@ def placement_vocabulary(family: str):
 def known_task_names(kind: str) -> tuple[str, ...] | None:
     """Task names a data kind provides (None: any, e.g. TRACE task folders)."""
     if kind == "mini":
-        from codyra.mini import TASK_NAMES
+        from codyra.mini.clip import TASK_NAMES
 
         return TASK_NAMES
     if kind in ("mtil", "xtail"):

@@ -1,5 +1,10 @@
-"""Errors shared by low modules (paths, config) without importing each other."""
+"""Errors shared by low modules (paths, config, the model families) without importing each other."""
 
 
 class ConfigError(ValueError):
     """A config value or a name derived from it is invalid; the message names the key and the fix."""
+
+
+class WeightsUnavailableError(FileNotFoundError):
+    """Pretrained weights (open_clip or Hugging Face) are neither in the cache nor downloadable
+    from here; the message names the cache and the fix. A FileNotFoundError: the CLI reports it."""

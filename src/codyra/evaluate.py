@@ -1,30 +1,22 @@
-"""Evaluate one cell A[i, j]: accuracy on task j's test set after training tasks 1..i.
+"""Evaluate cells A[i, j]: the score on task j's test set after training tasks 1..i.
 
-i = 0 is the pretrained model, shared by every method and seed of a benchmark. A row's
-cells share one theta_i (built once); the text classifier is built once per cell (once per
-(model state, task)); images stream through a DataLoader. Label space ``task`` classifies over task j's own classes (MTIL), ``union``
-over the classes of every task of the benchmark (X-TAIL), each class embedded with its
-own task's templates.
+The cell protocol of every family: index checks, row 0 (the pretrained model) shared by every
+method and seed of a benchmark and copied for methods that never train, the settings
+fingerprint, the JSON file, MLflow. A row's cells share one theta_i; the family computes them
+(:mod:`codyra.clip.evaluate`, :mod:`codyra.llm.evaluate`).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
-import torch
-import torch.nn.functional as F
-
-from codyra import __version__
-from codyra.benchmarks import build_tasks
 from codyra.cells import read_cell
-from codyra.clip.zeroshot import label_space_classifier
+from codyra.family import family_of
 from codyra.fingerprints import cell_fingerprint, eval_fingerprint
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
-from codyra.progress import progress_bar
-from codyra.state import autocast, pick_device, pretrained_clip, rebuild_clip, require_updates
+from codyra.state import require_updates
 from codyra.tracking import SETTINGS, JobRun, cell_metrics, cell_run
 
 log = logging.getLogger(__name__)
@@ -34,47 +26,6 @@ def _check_indices(cfg: dict, i: int, j: int) -> None:
     n = len(cfg["tasks"])
     if not (0 <= i <= n and 1 <= j <= n):
         raise ValueError(f"cell A[{i},{j}] is outside the grid: i must be in 0..{n}, j in 1..{n}")
-
-
-def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:
-    """(top-1 accuracy in %, number of test images, number of classes in the label space) of task j:
-    over its own classes, or over every task's (X-TAIL's 1,100) when data.label_space is union."""
-    task = tasks[j - 1]
-    return accuracy(bundle, task, tasks if cfg["data"]["label_space"] == "union" else [task], cfg, device)
-
-
-@torch.no_grad()
-def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, int]:
-    """``task``'s test accuracy over the classes of ``space_tasks`` (which include it)."""
-    from codyra.data.registry import label_space  # imports torchvision: only CLIP cells pay for it
-
-    ev = cfg["eval"]
-    model = bundle.model.to(device).eval()
-    # The registry's label space, each class with its own dataset's templates; built from
-    # theta_i here, never cached.
-    space = label_space(space_tasks)
-    offset = space.offset(task.name)
-    test_set = task.test_set()  # checks its image files first: a broken dataset fails before any compute
-    with autocast(device, ev["precision"]):
-        classifier = label_space_classifier(model, bundle.tokenizer, space, device)
-    loader = torch.utils.data.DataLoader(
-        test_set,
-        batch_size=ev["batch_size"],
-        num_workers=cfg["data"]["num_workers"],
-        pin_memory=device.type == "cuda",
-    )
-    correct = total = 0
-    bar = progress_bar(total=len(loader.dataset), desc=f"eval {task.name}")
-    for images, labels in loader:
-        with autocast(device, ev["precision"]):
-            features = model.encode_image(images.to(device, non_blocking=True))
-        # fp32 logits: in bf16, near-tied classes of a 1,100-way argmax could swap
-        predictions = (F.normalize(features.float(), dim=-1) @ classifier.T).argmax(dim=-1).cpu()
-        correct += int((predictions == labels + offset).sum())
-        total += len(labels)
-        bar.update(len(labels))
-    bar.close()
-    return 100.0 * correct / total, total, classifier.shape[0]
 
 
 def tracked(cfg: dict, method: str, seed: int | None, i: int, j: int, compute) -> dict:
@@ -147,36 +98,5 @@ def _with_settings(cfg, method, seed, i, cells):
 
 def _computed_cells(cfg, method, seed, i, js, device):
     """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``), by the
-    model family's protocol. A CLIP row builds theta_i and the task list once."""
-    if cfg["model"]["family"] == "causal_lm":  # generated answers scored by the task's metric
-        from codyra.llm.evaluate import evaluate_lm_cell
-
-        for j in js:
-            yield evaluate_lm_cell(cfg, method, seed, i, j, device=device)
-        return
-    torch.set_num_threads(cfg["eval"]["threads"])
-    started = time.time()  # the first cell's seconds include building the model
-    bundle = pretrained_clip(cfg) if method == PRETRAINED else rebuild_clip(cfg, method, seed, i)
-    tasks = build_tasks(cfg, bundle.image)
-    device = pick_device(device)
-    for j in js:
-        acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, device)
-        yield _cell(cfg, method, seed, i, j, acc, n, classes, started)
-        started = time.time()
-
-
-def _cell(cfg, method, seed, i, j, acc, n, classes, started) -> dict:
-    return {
-        "accuracy": acc,
-        "benchmark": cfg["benchmark"],
-        "method": method,
-        "seed": seed,
-        "i": i,
-        "j": j,
-        "task": cfg["tasks"][j - 1]["name"],
-        "num_classes": classes,
-        "num_samples": n,
-        "label_space": cfg["data"]["label_space"],
-        "seconds": round(time.time() - started, 3),
-        "codyra_version": __version__,
-    }
+    model family's protocol (CLIP: classification accuracy; TRACE: generated answers scored)."""
+    return family_of(cfg).cells(cfg, method, seed, i, js, device)

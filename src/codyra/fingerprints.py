@@ -27,16 +27,17 @@ def _family(cfg: dict) -> dict:
     return {"llm": cfg["llm"]} if cfg["model"]["family"] == "causal_lm" else {}
 
 
-def _version() -> str:
-    # Code changes in src/codyra are invisible to Snakemake: the version is part of every fingerprint.
-    from codyra import __version__
+def _version(rule: str) -> str:
+    # Code changes are invisible to Snakemake: the code version of the job is part of its fingerprint.
+    from codyra.jobs import job_version
 
-    return __version__
+    return job_version(rule)
 
 
 def train_fingerprint(cfg: dict, method: str, i: int) -> str:
     """Everything that determines task i's update given theta_{i-1}."""
     from codyra.benchmarks import own_pretraining
+    from codyra.jobs import train_rule
 
     return fingerprint(
         _settings(
@@ -47,7 +48,7 @@ def train_fingerprint(cfg: dict, method: str, i: int) -> str:
                 "data": cfg["data"],
                 "mini": cfg["mini"] if own_pretraining(cfg) else None,
                 "family": _family(cfg),
-                "version": _version(),
+                "version": _version(train_rule(cfg)),
             }
         )
     )
@@ -57,17 +58,17 @@ def eval_fingerprint(cfg: dict, j: int) -> str:
     """Everything besides the model state that determines a cell of column j."""
     union = cfg["data"]["label_space"] == "union"
     tasks = [t["name"] for t in cfg["tasks"]] if union else cfg["tasks"][j - 1]["name"]
-    return fingerprint(_settings([cfg["eval"], cfg["data"], cfg["model"], _family(cfg), tasks, _version()]))
+    return fingerprint(_settings([cfg["eval"], cfg["data"], cfg["model"], _family(cfg), tasks, _version("eval_row")]))
 
 
 def heldout_fingerprint(cfg: dict) -> str:
     """Everything besides the model state that determines a row of held-out accuracies."""
-    return fingerprint(_settings([cfg["eval"], cfg["data"], cfg["model"], cfg["heldout_tasks"], _version()]))
+    return fingerprint(_settings([cfg["eval"], cfg["data"], cfg["model"], cfg["heldout_tasks"], _version("heldout")]))
 
 
 def pretrain_fingerprint(cfg: dict) -> str:
     """A mini benchmark's own pretraining of theta_0."""
-    return fingerprint(_settings([cfg["mini"], cfg["model"], _family(cfg), _version()]))
+    return fingerprint(_settings([cfg["mini"], cfg["model"], _family(cfg), _version("pretrain_mini")]))
 
 
 def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:

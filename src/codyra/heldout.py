@@ -15,12 +15,15 @@ import time
 import torch
 
 from codyra import __version__
-from codyra.benchmarks import build_heldout_tasks
-from codyra.evaluate import accuracy
+from codyra.clip.benchmarks import build_heldout_tasks
+from codyra.clip.evaluate import accuracy
+from codyra.clip.model import pretrained_clip
+from codyra.clip.rebuild import rebuild_clip
+from codyra.device import pick_device
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, heldout_path, row0_heldout_path
-from codyra.state import pick_device, pretrained_clip, rebuild_clip, require_updates
+from codyra.state import for_inference, require_updates
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +72,7 @@ def _shared_row0(cfg: dict, device) -> list[tuple[dict, str]]:
 
 def _computed(cfg: dict, method: str, seed: int | None, i: int, device) -> list[dict]:
     torch.set_num_threads(cfg["eval"]["threads"])
-    bundle = pretrained_clip(cfg) if method == PRETRAINED else rebuild_clip(cfg, method, seed, i)
+    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i))
     device = pick_device(device)
     records = []
     for task in build_heldout_tasks(cfg, bundle.image):

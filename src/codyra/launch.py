@@ -2,9 +2,10 @@
 
 Resources come from the same Snakemake profile the workflow uses (one source of truth):
 ``default-resources`` overlaid with the ``set-resources`` entry of the rule that would
-run the command (``train_task``, ``eval_row``, ``eval_row0``, ``heldout``), CPUs from the config's
+run the command (the table ``codyra.jobs.JOBS``, shared with the rules), CPUs from the config's
 thread counts. Jobs are ``Checkpointable``: on a timeout submitit requeues them, and
-training resumes from its last periodic checkpoint.
+training resumes from its last periodic checkpoint. The command runner is injected
+(``entry``, the CLI's ``run``), so this module never imports the CLI.
 """
 
 from __future__ import annotations
@@ -12,23 +13,16 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from codyra.jobs import job_threads, rule_for
+
 DEFAULT_PROFILE = "profiles/slurm"
 LAUNCH_FLAGS = {"--slurm": 0, "--wait": 0, "--slurm-profile": 1, "--executor": 1}
-
-
-def rule_for(command: str, argv_args) -> str:
-    if command == "train":
-        return "train_task"
-    if command == "cell":
-        return "eval_row0" if argv_args.method == "pretrained" else "eval_row"
-    if command == "heldout":
-        return "heldout_row0" if argv_args.method == "pretrained" else "heldout"
-    return "train_task"  # `run`: a whole stream, sized like its longest jobs
 
 
 def profile_resources(profile: str | Path, rule: str) -> dict:
@@ -60,21 +54,21 @@ def submitit_parameters(resources: dict, cpus: int, name: str) -> dict:
 
 @dataclass
 class CodyraJob:
-    """A codyra command as a picklable, checkpointable submitit job."""
+    """A codyra command as a picklable, checkpointable submitit job; ``entry(argv, config=...)``
+    runs it (a module-level function: pickled by reference)."""
 
     argv: list[str]
     config: dict
+    entry: Callable[..., int]
 
     def __call__(self) -> int:
-        from codyra.cli import run
-
-        return run(self.argv, config=self.config)
+        return self.entry(self.argv, config=self.config)
 
     def checkpoint(self, *args, **kwargs):
         # Called by submitit on a timeout: resubmit the same command; training picks up its own checkpoint.
         import submitit
 
-        return submitit.helpers.DelayedSubmission(CodyraJob(self.argv, self.config))
+        return submitit.helpers.DelayedSubmission(CodyraJob(self.argv, self.config, self.entry))
 
 
 def strip_launch_flags(argv: list[str]) -> list[str]:
@@ -98,17 +92,21 @@ def executor_for(cfg: dict, kind: str | None):
     return submitit.AutoExecutor(folder=folder, cluster=kind, slurm_max_num_timeout=3)
 
 
-def submit(args, cfg: dict, argv: list[str]):
+def job_parameters(args, cfg: dict) -> dict:
+    """The submitit parameters of ``codyra <args.command>``: its rule's profile resources, its threads."""
+    rule = rule_for(args.command, getattr(args, "method", None), cfg)
+    return submitit_parameters(profile_resources(args.slurm_profile, rule), job_threads(cfg, rule), f"codyra-{args.command}")
+
+
+def submit(args, cfg: dict, argv: list[str], entry: Callable[..., int]):
     """Submit one command (``argv`` as typed, launch flags removed here)."""
     executor = executor_for(cfg, args.executor)
-    rule = rule_for(args.command, args)
-    threads = cfg["eval"]["threads"] if rule != "train_task" else cfg["train"]["threads"]
-    executor.update_parameters(**submitit_parameters(profile_resources(args.slurm_profile, rule), threads, f"codyra-{args.command}"))
-    job = executor.submit(CodyraJob(strip_launch_flags(argv), cfg))
+    executor.update_parameters(**job_parameters(args, cfg))
+    job = executor.submit(CodyraJob(strip_launch_flags(argv), cfg, entry))
     return [job]
 
 
-def sweep(args, cfg: dict) -> list:
+def sweep(args, cfg: dict, entry: Callable[..., int]) -> list:
     """One `run` per (grid point, seed): each grid point becomes its own method variant."""
     from codyra.config import ConfigError, load_config, parse_value, set_key
 
@@ -132,9 +130,9 @@ def sweep(args, cfg: dict) -> list:
         argvs += [["run", "--method", name, "--seed", str(seed)] for seed in args.seeds]
     jobs_cfg = load_config(jobs_cfg)  # every variant is validated before anything is submitted
     if not args.slurm:
-        return [CodyraJob(argv, jobs_cfg)() for argv in argvs]
+        return [CodyraJob(argv, jobs_cfg, entry)() for argv in argvs]
     executor = executor_for(jobs_cfg, args.executor)
-    executor.update_parameters(**submitit_parameters(profile_resources(args.slurm_profile, "train_task"), jobs_cfg["train"]["threads"], "codyra-sweep"))
+    executor.update_parameters(**job_parameters(args, jobs_cfg))
     with executor.batch():
-        jobs = [executor.submit(CodyraJob(argv, jobs_cfg)) for argv in argvs]
+        jobs = [executor.submit(CodyraJob(argv, jobs_cfg, entry)) for argv in argvs]
     return jobs

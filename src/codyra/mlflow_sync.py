@@ -30,12 +30,12 @@ from codyra.tracking import (
     COMPLETE,
     KEY,
     SETTINGS,
+    TIME,
     Store,
     cell_metrics,
     cell_run,
     flatten,
     provenance,
-    run_key,
     tracking_uri,
     train_final_metrics,
     train_run,
@@ -85,59 +85,77 @@ def log_tables(store: Store, tables_dir: Path) -> None:
     store.client.set_terminated(run, "FINISHED")
 
 
+def work_span(path: Path, record: dict) -> tuple[float, float]:
+    """When a result file's job did its work: it ended when the file was written, ``seconds`` earlier it began."""
+    end = path.stat().st_mtime
+    return end - float(record.get("seconds", 0.0)), end
+
+
+def result_records(cfg: dict) -> list[dict]:
+    """Every result file of ``cfg`` as the run it becomes: spec, settings, work span, metric rows, params."""
+    records, n = [], len(cfg["tasks"])
+
+    def cell(path: Path, method: str, seed: int | None, i: int, j: int) -> None:
+        if path.is_file():
+            found = read_cell(cfg, path, method, seed, i, j)
+            records.append({"spec": cell_run(cfg, method, seed, i, j), "settings": found.get("settings"),
+                            "span": work_span(path, found), "rows": [{"step": 0, **cell_metrics(found)}]})
+
+    for j in range(1, n + 1):
+        cell(row0_cell_path(cfg, j), PRETRAINED, None, 0, j)
+    for method in cfg["methods"]:
+        for seed in cfg["seeds"]:
+            for i in range(1, n + 1):
+                summary_path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
+                if summary_path.is_file():
+                    summary = read_json(summary_path)
+                    history = task_dir(cfg, method, seed, i) / HISTORY_FILE
+                    rows = [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
+                    last = max((int(r.get("step", 0)) for r in rows), default=0)  # final values at the last step, after the curves
+                    records.append({"spec": train_run(cfg, method, seed, i), "settings": summary.get("settings"),
+                                    "span": work_span(summary_path, summary),
+                                    "rows": rows + [{"step": last, **train_final_metrics(summary)}], "params": flatten(summary["job"])})
+            for i in range(n + 1):
+                for j in range(1, n + 1):
+                    cell(cell_path(cfg, method, seed, i, j), method, seed, i, j)
+    return records
+
+
 def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None = None) -> dict:
     """Create the missing runs of every result file of ``cfg``; returns counts of what it did."""
     store = store or Store(cfg)
     existing = store.runs_by_key()
     counts = {"created": 0, "replaced": 0, "kept": 0}
+    records = result_records(cfg)
+    earliest: dict[tuple, int] = {}  # a parent rebuilt from files starts with its first job's work
+    for record in records:
+        parent, start = record["spec"]["parent"], int(record["span"][0] * 1000)
+        earliest[parent] = min(earliest.get(parent, start), start)
 
-    def needed(key: str, settings) -> bool:
-        run = existing.get(key)
+    for record in records:
+        spec, settings = record["spec"], record["settings"]
+        run = existing.get(spec["key"])
         if run is not None and run.data.tags.get(COMPLETE) == "true" and run.data.tags.get(SETTINGS) == str(settings):
             counts["kept"] += 1
-            return False
+            continue
         if run is not None:  # a job died mid-logging, or its file was rewritten since: rebuild the run from the files
             store.client.delete_run(run.info.run_id)
             counts["replaced"] += 1
         counts["created"] += 1
-        return True
-
-    def child(spec: dict, settings, metrics_rows: list[dict], params: dict | None = None) -> None:
-        parent = store.ensure_parent(*spec["parent"])
+        start, end = (int(t * 1000) for t in record["span"])
+        parent = store.ensure_parent(*spec["parent"], start_time=earliest[spec["parent"]])
         tags = {KEY: spec["key"], SETTINGS: str(settings), "mlflow.parentRunId": parent, **provenance(), **{k: str(v) for k, v in spec["tags"].items()}}
-        run_id = store.client.create_run(store.experiment_id, tags=tags, run_name=spec["name"]).info.run_id
-        if params:
-            store.log_params(run_id, params)
-        store.log_metrics(run_id, metrics_rows)
-        store.complete(run_id)
+        run_id = store.client.create_run(store.experiment_id, start_time=start, tags=tags, run_name=spec["name"]).info.run_id
+        if record.get("params"):
+            store.log_params(run_id, record["params"])
+        store.log_metrics(run_id, [{TIME: record["span"][1], **row} for row in record["rows"]])  # a row's own _time wins
+        store.complete(run_id, end_time=end)
 
     n = len(cfg["tasks"])
-    for j in range(1, n + 1):
-        path = row0_cell_path(cfg, j)
-        spec = cell_run(cfg, PRETRAINED, None, 0, j)
-        cell = read_cell(cfg, path, PRETRAINED, None, 0, j) if path.is_file() else None
-        if cell is not None and needed(spec["key"], cell.get("settings")):
-            child(spec, cell.get("settings"), [{"step": 0, **cell_metrics(cell)}])
     if all(row0_cell_path(cfg, j).is_file() for j in range(1, n + 1)):
-        store.end_parent(store.ensure_parent(PRETRAINED, None))
+        store.end_parent(store.ensure_parent(PRETRAINED, None, start_time=earliest.get((PRETRAINED, None))))
     for method in cfg["methods"]:
         for seed in cfg["seeds"]:
-            for i in range(1, n + 1):
-                summary_path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
-                spec = train_run(cfg, method, seed, i)
-                summary = read_json(summary_path) if summary_path.is_file() else None
-                if summary is not None and needed(spec["key"], summary.get("settings")):
-                    history = task_dir(cfg, method, seed, i) / HISTORY_FILE
-                    rows = [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
-                    last = max((int(r.get("step", 0)) for r in rows), default=0)  # final values at the last step, after the curves
-                    child(spec, summary.get("settings"), rows + [{"step": last, **train_final_metrics(summary)}], params=flatten(summary["job"]))
-            for i in range(n + 1):
-                for j in range(1, n + 1):
-                    path = cell_path(cfg, method, seed, i, j)
-                    spec = cell_run(cfg, method, seed, i, j)
-                    cell = read_cell(cfg, path, method, seed, i, j) if path.is_file() else None
-                    if cell is not None and needed(spec["key"], cell.get("settings")):
-                        child(spec, cell.get("settings"), [{"step": 0, **cell_metrics(cell)}])
             if run_dir(cfg, method, seed).is_dir():
                 log_parent_results(store, cfg, method, seed)
     if tables_dir is not None and tables_dir.is_dir():
@@ -147,14 +165,9 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
 
 
 def init_store(cfg: dict, marker: str | Path) -> None:
-    """Create the store, the experiment and every parent run once (before parallel jobs
-    start: concurrent first opens of a fresh SQLite store race on its schema migrations).
+    """Create the store and the experiment once, before parallel jobs start: concurrent first
+    opens of a fresh SQLite store race on its schema migrations. Parent runs are not made here:
+    each is created by the first job of its (method, seed), so its start time is its work's.
     Best-effort like all tracking: ``marker`` records whether the store answered."""
-    parents = [(PRETRAINED, None)] + [(m, s) for m in cfg["methods"] for s in cfg["seeds"]]
-
-    def create(store: Store) -> None:
-        for method, seed in parents:
-            store.ensure_parent(method, seed)
-
-    available = with_store(cfg, create)
-    write_json(marker, {"uri": tracking_uri(cfg), "available": available, "parents": [run_key(cfg, m, s) for m, s in parents]})
+    available = with_store(cfg, lambda store: None)
+    write_json(marker, {"uri": tracking_uri(cfg), "available": available})

@@ -15,15 +15,14 @@ FEWSHOT_MANIFEST = "{results}/{benchmark}/" + FEWSHOT + "/{dataset}.json"
 RUN_DIR = "{results}/{benchmark}/{method}/seed{seed}"
 # files of a task folder ({RUN_DIR}/task{i}/) and of a run folder ({RUN_DIR}/)
 UPDATE_FILE = "update.safetensors"
+METHOD_STATE_FILE = "method_state.safetensors"  # a method's tensors kept for the next task and evaluation
 SUMMARY_FILE = "summary.json"  # written last: its presence means the task is done
 HISTORY_FILE = "history.jsonl"  # per-step training metrics, one JSON object per line
 MATRIX_FILE = "matrix.json"
 HEATMAP_FILE = "A_heatmap.png"
-TASK_DIR = RUN_DIR + "/task{i}"
 CELL = RUN_DIR + "/cells/A_{i}_{j}.json"
 ROW0_CELL = "{results}/{benchmark}/" + PRETRAINED + "/cells/A_0_{j}.json"
 TABLES_DIR = "{results}/tables/{benchmark}"
-MATRIX = RUN_DIR + "/matrix.json"
 # held-out accuracy of theta_i (config key heldout_tasks); i = 0 is shared like row 0
 HELDOUT = RUN_DIR + "/heldout/H_{i}_{name}.json"
 ROW0_HELDOUT = "{results}/{benchmark}/" + PRETRAINED + "/heldout/H_0_{name}.json"

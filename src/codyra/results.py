@@ -98,8 +98,8 @@ def mirror_parent(cfg: dict, method: str, seed: int) -> None:
 def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
     """Pretrain (mini, if needed), train every task and evaluate every cell, skipping finished work."""
     from codyra.benchmarks import own_pretraining, pretrain_own
+    from codyra.engine import train_task
     from codyra.evaluate import PRETRAINED, evaluate_row
-    from codyra.train import train_task
 
     n = len(cfg["tasks"])
     weights = own_pretraining(cfg)

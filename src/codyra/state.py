@@ -1,32 +1,19 @@
-"""Model states of a run: theta_0 and theta_i = theta_0 + stored updates 1..i.
+"""Model states of a run: theta_i = theta_0 + stored updates 1..i.
 
-``rebuild`` is family-agnostic: it takes the function that builds theta_0 (a CLIP bundle
-here, a causal LM in ``codyra.llm.model``). open_clip is imported only when a CLIP is
-built, so causal-LM jobs do not pay for it.
+``rebuild`` is family-agnostic: it takes the function that builds theta_0 (a CLIP bundle in
+:mod:`codyra.clip.model`, a causal LM in :mod:`codyra.llm.model`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-import torch
-
-from codyra.benchmarks import pretrained_weights
+from codyra.methods import method_class
 from codyra.paths import UPDATE_FILE, task_dir
-from codyra.updates import apply_update, load_update
-
-if TYPE_CHECKING:
-    from codyra.clip.model import ClipBundle
+from codyra.updates import apply_update, load_method_state, load_update
 
 Bundle = TypeVar("Bundle")
-
-
-def pretrained_clip(cfg: dict) -> ClipBundle:
-    from codyra.clip.model import create_clip
-
-    m = cfg["model"]
-    return create_clip(m["name"], pretrained_weights(cfg), cache_dir=m["cache_dir"])
 
 
 def rebuild(cfg: dict, method: str, seed: int, upto: int, pretrained: Callable[[dict], Bundle]) -> Bundle:
@@ -40,10 +27,6 @@ def rebuild(cfg: dict, method: str, seed: int, upto: int, pretrained: Callable[[
     return bundle
 
 
-def rebuild_clip(cfg: dict, method: str, seed: int, upto: int) -> ClipBundle:
-    return rebuild(cfg, method, seed, upto, pretrained_clip)
-
-
 def require_updates(cfg: dict, method: str, seed: int, upto: int) -> list:
     """The task folders of updates 1..upto; a clear error, before any work, if one is missing."""
     dirs = [task_dir(cfg, method, seed, k) for k in range(1, upto + 1)]
@@ -53,13 +36,9 @@ def require_updates(cfg: dict, method: str, seed: int, upto: int) -> list:
     return dirs
 
 
-def pick_device(device: str | None = None) -> torch.device:
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def autocast(device: torch.device, precision: str):
-    """bf16 autocast on a GPU when precision is auto/bf16; a no-op context otherwise."""
-    use_bf16 = device.type == "cuda" and precision in ("auto", "bf16")
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
+def for_inference(cfg: dict, method: str, seed: int, upto: int, bundle: Bundle) -> Bundle:
+    """theta_upto as evaluated: the method's ``for_inference`` hook gets the merged backbone and the
+    stored states of tasks 1..upto (a method keeping modules beside the backbone attaches them)."""
+    states = [load_method_state(d) for d in require_updates(cfg, method, seed, upto)]
+    bundle.model = method_class(cfg["method_configs"][method]["kind"]).for_inference(bundle.model, states)
+    return bundle

@@ -152,13 +152,16 @@ class Store:
             self.client.delete_run(duplicate.info.run_id)
         return found[0] if found else None
 
-    def ensure_parent(self, method: str, seed: int | None):
+    def ensure_parent(self, method: str, seed: int | None, start_time: int | None = None):
+        """The (method, seed) parent, created by the first job of its work (so its start time is
+        that work's start; ``start_time`` in ms: when sync rebuilds it from files)."""
         key = run_key(self.cfg, method, seed)
         run = self.find(key)
         if run is None:
             tags = {KEY: key, "benchmark": self.cfg["benchmark"], "method": method, "seed": "" if seed is None else str(seed), **provenance()}
-            run = self.client.create_run(self.experiment_id, tags=tags, run_name=key.split("/", 2)[2])
-            if self.find(key).info.run_id == run.info.run_id and method in self.cfg["method_configs"]:
+            created = self.client.create_run(self.experiment_id, start_time=start_time, tags=tags, run_name=key.split("/", 2)[2])
+            run = self.find(key)  # two jobs may have raced to create it: both go on with the survivor
+            if run.info.run_id == created.info.run_id and method in self.cfg["method_configs"]:
                 self.log_params(run.info.run_id, parent_params(self.cfg, method))
         return run.info.run_id
 
@@ -189,9 +192,9 @@ class Store:
         self.find(key)
         return run_id
 
-    def complete(self, run_id: str, status: str = "FINISHED") -> None:
+    def complete(self, run_id: str, status: str = "FINISHED", end_time: int | None = None) -> None:
         self.client.set_tag(run_id, COMPLETE, "true")
-        self.client.set_terminated(run_id, status)
+        self.client.set_terminated(run_id, status, end_time=end_time)
 
     def log_metrics(self, run_id: str, rows: list[dict], step_key: str = "step") -> None:
         """Rows of metrics at their ``step``; a row's ``_time`` (seconds) is when it was measured (default: now)."""

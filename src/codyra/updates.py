@@ -30,7 +30,7 @@ from safetensors import SafetensorError, safe_open
 
 from codyra.adapters.lora import delta_from_factors
 from codyra.io import ResultError, read_json, save_safetensors, write_json
-from codyra.paths import SUMMARY_FILE, UPDATE_FILE
+from codyra.paths import METHOD_STATE_FILE, SUMMARY_FILE, UPDATE_FILE
 
 FORMAT_VERSION = "1"
 KINDS = ("lora", "delta", "none")
@@ -63,16 +63,25 @@ class TaskUpdate:
 
     def digest(self) -> str:
         """sha256 of the content (kind, targets, every tensor's name, dtype, shape and values)."""
-        h = hashlib.sha256(json.dumps([self.kind, self.targets], sort_keys=True).encode())
-        for name in sorted(self.tensors):
-            t = self.tensors[name].detach().cpu()
-            h.update(json.dumps([name, str(t.dtype), list(t.shape)]).encode())
-            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
-        return h.hexdigest()
+        return content_digest([self.kind, self.targets], self.tensors)
 
     def non_finite(self) -> list[str]:
         """Names of tensors holding NaN or infinite values."""
-        return [name for name, t in sorted(self.tensors.items()) if not bool(torch.isfinite(t).all())]
+        return _non_finite(self.tensors)
+
+
+def content_digest(header, tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 of a JSON header and every tensor's name, dtype, shape and values."""
+    h = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu()
+        h.update(json.dumps([name, str(t.dtype), list(t.shape)]).encode())
+        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def _non_finite(tensors: dict[str, torch.Tensor]) -> list[str]:
+    return [name for name, t in sorted(tensors.items()) if t.is_floating_point() and not bool(torch.isfinite(t).all())]
 
 
 def param_block(param: torch.nn.Parameter, rows) -> torch.Tensor:
@@ -92,8 +101,9 @@ def apply_update(model: torch.nn.Module, update: TaskUpdate) -> None:
         block.copy_((block.float().cpu() + delta).to(block.dtype))
 
 
-def save_update(directory: str | Path, update: TaskUpdate, summary: dict) -> dict:
-    """Write the update and its summary (with the update's digest, returned); refuse non-finite values."""
+def save_update(directory: str | Path, update: TaskUpdate, summary: dict, state: dict | None = None) -> dict:
+    """Write the update, the method's state (if any) and the summary, last, with their digests and
+    ``stored_bytes`` (returned); refuse non-finite values."""
     directory = Path(directory)
     stored = TaskUpdate(update.kind, {k: v.detach().float().contiguous().cpu() for k, v in update.tensors.items()}, update.targets)
     bad = stored.non_finite()
@@ -105,8 +115,38 @@ def save_update(directory: str | Path, update: TaskUpdate, summary: dict) -> dic
     meta = {"codyra_kind": update.kind, "codyra_format": FORMAT_VERSION, "targets": json.dumps(update.targets, sort_keys=True)}
     save_safetensors(directory / UPDATE_FILE, stored.tensors, meta)
     summary = {**summary, "update_digest": stored.digest()}
+    summary.pop("state_digest", None)
+    state_file = directory / METHOD_STATE_FILE
+    if state:
+        state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
+        bad = _non_finite(state)
+        if bad:
+            raise ValueError(f"the method's state holds non-finite values in {bad[0]}: nothing was stored; lower train.lr and rerun")
+        save_safetensors(state_file, state, {"codyra_format": FORMAT_VERSION})
+        summary["state_digest"] = content_digest([], state)
+    else:
+        state_file.unlink(missing_ok=True)  # a stale state of an earlier run is never read
+    summary["stored_bytes"] = sum(p.stat().st_size for p in (directory / UPDATE_FILE, state_file) if p.is_file())
     write_json(directory / SUMMARY_FILE, summary)  # written last: its presence means the task is done
     return summary
+
+
+def load_method_state(directory: str | Path) -> dict[str, torch.Tensor] | None:
+    """The method state stored beside task ``directory``'s update (None when the method stored
+    none), verified against the summary's ``state_digest``."""
+    directory = Path(directory)
+    recorded = read_json(directory / SUMMARY_FILE).get("state_digest")
+    if recorded is None:
+        return None
+    path = directory / METHOD_STATE_FILE
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not iterable)
+    except (SafetensorError, OSError) as err:
+        raise ResultError(f"method state {path} is missing, corrupted or truncated ({err}); {rerun_hint(path)}") from err
+    if content_digest([], state) != recorded:
+        raise ResultError(f"method state {path} does not match the digest in its summary (changed after training); {rerun_hint(path)}")
+    return state
 
 
 def rerun_hint(path: Path) -> str:

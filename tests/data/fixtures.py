@@ -188,19 +188,19 @@ def write_flowers(root: Path) -> None:
     write_coop_split(base / "split_zhou_OxfordFlowers.json", *_coop_parts(items, 5, 2))
 
 
-def write_food(root: Path, *, test_per_class: int = TEST_PER_CLASS, image_size=IMAGE_SIZE) -> None:
-    """Food-101; larger arguments make a realistic test stream (benchmarks/eval_throughput.py)."""
+def write_food(root: Path) -> None:
+    """Food-101."""
     base = root / "food-101"
     classes = ["apple_pie", "baby_back_ribs", "baklava"]
     image_id = 100_000
     items = []
-    for split, per_class in (("train", TRAIN_PER_CLASS), ("test", test_per_class)):
+    for split, per_class in (("train", TRAIN_PER_CLASS), ("test", TEST_PER_CLASS)):
         meta = {}
         for label, name in enumerate(classes):
             meta[name] = []
             for _ in range(per_class):
                 image_id += 1
-                write_image(base / "images" / name / f"{image_id}.jpg", image_size)
+                write_image(base / "images" / name / f"{image_id}.jpg")
                 meta[name].append(f"{name}/{image_id}")
                 items.append((f"{name}/{image_id}.jpg", label, name))
         (base / "meta").mkdir(parents=True, exist_ok=True)

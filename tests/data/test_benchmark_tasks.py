@@ -8,12 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
+import torch
 
-from codyra import evaluate
-from codyra.benchmarks import build_tasks
+from codyra.clip import evaluate
+from codyra.clip.benchmarks import build_tasks
 from codyra.clip.model import create_clip
-from codyra.config import ConfigError, load_config
+from codyra.config import ConfigError, load_config, read_config_file
 from codyra.data import fewshot
 from codyra.data.errors import DataRootNotFoundError
 from codyra.data.registry import fewshot_manifest_path, label_space
@@ -26,7 +26,7 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 
 def shipped(name: str, data_root, results, **data) -> dict:
     """A shipped benchmark config, pointed at the fixture datasets and a temporary results dir."""
-    cfg = yaml.safe_load((CONFIG_DIR / name).read_text())
+    cfg = read_config_file(CONFIG_DIR / name)
     cfg["results"] = str(results)
     cfg["data"].update(root=None if data_root is None else str(data_root), **data)
     return load_config(cfg)
@@ -130,7 +130,7 @@ def test_xtail_cell_classifies_over_the_registry_label_space(data_root, tmp_path
     cfg["eval"]["batch_size"] = 4
     tasks = build_tasks(cfg, tiny_clip.image)
     j = 7  # MNIST, whose X-TAIL class names the registry wraps
-    accuracy, images, classes = evaluate.accuracy_on_task(tiny_clip, tasks, j, cfg, evaluate.pick_device("cpu"))
+    accuracy, images, classes = evaluate.accuracy_on_task(tiny_clip, tasks, j, cfg, torch.device("cpu"))
     assert (images, classes) == (SIZES["xtail"]["MNIST"][2], len(label_space(tasks)))
     assert 0 <= accuracy <= 100
     [space] = classified_spaces
@@ -141,7 +141,7 @@ def test_xtail_cell_classifies_over_the_registry_label_space(data_root, tmp_path
 def test_mtil_cell_classifies_over_the_task_s_own_ensemble(data_root, tmp_path, tiny_clip, classified_spaces):
     cfg = shipped("mtil_5shot.yaml", data_root, tmp_path, num_workers=0)
     tasks = build_tasks(cfg, tiny_clip.image)
-    _, images, classes = evaluate.accuracy_on_task(tiny_clip, tasks, 2, cfg, evaluate.pick_device("cpu"))
+    _, images, classes = evaluate.accuracy_on_task(tiny_clip, tasks, 2, cfg, torch.device("cpu"))
     assert (images, classes) == (SIZES["mtil"]["Caltech101"][2], 101)
     [space] = classified_spaces
     assert space.datasets == ("Caltech101",)

@@ -43,7 +43,7 @@ def tiny_trace_theta0(tmp_path_factory):
     """(data root, theta_0 folder) written once by the mini TRACE pretraining."""
     from codyra.config import load_config
     from codyra.llm.model import mini_model_dir, trace_root
-    from codyra.llm.pretrain import pretrain_mini_lm
+    from codyra.mini.trace.pretrain import pretrain_mini_lm
 
     cfg = load_config({**copy.deepcopy(TINY_TRACE), "results": str(tmp_path_factory.mktemp("tiny_trace"))})
     pretrain_mini_lm(cfg)

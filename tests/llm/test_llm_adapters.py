@@ -8,8 +8,10 @@ from transformers import GemmaConfig, GemmaForCausalLM, LlamaConfig, LlamaForCau
 
 from codyra.adapters.attach import LoRALinear
 from codyra.adapters.targets import select_targets
+from codyra.llm.family import CAUSAL_LM
 from codyra.llm.targets import LM_VOCABULARY, lm_targets
 from codyra.methods import build_method
+from codyra.methods.base import standalone_context
 
 LAYERS = 2
 KINDS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -34,7 +36,7 @@ def logits(model) -> torch.Tensor:
 
 def adapt(model, spec: dict):
     method = build_method(spec)
-    method.setup(model, lm_targets(model), LM_VOCABULARY, torch.Generator().manual_seed(2), 0.0)
+    method.setup(standalone_context(model, CAUSAL_LM, torch.Generator().manual_seed(2), 0.0))
     return method
 
 

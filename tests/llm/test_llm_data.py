@@ -7,7 +7,8 @@ import torch
 from transformers import ByT5Tokenizer
 
 from codyra.llm.collate import GenerationCollator, TrainingCollator, left_pad
-from codyra.llm.data import (
+from codyra.mini.trace.tokenizer import train_bpe_tokenizer
+from codyra.trace.data import (
     IGNORE_INDEX,
     LengthLimits,
     TraceDataError,
@@ -18,7 +19,6 @@ from codyra.llm.data import (
     load_task,
     prepare_tokenizer,
 )
-from codyra.llm.tokenizer import train_bpe_tokenizer
 
 CORPUS = [
     "Solve the math problem.\nQuestion: Anna has 3 apples and gets 4 more.\nAnswer:",

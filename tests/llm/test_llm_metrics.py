@@ -2,7 +2,7 @@
 
 import pytest
 
-from codyra.llm.metrics import (
+from codyra.trace.metrics import (
     TRACE_TASK_METRICS,
     TRACE_TASKS,
     edit_similarity,
@@ -16,7 +16,7 @@ from codyra.llm.metrics import (
     score,
     score_task,
 )
-from codyra.llm.sari import sari_sentence, tokenize_13a
+from codyra.trace.sari import sari_sentence, tokenize_13a
 
 # --- accuracy -----------------------------------------------------------------------------
 

@@ -8,18 +8,18 @@ import json
 import pytest
 import torch
 
+from codyra.engine import task_checkpoint_dir, train_task
 from codyra.evaluate import evaluate_cell
 from codyra.io import read_json
-from codyra.llm.data import load_split
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import (
     WeightsUnavailableError,
     length_limits,
     load_causal_lm,
     pretrained_lm,
-    rebuild_lm,
     task_folder,
 )
+from codyra.llm.rebuild import rebuild_lm
 from codyra.llm.zero import zero2_config
 from codyra.paths import (
     HISTORY_FILE,
@@ -29,7 +29,7 @@ from codyra.paths import (
     row0_cell_path,
     task_dir,
 )
-from codyra.train import task_checkpoint_dir, train_task
+from codyra.trace.data import load_split
 
 
 def state(model) -> dict:
@@ -37,7 +37,8 @@ def state(model) -> dict:
 
 
 def history(cfg, method, i=1) -> list[dict]:
-    return [json.loads(line) for line in (task_dir(cfg, method, 0, i) / HISTORY_FILE).read_text().splitlines()]
+    """The task's history records, without when each step ran."""
+    return [{k: v for k, v in json.loads(line).items() if k != "_time"} for line in (task_dir(cfg, method, 0, i) / HISTORY_FILE).read_text().splitlines()]
 
 
 @pytest.mark.parametrize("method", ["codyra", "lora-qv"])

@@ -24,9 +24,9 @@ import torch
 import yaml
 
 from codyra.config import load_config
+from codyra.engine import task_checkpoint_dir, train_task
 from codyra.io import read_json
 from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
-from codyra.train import task_checkpoint_dir, train_task
 from codyra.updates import load_update
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,10 +6,10 @@ from collections import Counter
 import pytest
 from transformers import AutoTokenizer
 
-from codyra.llm.data import IGNORE_INDEX, SPLITS, LengthLimits, encode_for_training, encode_prompt, load_task
-from codyra.llm.metrics import TRACE_TASKS, score_task
-from codyra.llm.mini_trace import general_corpus, generate_task, write_mini_trace
-from codyra.llm.tokenizer import load_tokenizer, train_mini_trace_tokenizer
+from codyra.mini.trace.tasks import general_corpus, generate_task, write_mini_trace
+from codyra.mini.trace.tokenizer import load_tokenizer, train_mini_trace_tokenizer
+from codyra.trace.data import IGNORE_INDEX, SPLITS, LengthLimits, encode_for_training, encode_prompt, load_task
+from codyra.trace.metrics import TRACE_TASKS, score_task
 
 SIZES = {"train": 60, "eval": 10, "test": 20}
 

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from codyra.config import load_config
+from codyra.engine import train_task
 from codyra.evaluate import evaluate_cell, evaluate_row0
-from codyra.llm.metrics import TRACE_TASKS
-from codyra.llm.pretrain import pretrain_mini_lm
-from codyra.train import train_task
+from codyra.mini.trace.pretrain import pretrain_mini_lm
+from codyra.trace.metrics import TRACE_TASKS
 
 pytestmark = pytest.mark.slow
 MINI_TRACE = Path(__file__).resolve().parents[2] / "config" / "mini_trace.yaml"

@@ -7,9 +7,10 @@ import torch
 
 from codyra.adapters.lora import delta_from_factors
 from codyra.config import load_config
-from codyra.llm.model import pretrained_lm, rebuild_lm
+from codyra.engine import train_task
+from codyra.llm.model import pretrained_lm
+from codyra.llm.rebuild import rebuild_lm
 from codyra.paths import task_dir
-from codyra.train import train_task
 from codyra.updates import load_update
 
 RANK, SCALE = 4, 16 / 4

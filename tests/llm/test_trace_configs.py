@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from codyra.config import ConfigError, load_config, resolve_job
-from codyra.llm.metrics import TRACE_TASKS
+from codyra.trace.metrics import TRACE_TASKS
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 BACKBONES = {  # paper Table 2

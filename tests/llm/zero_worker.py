@@ -5,7 +5,7 @@ what the test resumes."""
 import sys
 
 from codyra.config import load_config
-from codyra.train import train_task
+from codyra.engine import train_task
 
 
 class Killed(Exception):

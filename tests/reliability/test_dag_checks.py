@@ -66,7 +66,7 @@ def test_dag_build_validates_per_task_method_options_with_the_exact_key_path(tmp
     cfg["tasks"][1]["methods"] = {"codyra": {"kappa_max": -0.5}}
     result = snakemake(tmp_path, cfg, "-n", "all_tables", check=False)
     assert result.returncode != 0
-    assert "config key tasks[1].methods.codyra.kappa_max: -0.5 is less than the minimum of 0" in result.stderr + result.stdout
+    assert "config key tasks[1].methods.codyra.kappa_max: must be >= 0, got -0.5" in result.stderr + result.stdout
 
 
 def test_jobs_that_read_an_update_file_have_it_as_an_input(tmp_path):

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from codyra.cli import run
+from codyra.engine import train_task
 from codyra.evaluate import evaluate_cell
 from codyra.fingerprints import expected_cell_fingerprints, train_fingerprint
 from codyra.io import ResultError, read_json
 from codyra.paths import SUMMARY_FILE, cell_path, task_dir
 from codyra.results import run_stream, summarize_run
 from codyra.tables import write_tables
-from codyra.train import train_task
 from codyra.updates import load_update
 
 

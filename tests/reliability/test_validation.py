@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from codyra.cli import main
-from codyra.config import ConfigError, load_config, parse_value, schema
+from codyra.config import ConfigError, load_config, parse_value
 from codyra.io import write_json
-from codyra.methods import available_kinds, method_class
+from codyra.methods import method_class
 from codyra.paths import cell_path, run_dir
 from tests.conftest import TINY, write_yaml
 
@@ -19,16 +19,16 @@ from tests.conftest import TINY, write_yaml
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        (lambda c: c["method_configs"]["codyra"].update(kappa_max=-0.01), r"method_configs\.codyra\.kappa_max: -0\.01 is less than the minimum of 0"),
-        (lambda c: c["tasks"][1].update(methods={"codyra": {"kappa_max": -1}}), r"tasks\[1\]\.methods\.codyra\.kappa_max: -1 is less than"),
-        (lambda c: c["method_configs"]["lora-r4"].update(rank=0), r"method_configs\.lora-r4\.rank: 0 is less than the minimum of 1"),
-        (lambda c: c["method_configs"]["lora-r4"].update(rank=-4), r"method_configs\.lora-r4\.rank: -4 is less than"),
-        (lambda c: c["method_configs"]["lora-r4"].update(rank="16"), r"method_configs\.lora-r4\.rank: '16' is not of type 'integer'"),
-        (lambda c: c["method_configs"]["lora-r4"].update(alpha="sixteen"), r"method_configs\.lora-r4\.alpha: 'sixteen' is not of type"),
-        (lambda c: c["method_configs"]["codyra"].update(dense_ratio=5), r"method_configs\.codyra\.dense_ratio: 5 is greater than the maximum of 1"),
-        (lambda c: c["tasks"][2].update(methods={"lora-r4": {"dropout": 2.0}}), r"tasks\[2\]\.methods\.lora-r4\.dropout: 2\.0 is greater than"),
-        (lambda c: c["method_configs"]["codyra"].update(w_init="bogus"), r"method_configs\.codyra\.w_init: 'bogus' is not one of"),
-        (lambda c: c["tasks"][0].update(methods={"full-ft": {"rank": 4}}), r"tasks\[0\]\.methods\.full-ft: Additional properties .*'rank'"),
+        (lambda c: c["method_configs"]["codyra"].update(kappa_max=-0.01), r"method_configs\.codyra\.kappa_max: must be >= 0, got -0\.01"),
+        (lambda c: c["tasks"][1].update(methods={"codyra": {"kappa_max": -1}}), r"tasks\[1\]\.methods\.codyra\.kappa_max: must be >= 0, got -1"),
+        (lambda c: c["method_configs"]["lora-r4"].update(rank=0), r"method_configs\.lora-r4\.rank: must be >= 1, got 0"),
+        (lambda c: c["method_configs"]["lora-r4"].update(rank=-4), r"method_configs\.lora-r4\.rank: must be >= 1, got -4"),
+        (lambda c: c["method_configs"]["lora-r4"].update(rank="16"), r"method_configs\.lora-r4\.rank: must be an integer, got '16'"),
+        (lambda c: c["method_configs"]["lora-r4"].update(alpha="sixteen"), r"method_configs\.lora-r4\.alpha: must be a number or null, got 'sixteen'"),
+        (lambda c: c["method_configs"]["codyra"].update(dense_ratio=5), r"method_configs\.codyra\.dense_ratio: must be <= 1, got 5"),
+        (lambda c: c["tasks"][2].update(methods={"lora-r4": {"dropout": 2.0}}), r"tasks\[2\]\.methods\.lora-r4\.dropout: must be < 1, got 2\.0"),
+        (lambda c: c["method_configs"]["codyra"].update(w_init="bogus"), r"method_configs\.codyra\.w_init: must be one of 'normal', 'uniform', 'ones', got 'bogus'"),
+        (lambda c: c["tasks"][0].update(methods={"full-ft": {"rank": 4}}), r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; its options: none besides kind and train"),
         (lambda c: c["tasks"][1].update(methods={"codyra": {"train": {"lr": "fast"}}}), r"tasks\[1\]\.methods\.codyra\.train\.lr: 'fast' is not of type 'number'"),
         (lambda c: c["method_configs"]["full-ft"]["train"].update(lr=-1e-4), r"method_configs\.full-ft\.train\.lr: -0\.0001 is less than or equal to the minimum"),
         (lambda c: c["tasks"][2].update(train={"batch_size": 0}), r"tasks\[2\]\.train\.batch_size: 0 is less than the minimum of 1"),
@@ -42,20 +42,17 @@ def test_every_method_option_and_override_is_checked_with_its_exact_key_path(tin
         load_config(tiny_cfg_dict)
 
 
-def test_option_schema_covers_every_method_kind_and_its_options():
-    """The schema's per-kind options are exactly the options each method class accepts."""
-    options = schema()["$defs"]["method_options"]
-    assert set(options) == set(available_kinds())
-    for kind in available_kinds():
-        assert set(options[kind]["properties"]) - {"kind", "train"} == set(method_class(kind).defaults)
+def test_option_choices_are_the_code_s_choices():
+    import typing
+    from dataclasses import fields
 
-
-def test_schema_enums_are_the_code_s_choices():
     from codyra.adapters.lora import W_INITS
     from codyra.adapters.sparsity import KAPPA_SCHEDULES, PROX_OPERATORS
 
-    codyra = schema()["$defs"]["method_options"]["codyra"]["properties"]
-    assert (codyra["w_init"]["enum"], codyra["prox"]["enum"], codyra["schedule"]["enum"]) == (list(W_INITS), list(PROX_OPERATORS), list(KAPPA_SCHEDULES))
+    options = method_class("codyra").Options
+    choices = {f.name: f.metadata.get("choices") for f in fields(options)}
+    w_init = typing.get_args(typing.get_type_hints(options)["w_init"])
+    assert (w_init, choices["prox"], choices["schedule"]) == (W_INITS, PROX_OPERATORS, KAPPA_SCHEDULES)
 
 
 # --- names that become paths ---------------------------------------------------------------
@@ -108,7 +105,7 @@ def test_sweep_grid_takes_numbers_as_users_write_them(tiny_cfg, monkeypatch):
     ran = []
     monkeypatch.setattr(launch.CodyraJob, "__call__", lambda job: ran.append((job.argv, job.config)))
     args = SimpleNamespace(grid=["train.lr=1e-4,5e-4"], method="lora-r4", seeds=[0], slurm=False)
-    launch.sweep(args, tiny_cfg)
+    launch.sweep(args, tiny_cfg, entry=None)
     names = [argv[2] for argv, _ in ran]
     assert names == ["lora-r4-lr0.0001", "lora-r4-lr0.0005"]
     assert [cfg["method_configs"][n]["train"]["lr"] for (_, cfg), n in zip(ran, names)] == [1e-4, 5e-4]

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from codyra.benchmarks import build_tasks
+from codyra.clip.benchmarks import build_tasks
 from codyra.config import load_config
 from codyra.paths import cell_path, row0_cell_path, tables_dir
 from codyra.tasks import ImageConfig

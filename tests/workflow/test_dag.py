@@ -7,6 +7,8 @@ import copy
 import pytest
 import yaml
 
+from tests.conftest import TINY
+
 from .conftest import REPO, grid_config, job_counts, snakemake
 
 
@@ -68,6 +70,27 @@ def test_changed_hyperparameters_rerun_exactly_the_affected_jobs(finished_grid, 
     }
 
 
+def test_changed_code_reruns_exactly_the_jobs_that_run_it(finished_grid, tmp_path):
+    """Rule params carry the code version of the job's entry (codyra.jobs.JOBS): the same grid,
+    run with a copy of the package in which one module is edited."""
+    import shutil
+
+    workdir, cfg, _ = finished_grid
+    package = tmp_path / "src" / "codyra"
+    shutil.copytree(REPO / "src" / "codyra", package, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(tmp_path / "src")}
+    assert job_counts(snakemake(workdir, cfg, "-n", "all_tables", env=env).stdout) == {}  # same code: up to date
+    with (package / "tables.py").open("a") as f:
+        f.write("\n# edited\n")
+    assert job_counts(snakemake(workdir, cfg, "-n", "all_tables", env=env).stdout) == {"tables": 1, "all_tables": 1}
+    with (package / "methods" / "lora.py").open("a") as f:  # training code: every trained method's
+        f.write("\n# edited\n")  # jobs (the method registry imports all kinds), not row 0
+    counts = job_counts(snakemake(workdir, cfg, "-n", "all_tables", env=env).stdout)
+    n, seeds, trained = len(cfg["tasks"]), len(cfg["seeds"]), len(cfg["methods"]) - 1  # zeroshot trains nothing
+    assert counts["train_task"] == counts["eval_row"] == trained * seeds * n
+    assert "eval_row0" in counts and "pretrain_mini" not in counts
+
+
 def test_slurm_submissions_are_grouped_with_one_gpu_and_summed_runtime(tmp_path):
     """scripts/count-submissions.py: what `--profile profiles/slurm` would submit, without submitting."""
     import json
@@ -91,3 +114,14 @@ def test_slurm_submissions_are_grouped_with_one_gpu_and_summed_runtime(tmp_path)
     assert group["mem_mb"] == max(rules["eval_row"]["mem_mb"], profile["default-resources"]["mem_mb"])
     assert out["resources"]["pretrain_mini"]["gpu"] == 0
     assert not (tmp_path / "results").exists()
+
+
+def test_a_configfile_that_extends_a_base_drives_the_dag(tmp_path):
+    """Snakemake's --configfile loader knows nothing of `extends`: the workflow resolves it, then --config."""
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(copy.deepcopy(TINY) | {"results": str(tmp_path / "results")}))
+    variant = {"extends": "base.yaml", "benchmark": "variant", "tasks": TINY["tasks"][:2], "methods": ["zeroshot", "codyra"], "seeds": [0, 1]}
+    result = snakemake(tmp_path, variant, "-n", "all_tables", "--config", "benchmark=override")
+    counts = job_counts(result.stdout)
+    assert counts["train_task"] == 2 * 2  # codyra x 2 seeds x the variant's 2 tasks
+    assert counts["summarize_run"] == 2 * 2  # 2 methods x 2 seeds
+    assert "results/override/" in result.stdout and "results/tiny/" not in result.stdout

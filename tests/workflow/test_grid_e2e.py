@@ -107,6 +107,10 @@ def test_mlflow_mirrors_the_grid(finished_grid):
         assert parent.data.metrics[f"{name}.{cfg['tasks'][-1]['name']}"] == matrix["metrics"]["per_task"][name][-1]
     children = [r for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert parent.info.end_time == max(r.info.end_time for r in children)  # the parent ends with its own work
+    for key, run in runs.items():  # ... and every parent starts with it (made by its first job, not by mlflow-init)
+        if key.startswith("run/"):
+            first = min(r.info.start_time for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == run.info.run_id)
+            assert 0 <= first - run.info.start_time < 5000, key
     assert sync_mlflow(cfg)["created"] == 0  # live logging left nothing to fill in
 
 
@@ -126,6 +130,13 @@ def test_unreachable_tracking_keeps_results_and_sync_fills_mlflow_once(tmp_path)
     assert first["created"] == len([k for k in runs if k.startswith(("train/", "cell/"))]) > 0
     assert second == {"created": 0, "replaced": 0, "kept": first["created"]}
     assert len({r.data.tags[KEY] for r in runs.values()}) == len(runs)
+    path = cell_path(loaded, "codyra", 0, 2, 1)  # a rebuilt run is dated when its job did the work, not at sync time
+    cell, written = json.loads(path.read_text()), int(path.stat().st_mtime * 1000)
+    run = runs[f"cell/{loaded['benchmark']}/codyra/seed0/A_2_1"]
+    assert run.info.end_time == written and run.info.start_time == int((path.stat().st_mtime - cell["seconds"]) * 1000)
+    assert {m.timestamp for m in Store(loaded).client.get_metric_history(run.info.run_id, "accuracy")} == {written}
+    parent = runs[f"run/{loaded['benchmark']}/codyra/seed0"]
+    assert parent.info.start_time == min(r.info.start_time for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id)
     assert os.path.getsize(tmp_path / "later.db") > 0
 
 

@@ -1,17 +1,19 @@
 # Configuration, paths and the helpers every rule uses.
 from codyra.benchmarks import own_pretraining
-from codyra.config import ConfigError, fingerprint, load_config, resolve_job
+from codyra.config import ConfigError, config_from_files, fingerprint, load_config, resolve_job
 from codyra.data.presence import require_benchmark_data
 from codyra.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint
+from codyra.jobs import job_version, train_rule
 from codyra.methods import method_class
 from codyra.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
 
 
 def _raw_config():
     # A --configfile replaces the default config/config.yaml instead of being deep-merged
-    # into it (a merge would leak the mini benchmark's keys into a paper benchmark).
+    # into it (a merge would leak the mini benchmark's keys into a paper benchmark). The
+    # files are read again by codyra: Snakemake's loader knows nothing of `extends`.
     settings = workflow.config_settings
-    return dict(settings.overwrite_config) if settings.configfiles else dict(config)
+    return config_from_files(settings.configfiles or workflow.configfiles, settings.config)
 
 
 try:

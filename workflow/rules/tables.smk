@@ -23,6 +23,8 @@ rule summarize_run:
     output:
         matrix=run_result(f"{RUN}/matrix.json", "../report/matrix.rst", "matrix (JSON)"),
         heatmap=run_result(f"{RUN}/A_heatmap.png", "../report/heatmap.rst", "heatmap"),
+    params:
+        version=job_version("summarize_run"),
     log:
         f"{LOGS}/summarize/{{method}}/seed{{seed}}.log",
     run:
@@ -34,6 +36,8 @@ rule tables:
         [run_path(m, s, "matrix.json") for m in CFG["methods"] for s in CFG["seeds"]],
     output:
         [table_result(name, ext) for name in table_names(CFG) for ext in TABLE_FORMATS],
+    params:
+        version=job_version("tables"),
     log:
         f"{LOGS}/tables.log",
     run:

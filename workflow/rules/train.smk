@@ -12,9 +12,9 @@ def train_inputs(w):
 
 
 rule:
-    # LLM training gets its own rule name: profiles give it 4 GPUs in one task
+    # LLM training gets its own rule name (codyra.jobs.JOBS): profiles give it 4 GPUs in one task
     name:
-        "train_lm_task" if CFG["model"]["family"] == "causal_lm" else "train_task"
+        train_rule(CFG)
     input:
         unpack(train_inputs),
     output:

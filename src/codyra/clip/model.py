@@ -26,14 +26,12 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 from open_clip.constants import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
 from safetensors import SafetensorError, safe_open
 
+from codyra.clip.weights import pretrained_weights
+from codyra.errors import WeightsUnavailableError
 from codyra.tasks import ImageConfig
 
-MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "model_configs"
+MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "clip" / "model_configs"  # the mini CLIP's
 open_clip.add_model_config(MODEL_CONFIG_DIR)
-
-
-class WeightsUnavailableError(FileNotFoundError):
-    """Pretrained weights are neither in the cache nor downloadable from here."""
 
 
 @dataclass
@@ -180,3 +178,10 @@ def fetch_weights(name: str, tag: str, cache_dir: str | None = None) -> Path:
     path = pretrained_file(name, tag, cache_dir)
     create_clip(name, tag, cache_dir=cache_dir)
     return path
+
+
+def pretrained_clip(cfg: dict) -> ClipBundle:
+    """theta_0: ``model.pretrained`` (an open_clip tag or a safetensors file), else the mini
+    benchmark's own pretraining."""
+    m = cfg["model"]
+    return create_clip(m["name"], pretrained_weights(cfg), cache_dir=m["cache_dir"])

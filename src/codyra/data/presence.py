@@ -33,7 +33,7 @@ def require_present(name: str, protocol: str, root: Path) -> None:
 
 def data_root(cfg: dict) -> Path:
     """The directory holding a benchmark's datasets (config key data.root), checked to exist."""
-    from codyra.config import ConfigError
+    from codyra.errors import ConfigError
 
     data = cfg["data"]
     if data["root"] is None:
@@ -61,7 +61,7 @@ def require_benchmark_data(cfg: dict) -> None:
         missing = {name: missing_required(name, kind, root) for name in names}
         hint = "`codyra data check --config <config>` lists what each needs and how to obtain it"
     elif kind == "trace" and cfg["llm"]["mini"] is None:
-        from codyra.llm.data import SPLITS
+        from codyra.trace.data import SPLITS
 
         root = data_root(cfg)
         missing = {name: [str(root / name / f"{s}.json") for s in SPLITS if not (root / name / f"{s}.json").is_file()] for name in names}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from codyra.llm.data import (
+from codyra.trace.data import (
     IGNORE_INDEX,
     LengthLimits,
     TraceExample,

@@ -1,9 +1,9 @@
 """One cell A[i, j] of a TRACE benchmark: generate answers to task j's test prompts with
-theta_i and score them with the task's metric (0-100, :func:`codyra.llm.metrics.score_task`).
+theta_i and score them with the task's metric (0-100, :func:`codyra.trace.metrics.score_task`).
 
 ``codyra.evaluate`` owns the cell protocol (index checks, row 0 shared by every method and
-copied for methods that never train, the JSON file, MLflow) and calls
-:func:`evaluate_lm_cell` where a CLIP benchmark would classify images. The predictions are
+copied for methods that never train, the JSON file, MLflow) and asks the family for the
+cells (:func:`lm_cells`) where a CLIP benchmark would classify images. The predictions are
 kept beside the cell file, ``A_{i}_{j}.predictions.jsonl`` (prompt, answer, prediction),
 for inspection.
 """
@@ -16,15 +16,17 @@ from pathlib import Path
 
 import torch
 
-from codyra import __version__
+from codyra.batches import derive_seed
+from codyra.cells import cell_record
+from codyra.device import pick_device
 from codyra.io import write_text
-from codyra.llm.data import load_split
 from codyra.llm.generation import generate_answers
-from codyra.llm.metrics import TRACE_TASK_METRICS, score_task
-from codyra.llm.model import length_limits, pretrained_lm, rebuild_lm, task_folder
+from codyra.llm.model import length_limits, pretrained_lm, task_folder
+from codyra.llm.rebuild import rebuild_lm
 from codyra.paths import PRETRAINED, cell_path, row0_cell_path
-from codyra.state import pick_device
-from codyra.train import derive_seed
+from codyra.state import for_inference
+from codyra.trace.data import load_split
+from codyra.trace.metrics import TRACE_TASK_METRICS, score_task
 
 
 def predictions_path(cell_file: Path) -> Path:
@@ -38,7 +40,7 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     started = time.time()
     torch.set_num_threads(cfg["eval"]["threads"])
     device = pick_device(device)
-    bundle = pretrained_lm(cfg) if method == PRETRAINED else rebuild_lm(cfg, method, seed, i)
+    bundle = pretrained_lm(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i))
     # bf16 weights for generation on a GPU (as in training); fp32 on the CPU
     bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
     model = bundle.model.to(device, dtype=torch.bfloat16 if bf16 else torch.float32)
@@ -65,18 +67,22 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     cell_file = row0_cell_path(cfg, j) if method == PRETRAINED else cell_path(cfg, method, seed, i, j)
     rows = [{"prompt": p, "answer": a, "prediction": q} for p, a, q in zip(prompts, answers, predictions)]
     write_text(predictions_path(cell_file), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return {
-        "accuracy": accuracy,
-        "metric": TRACE_TASK_METRICS[task],
-        "benchmark": cfg["benchmark"],
-        "method": method,
-        "seed": seed,
-        "i": i,
-        "j": j,
-        "task": task,
-        "num_samples": len(examples),
-        "decoding": llm["decoding"],
-        "max_new_tokens": llm["max_new_tokens"],
-        "seconds": round(time.time() - started, 3),
-        "codyra_version": __version__,
-    }
+    return cell_record(
+        cfg,
+        method,
+        seed,
+        i,
+        j,
+        accuracy,
+        started,
+        metric=TRACE_TASK_METRICS[task],
+        num_samples=len(examples),
+        decoding=llm["decoding"],
+        max_new_tokens=llm["max_new_tokens"],
+    )
+
+
+def lm_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
+    """Yield A[i, j] for j in ``js`` (theta_i is rebuilt per cell: generation casts it)."""
+    for j in js:
+        yield evaluate_lm_cell(cfg, method, seed, i, j, device=device)

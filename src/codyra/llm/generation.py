@@ -19,8 +19,8 @@ import copy
 import torch
 
 from codyra.llm.collate import GenerationCollator
-from codyra.llm.data import LengthLimits, TraceExample
 from codyra.progress import progress_bar
+from codyra.trace.data import LengthLimits, TraceExample
 
 
 def generation_config(model, tokenizer, max_new_tokens: int, decoding: str, temperature: float):

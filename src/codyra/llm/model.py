@@ -5,7 +5,7 @@ theta_0 comes from ``model.pretrained`` (a local Hugging Face model folder) or e
 ``model.cache_dir``). For the mini TRACE (config block ``llm.mini``) it is the folder the
 workflow's pretraining writes, ``results/{benchmark}/pretrain/``. Weights are read from
 safetensors only and kept in fp32 on the CPU, so stored updates merge exactly
-(:func:`codyra.state.rebuild`); training and generation cast where they run.
+(:mod:`codyra.llm.rebuild`); training and generation cast where they run.
 """
 
 from __future__ import annotations
@@ -17,19 +17,15 @@ from pathlib import Path
 
 import torch
 
-from codyra.llm.data import LengthLimits, prepare_tokenizer
+from codyra.errors import WeightsUnavailableError
 from codyra.paths import MINI_PRETRAINED, mini_data_dir, results_path
-from codyra.state import rebuild
+from codyra.trace.data import LengthLimits, prepare_tokenizer
 
-MODEL_CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
+MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "trace" / "model_configs"  # the mini TRACE's tiny LMs
 # transformers builds models under process-wide patches (torch.nn.init functions, the default
 # dtype, the meta device): jobs running as threads of one process (Snakemake's local mode)
 # must build one at a time, or one load sees another's half-applied state.
 MODEL_BUILD_LOCK = threading.Lock()
-
-
-class WeightsUnavailableError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -124,8 +120,3 @@ def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None) ->
 def pretrained_lm(cfg: dict) -> LMBundle:
     source, local = pretrained_source(cfg)
     return load_causal_lm(source, local=local, cache_dir=cfg["model"]["cache_dir"])
-
-
-def rebuild_lm(cfg: dict, method: str, seed: int, upto: int) -> LMBundle:
-    """theta_upto (fp32, CPU): theta_0 plus the stored updates of tasks 1..upto."""
-    return rebuild(cfg, method, seed, upto, pretrained_lm)

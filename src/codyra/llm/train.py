@@ -1,4 +1,4 @@
-"""Train task i of a TRACE benchmark with one method and seed, starting from theta_{i-1}.
+"""The causal-LM side of training one TRACE task (the loop is :mod:`codyra.engine`).
 
 Supervised fine-tuning as in TRACE: ``BOS + prompt + answer + EOS`` with the loss on the
 answer and EOS only. An optimizer step takes ``train.gradient_accumulation`` micro-batches of
@@ -11,40 +11,26 @@ the method's parameter groups, cosine decay per optimizer step, gradient clippin
 The schedule is set in epochs (``train.epochs``, per task through ``tasks[i].train`` or
 ``tasks[i].methods[m].train``), or in ``train.iterations`` when ``epochs`` is null.
 
-Two backends (:mod:`codyra.llm.backends`): one process with torch AdamW (CPU, tests, one
-GPU), or DeepSpeed ZeRO-2 with ``llm.deepspeed.enabled``, for which ``codyra train``
-re-executes itself under torchrun (:mod:`codyra.llm.launch`).
-
-Resumable like CLIP training: batches are pure functions of (seed, task, step), adapter
-dropout draws from its own generator reseeded from (seed, task, step, rank) before every step
-(never from torch's global RNG, which jobs running as threads of one process share), and
-checkpoints hold the full optimizer state, so a resumed run ends where an uninterrupted one does.
+Two backends: one process with torch AdamW (:class:`codyra.backends.PlainBackend`: CPU,
+tests, one GPU), or DeepSpeed ZeRO-2 with ``llm.deepspeed.enabled`` (:mod:`codyra.llm.zero`),
+for which ``codyra train`` re-executes itself under torchrun (:mod:`codyra.llm.launch`).
+Adapter dropout draws from its own generator reseeded from (seed, task, step, rank).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import shutil
-import time
 
 import torch
 
-from codyra.adapters.lora import seed_adapter_dropout
-from codyra.io import read_json
-from codyra.llm.backends import PlainBackend, answer_loss_sum, answer_tokens, position_ids
+from codyra.backends import PlainBackend
+from codyra.batches import StepBatches
+from codyra.device import pick_device
 from codyra.llm.collate import TrainingCollator
-from codyra.llm.data import load_split
-from codyra.llm.launch import in_distributed_rank, launch_ranks
-from codyra.llm.model import length_limits, rebuild_lm, task_folder
-from codyra.llm.targets import LM_VOCABULARY, lm_targets
-from codyra.paths import SUMMARY_FILE, task_dir
-from codyra.progress import progress_bar
-from codyra.schedules import warmup_cosine
-from codyra.state import pick_device
-from codyra.train import StepBatches, TrainedTask, derive_seed, finish_task, hand_over, resume, task_checkpoint_dir
-
-log = logging.getLogger(__name__)
+from codyra.llm.loss import answer_loss_sum, answer_tokens, position_ids
+from codyra.llm.model import length_limits, task_folder
+from codyra.llm.rebuild import rebuild_lm
+from codyra.trace.data import load_split
 
 
 def step_examples(hp: dict) -> int:
@@ -59,98 +45,74 @@ def total_steps(hp: dict, num_examples: int) -> int:
     return math.ceil(hp["epochs"] * num_examples / step_examples(hp))
 
 
-def optimizer_step(backend, micro_batches: list[dict]) -> tuple[float, int]:
-    """One optimizer step over this rank's share of the step's micro-batches, the loss averaged
-    over the answer tokens of all micro-batches on all ranks; returns that loss and token count."""
-    device = micro_batches[0]["labels"].device
-    tokens = backend.all_sum(sum(answer_tokens(m["labels"]) for m in micro_batches).to(device, torch.float32))
-    loss_total = torch.zeros((), device=device)
-    for inputs in micro_batches:
-        with backend.autocast():
-            logits = backend.forward(
-                input_ids=inputs["input_ids"],
-                attention_mask=inputs["attention_mask"],
-                position_ids=position_ids(inputs["attention_mask"]),
-            ).logits
-        loss_sum, _ = answer_loss_sum(logits, inputs["labels"])
+class LMSession:
+    """One LM training job: theta_{i-1}, the task's examples, this rank's micro-batches."""
+
+    def __init__(self, cfg: dict, job: dict, method_name: str, seed: int, task_index: int, device):
+        self.hp, self.llm, self.seed, self.task_index = job["train"], cfg["llm"], seed, task_index
+        if self.llm["deepspeed"]["enabled"]:
+            from codyra.llm.zero import init_distributed
+
+            self.rank, self.world_size, self.device = init_distributed()
+        else:
+            self.rank, self.world_size, self.device = 0, 1, pick_device(device)
+        self.dropout_key = (self.rank,)
+        bundle = rebuild_lm(cfg, method_name, seed, task_index - 1)
+        self.model, self.tokenizer = bundle.model, bundle.tokenizer
+        self.examples = load_split(task_folder(cfg, task_index), "train")
+        self.collate = TrainingCollator(bundle.tokenizer, length_limits(cfg))
+        self.total = total_steps(self.hp, len(self.examples))
+        task = cfg["tasks"][task_index - 1]["name"]
+        self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {task}"
+
+    def backend(self, groups, method):
+        if self.llm["deepspeed"]["enabled"]:
+            from codyra.llm.zero import ZeroBackend
+
+            self._backend = ZeroBackend(self.model, groups, method, self.hp, self.llm, self.device)
+        else:
+            self._backend = PlainBackend(self.model, groups, self.hp, self.device, clip_norm=self.llm["gradient_clipping"])
+        return self._backend
+
+    def batches(self, start: int):
+        keys_of = StepBatches(len(self.examples), step_examples(self.hp), self.seed, self.task_index, start, self.total)
+        micro, share = self.hp["batch_size"], self.hp["batch_size"] // self.world_size
+        for keys in keys_of:
+            micro_batches = []
+            for first in range(0, len(keys), micro):  # this rank's share of each micro-batch
+                mine = keys[first : first + micro][self.rank * share : (self.rank + 1) * share]
+                micro_batches.append({k: v.to(self.device) for k, v in self.collate([self.examples[i] for i, _ in mine]).items()})
+            yield micro_batches
+
+    def forward(self, model, batch: dict) -> dict:
+        run = self._backend.forward if model is self.model else model
+        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+        return {"logits": run(**inputs, position_ids=position_ids(batch["attention_mask"])).logits}
+
+    def task_loss(self, batch: dict, outputs: dict) -> torch.Tensor:
+        total, tokens = answer_loss_sum(outputs["logits"], batch["labels"])
+        return total / tokens.clamp(min=1)
+
+    def begin_step(self, micro_batches: list[dict]) -> None:
+        """The step's answer tokens on all ranks: every micro-batch's loss is a share of their mean."""
+        self._tokens = self._backend.all_sum(
+            sum(answer_tokens(m["labels"]) for m in micro_batches).to(self.device, torch.float32)
+        )
+        self._loss_total = torch.zeros((), device=self.device)
+
+    def step_loss(self, batch: dict, outputs: dict) -> torch.Tensor:
+        loss_sum, _ = answer_loss_sum(outputs["logits"], batch["labels"])
+        self._loss_total += loss_sum.detach()
         # DeepSpeed averages gradients over ranks, hence the factor world_size.
-        backend.backward(loss_sum * backend.world_size / tokens)
-        loss_total += loss_sum.detach()
-    backend.step()
-    return float(backend.all_sum(loss_total) / tokens), int(tokens)
+        return loss_sum * self.world_size / self._tokens
 
+    def step_record(self) -> dict:
+        return {"loss": float(self._backend.all_sum(self._loss_total) / self._tokens), "tokens": int(self._tokens)}
 
-def fit_lm_task(cfg, method_name, method, seed, task_index, job, run, device, on_step) -> TrainedTask:
-    """Train, merge and store task ``task_index`` (called by ``codyra.train.train_task``)."""
-    if cfg["llm"]["deepspeed"]["enabled"] and not in_distributed_rank():
-        return TrainedTask(launch_ranks(cfg, method_name, seed, task_index, run), None)
-    hp, started = job["train"], time.time()
-    if cfg["llm"]["deepspeed"]["enabled"]:
-        from codyra.llm.zero import ZeroBackend, init_distributed
-
-        rank, world_size, device = init_distributed()
-        make_backend = ZeroBackend
-    else:
-        rank, world_size, device, make_backend = 0, 1, pick_device(device), PlainBackend
-
-    bundle = rebuild_lm(cfg, method_name, seed, task_index - 1)
-    model, task = bundle.model, cfg["tasks"][task_index - 1]["name"]
-    examples = load_split(task_folder(cfg, task_index), "train")
-    generator = torch.Generator().manual_seed(derive_seed(seed, task_index, 1))
-    hand_over(cfg, method_name, method, seed, task_index)
-    groups = method.setup(model, lm_targets(model), LM_VOCABULARY, generator, hp["weight_decay"])
-    dropout = seed_adapter_dropout(model, device)
-    backend = make_backend(model, groups, method, hp, cfg["llm"], device)
-    total = total_steps(hp, len(examples))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, warmup_cosine(total, hp["warmup_steps"]))
-
-    ckpt_dir = task_checkpoint_dir(cfg, method_name, seed, task_index)
-    start, history = resume(ckpt_dir, lambda found: backend.load(found, scheduler), run, total)
-
-    collate = TrainingCollator(bundle.tokenizer, length_limits(cfg))
-    batches = StepBatches(len(examples), step_examples(hp), seed, task_index, start, total)
-    micro, share = hp["batch_size"], hp["batch_size"] // world_size
-    bar = None
-    if rank == 0:  # one progress report per task, not one per rank
-        bar = progress_bar(total=total, desc=f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {task}")
-        bar.update(start)
-    model.train()
-    for step in range(start + 1, total + 1):
-        keys = batches.batch(step - 1)
-        micro_batches = []
-        for first in range(0, len(keys), micro):  # this rank's share of each micro-batch
-            mine = keys[first : first + micro][rank * share : (rank + 1) * share]
-            micro_batches.append({k: v.to(device) for k, v in collate([examples[i] for i, _ in mine]).items()})
-        if dropout is not None:
-            dropout.manual_seed(derive_seed(seed, task_index, step, rank))
-        loss, tokens = optimizer_step(backend, micro_batches)
-        scheduler.step()
-        backend.after_step(method, step, total)
-        lr = scheduler.get_last_lr()[0]
-        record = {"step": step, "loss": loss, "lr": lr, "tokens": tokens, **method.step_metrics()}
-        history.append(record)
-        if rank == 0:
-            run.metrics(record)
-            bar.update(1)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
-        if step % hp["checkpoint_every"] == 0 and step < total:
-            backend.save(ckpt_dir, step, scheduler, history)
-        if on_step is not None:
-            on_step(step)
-    if bar is not None:
-        bar.close()
-    backend.finalize()
-    model.eval()
-    if rank == 0:
+    def trained_model(self):
         # Merge on the CPU in fp32, where theta_i is rebuilt, so both are the same tensors.
-        update, summary = method.finish(model.to("cpu").float())
-        if backend.report():
-            summary["distributed"] = backend.report()
-        summary = finish_task(cfg, method_name, seed, task_index, job, update, summary, history, started)
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
-    if world_size > 1:
-        torch.distributed.barrier()
-        summary = read_json(task_dir(cfg, method_name, seed, task_index) / SUMMARY_FILE)
-    backend.close()
-    # Under ZeRO the module's frozen weights were cast to the replica's precision: theta_i is rebuilt by the next job.
-    return TrainedTask(summary, model if make_backend is PlainBackend else None)
+        return self.model.to("cpu").float()
+
+    def keeps_model(self) -> bool:
+        # Under ZeRO the module's frozen weights were cast to the replica's precision: theta_i is rebuilt by the next job.
+        return isinstance(self._backend, PlainBackend)

@@ -36,7 +36,6 @@ from pathlib import Path
 import torch
 
 from codyra.checkpoint import load_checkpoint, save_checkpoint
-from codyra.llm.backends import client_optimizer
 from codyra.methods.base import Method
 
 PROXIMAL_GROUPS = ("gates",)  # parameter groups Method.after_step rewrites in place
@@ -95,10 +94,15 @@ class ZeroBackend:
                 f"method {method.kind!r} rewrites parameters after each step but has no {PROXIMAL_GROUPS} "
                 "parameter group; under ZeRO only those groups go through the fp32 master weights"
             )
+        if type(method).before_optimizer_step is not Method.before_optimizer_step:
+            raise ValueError(
+                f"method {method.kind!r} edits gradients before the optimizer step, which ZeRO-2 takes inside "
+                "the last micro-batch's engine.step(); train it without llm.deepspeed.enabled"
+            )
         scalars = [n for n, p in model.named_parameters() if p.dim() == 0]
         if scalars:  # deepspeed.initialize's broadcast views every parameter as bytes and fails on these
             raise ValueError(f"DeepSpeed cannot broadcast the 0-dim parameter(s) {scalars}; give them shape [1]")
-        self.optimizer = client_optimizer(groups, hp)
+        self.optimizer = torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"])
         config = zero2_config(
             hp["batch_size"], self.world_size, self.bf16, llm["gradient_clipping"], hp["gradient_accumulation"]
         )

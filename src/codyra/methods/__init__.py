@@ -7,7 +7,7 @@ import pkgutil
 
 from codyra.methods.base import Method
 
-_NOT_METHODS = {"base"}
+_NOT_METHODS = {"base", "options"}
 
 
 def available_kinds() -> list[str]:

@@ -1,53 +1,108 @@
-"""The interface every continual-learning method implements.
+"""The interface every continual-learning method implements, in every model family.
 
-A method turns a backbone at theta_{i-1} into theta_i for one task:
-``setup`` freezes/attaches what it trains and returns optimizer parameter groups,
-``after_step`` runs after every optimizer step (e.g. proximal thresholding),
-``finish`` merges what was learnt into the backbone and returns the stored update.
-A baseline is one module in ``codyra.methods`` defining ``METHOD = <its class>``.
+A method turns a backbone at theta_{i-1} into theta_i for one task. The training engine
+(:mod:`codyra.engine`) calls its hooks in this order, the same for CLIP and causal LMs:
+
+1. ``setup(ctx)`` once, with a :class:`TaskContext`: freeze/attach what trains, build any
+   teacher or memory; return the AdamW parameter groups (:func:`codyra.optim.decay_groups`
+   splits parameters the usual way).
+2. Every optimizer step, for each micro-batch: the family's forward and task loss, then
+   ``extra_loss(ctx, batch, outputs)`` (a scalar tensor or None, under the same autocast);
+   the engine backpropagates ``task_loss + extra / micro_batches`` (LwF, ZSCL, EWC, O-LoRA).
+3. ``before_optimizer_step(ctx)`` with the step's gradients in ``.grad`` (GEM/OGD
+   projection, gradient masks); then clipping (LMs) and the optimizer step.
+4. ``after_step(step, total_steps)`` (CoDyRA's proximal step, weight ensembling);
+   ``step_metrics()`` goes into the step's history record.
+5. ``finish(model)`` -> (TaskUpdate, summary): merge into the backbone and return what is
+   stored; ``state_to_store()`` -> tensors saved beside the update
+   (``method_state.safetensors``: Fisher diagonals, gradient memories, kept modules).
+   Task i+1 receives them as ``ctx.previous_state``; evaluation hands every task's state to
+   ``for_inference`` when it rebuilds theta_i for a cell A[i, j].
+
+Summary keys every method reports (the computation-cost table reads them): ``trainable_params``
+(the method returns it), ``inference_extra_params`` (parameters kept beside the merged backbone at
+inference; default 0), and, filled in by the engine, ``stored_bytes`` (update + method state on
+disk) and ``step_seconds`` (mean wall time per optimizer step).
+
+Batches are dicts of tensors on the device; a method reads only the keys the family documents
+(``ctx.family.batch_keys``) and asks the job for a forward of any model on a batch
+(``ctx.forward(model, batch)`` -> outputs dict with at least ``logits``: a teacher's, theta_0's)
+and for the family's task loss (``ctx.task_loss(batch, outputs)``, a mean), so a method
+written once runs in both families. A baseline is one module in ``codyra.methods`` defining
+``METHOD = <its class>``; it never tests the family by name.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from codyra.methods.options import MethodOptions, parse_options
 
 if TYPE_CHECKING:  # method modules import torch lazily: config validation (every Snakemake start) reads them
     import torch
     from torch import nn
 
     from codyra.adapters.targets import PlacementVocabulary, Target
+    from codyra.family import Family
     from codyra.updates import TaskUpdate
+
+@dataclass
+class TaskContext:
+    """What a method sees of the job training task ``task_index``.
+
+    ``model`` is theta_{i-1} on the training device (in fp32); ``theta_0()`` builds a fresh
+    copy of the pretrained model on the CPU in fp32 (a frozen teacher: move it to ``device``
+    and call ``requires_grad_(False)``); ``previous_state`` is task i-1's ``state_to_store()``
+    (None for task 1, or when nothing was stored). ``forward(model, batch)`` runs any model of
+    this family on a training batch (the trained one or a teacher; outputs: ``logits``, plus
+    ``image_features`` / ``text_features`` for CLIP); ``task_loss(batch, outputs)`` is the
+    family's loss of those outputs (a mean). ``stored_state(k)`` / ``stored_update(k)`` read
+    task k's state / update (1 <= k < i; on demand: a full fine-tuning delta is model-sized).
+    ``generator`` seeds the method's own random initialisation (a pure function of (seed,
+    task)); ``cfg`` is the full config (for a method that needs e.g. reference data).
+    """
+
+    model: nn.Module
+    family: Family
+    targets: list[Target]
+    vocab: PlacementVocabulary
+    generator: torch.Generator
+    weight_decay: float
+    task_index: int
+    device: torch.device
+    previous_state: dict[str, torch.Tensor] | None
+    theta_0: Callable[[], nn.Module]
+    forward: Callable[[nn.Module, dict], dict]
+    task_loss: Callable[[dict, dict], torch.Tensor]
+    stored_state: Callable[[int], dict[str, torch.Tensor] | None]
+    stored_update: Callable[[int], TaskUpdate]
+    cfg: dict
+    method_name: str
+    seed: int
 
 
 class Method(ABC):
     kind: str = ""
     trains: bool = True
-    # True: a task continues from the previous task's stored update (SeqLoRA); the training loop
-    # sets ``previous`` to that update (None for task 1) before ``setup``
-    carries_state: bool = False
-    previous: TaskUpdate | None = None
-    # method config keys (besides kind/train) and their defaults; unknown keys are errors
-    defaults: ClassVar[dict] = {}
+    # the typed options of the method config (keys besides kind/train), see codyra.methods.options
+    Options: ClassVar[type[MethodOptions]] = MethodOptions
 
     def __init__(self, spec: dict):
-        unknown = sorted(set(spec) - set(self.defaults) - {"kind", "train"})
-        if unknown:
-            raise ValueError(
-                f"method kind {self.kind!r} has no option(s) {unknown}; valid options: {sorted(self.defaults)}"
-            )
-        self.options = {**self.defaults, **{k: v for k, v in spec.items() if k in self.defaults}}
+        self.options = parse_options(self.Options, spec, kind=self.kind)
 
     @abstractmethod
-    def setup(
-        self,
-        model: nn.Module,
-        targets: list[Target],
-        vocab: PlacementVocabulary,
-        generator: torch.Generator,
-        weight_decay: float,
-    ) -> list[dict]:
-        """Prepare ``model`` for training; return AdamW parameter groups."""
+    def setup(self, ctx: TaskContext) -> list[dict]:
+        """Prepare ``ctx.model`` for training; return AdamW parameter groups."""
+
+    def extra_loss(self, ctx: TaskContext, batch: dict, outputs: dict) -> torch.Tensor | None:
+        """A term added to the family's task loss of this micro-batch (None: nothing)."""
+        return None
+
+    def before_optimizer_step(self, ctx: TaskContext) -> None:
+        """Called with the step's gradients accumulated, before clipping and the optimizer step."""
 
     def after_step(self, step: int, total_steps: int) -> None:
         """Called after optimizer step ``step`` (1-based)."""
@@ -57,9 +112,62 @@ class Method(ABC):
 
     @abstractmethod
     def finish(self, model: nn.Module) -> tuple[TaskUpdate, dict]:
-        """Merge into ``model``; return the update and its JSON summary."""
+        """Merge into ``model``; return the update and its JSON summary (with ``trainable_params``)."""
+
+    def state_to_store(self) -> dict[str, torch.Tensor]:
+        """Tensors kept beside this task's update for task i+1 and for evaluation ({}: none)."""
+        return {}
+
+    @classmethod
+    def for_inference(cls, model: nn.Module, states: list[dict[str, torch.Tensor] | None]) -> nn.Module:
+        """theta_i as evaluated, from the merged backbone and the stored states of tasks 1..i
+        (a method keeping modules beside the backbone, e.g. task routing, attaches them here)."""
+        return model
 
 
 def freeze(model: nn.Module) -> None:
     for p in model.parameters():
         p.requires_grad_(False)
+
+
+def summary_defaults(summary: dict[str, Any]) -> dict[str, Any]:
+    """A method's summary with the keys every method reports: ``inference_extra_params`` 0 when
+    merged, ``step_seconds`` None when nothing trained."""
+    if "trainable_params" not in summary:
+        raise ValueError("a method's finish() summary must report trainable_params")
+    return {"inference_extra_params": 0, "step_seconds": None, **summary}
+
+
+def standalone_context(model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float) -> TaskContext:
+    """Task 1's context for a model outside a training job (benchmarks, tests of a method's
+    parameters): no stored state; theta_0 is a copy of ``model`` as given; there is no batch
+    pipeline, so ``forward`` / ``task_loss`` raise."""
+    import copy
+
+    snapshot = copy.deepcopy(model)
+
+    def outside_job(*_):
+        raise RuntimeError("this TaskContext is not part of a training job: it has no forward or task loss")
+
+    def nothing_stored(k: int):
+        raise ValueError(f"task {k} has no stored state: this context is task 1 outside a training job")
+
+    return TaskContext(
+        model=model,
+        family=family,
+        targets=family.targets(model),
+        vocab=family.vocabulary,
+        generator=generator,
+        weight_decay=weight_decay,
+        task_index=1,
+        device=next(model.parameters()).device,
+        previous_state=None,
+        theta_0=lambda: copy.deepcopy(snapshot),
+        forward=outside_job,
+        task_loss=outside_job,
+        stored_state=nothing_stored,
+        stored_update=nothing_stored,
+        cfg={},
+        method_name="",
+        seed=0,
+    )

@@ -10,7 +10,8 @@ gate is zero at the end are dropped from the stored update.
 from __future__ import annotations
 
 import logging
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Literal
 
 from codyra.adapters.sparsity import (
     KAPPA_SCHEDULES,
@@ -19,45 +20,40 @@ from codyra.adapters.sparsity import (
     staircase_stride,
     threshold_gates_,
 )
-from codyra.methods.lora import LoRA
+from codyra.methods.lora import LoRA, LoRAOptions
+from codyra.methods.options import option
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CoDyRAOptions(LoRAOptions):
+    # codyra.adapters.lora.W_INITS (that module imports torch; a test keeps the two equal)
+    w_init: Literal["normal", "uniform", "ones"] = option("normal", doc="initial gates")
+    dense_ratio: float = option(0.5, minimum=0, maximum=1, doc="fraction of the steps before thresholding starts")
+    kappa_max: float = option(0.005, minimum=0, doc="final soft threshold (0 = no pruning)")
+    prox: str = option("paper", choices=PROX_OPERATORS)
+    schedule: str = option("linear", choices=KAPPA_SCHEDULES)
 
 
 class CoDyRA(LoRA):
     kind = "codyra"
     gated = True
-    defaults: ClassVar[dict] = {
-        **LoRA.defaults,
-        "w_init": "normal",
-        "dense_ratio": 0.5,
-        "kappa_max": 0.005,
-        "prox": "paper",
-        "schedule": "linear",
-    }
-
-    def __init__(self, spec):
-        super().__init__(spec)
-        if self.options["prox"] not in PROX_OPERATORS:
-            raise ValueError(f"unknown prox {self.options['prox']!r}; choose one of {', '.join(PROX_OPERATORS)}")
-        if self.options["schedule"] not in KAPPA_SCHEDULES:
-            raise ValueError(
-                f"unknown schedule {self.options['schedule']!r}; choose one of {', '.join(KAPPA_SCHEDULES)}"
-            )
-        self.kappa = 0.0
+    Options = CoDyRAOptions
+    kappa = 0.0
 
     def after_step(self, step, total_steps):
         o = self.options
-        if step == 1 and o["schedule"] == "staircase" and staircase_stride(total_steps, o["dense_ratio"]) == 0:
+        if step == 1 and o.schedule == "staircase" and staircase_stride(total_steps, o.dense_ratio) == 0:
             log.warning(
                 "schedule staircase with %d steps and dense_ratio %g leaves fewer than 50 sparse steps: "
                 "as in the released code the threshold never rises, so no gate is pruned",
                 total_steps,
-                o["dense_ratio"],
+                o.dense_ratio,
             )
-        self.kappa = kappa_at(step, total_steps, o["dense_ratio"], o["kappa_max"], o["schedule"])
+        self.kappa = kappa_at(step, total_steps, o.dense_ratio, o.kappa_max, o.schedule)
         if self.kappa > 0:
-            threshold_gates_([adapter.w.data for adapter in self.adapters.values()], self.kappa, o["prox"])
+            threshold_gates_([adapter.w.data for adapter in self.adapters.values()], self.kappa, o.prox)
 
     def step_metrics(self):
         return {**super().step_metrics(), "kappa": self.kappa}

@@ -8,7 +8,6 @@ or other vectors.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 
 from codyra.methods.base import Method
 
@@ -17,19 +16,15 @@ FROZEN = ("logit_scale",)
 
 class FullFineTune(Method):
     kind = "full"
-    defaults: ClassVar[dict] = {}
 
-    def setup(self, model, targets, vocab, generator, weight_decay):
-        self.params = {n: p for n, p in model.named_parameters() if n not in FROZEN}
-        for name, p in model.named_parameters():
+    def setup(self, ctx):
+        from codyra.optim import decay_groups
+
+        self.params = {n: p for n, p in ctx.model.named_parameters() if n not in FROZEN}
+        for name, p in ctx.model.named_parameters():
             p.requires_grad_(name in self.params)
         self.before = {n: p.detach().float().cpu().clone() for n, p in self.params.items()}
-        decay = [p for p in self.params.values() if p.ndim >= 2]
-        no_decay = [p for p in self.params.values() if p.ndim < 2]
-        return [
-            {"params": decay, "weight_decay": weight_decay, "name": "matrices"},
-            {"params": no_decay, "weight_decay": 0.0, "name": "vectors"},
-        ]
+        return decay_groups(self.params.values(), ctx.weight_decay)
 
     def finish(self, model):
         from codyra.updates import TaskUpdate, apply_update

@@ -6,42 +6,52 @@ carried through all tasks, is the ``seqlora`` kind (:mod:`codyra.methods.seqlora
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from dataclasses import dataclass
 
 from codyra.methods.base import Method, freeze
+from codyra.methods.options import MethodOptions, option
+
+
+@dataclass(frozen=True)
+class LoRAOptions(MethodOptions):
+    rank: int = option(16, minimum=1)
+    alpha: float | None = option(None, exclusive_minimum=0, doc="LoRA alpha (scale alpha / rank); null = rank")
+    placement: str | list[str] = option("all", min_items=1, doc="'all', or tokens such as [attn] or [vision, mlp] (codyra.adapters.targets)")
+    dropout: float = option(0.0, minimum=0, exclusive_maximum=1)
 
 
 class LoRA(Method):
     kind = "lora"
     gated = False
-    defaults: ClassVar[dict] = {"rank": 16, "alpha": None, "placement": "all", "dropout": 0.0}
+    Options = LoRAOptions
 
-    def setup(self, model, targets, vocab, generator, weight_decay):
+    def setup(self, ctx):
         from codyra.adapters.attach import attach_adapters
         from codyra.adapters.lora import RankSelectiveLoRA
         from codyra.adapters.targets import select_targets
 
         opts = self.options
+        model = ctx.model
         freeze(model)
-        self.targets = select_targets(targets, opts["placement"], vocab)
-        alpha = opts["alpha"] if opts["alpha"] is not None else opts["rank"]
+        self.targets = select_targets(ctx.targets, opts.placement, ctx.vocab)
+        alpha = opts.alpha if opts.alpha is not None else opts.rank
         device = next(model.parameters()).device
         self.adapters = {
             t.name: RankSelectiveLoRA(
                 t.in_features,
                 t.out_features,
-                opts["rank"],
+                opts.rank,
                 alpha,
                 gated=self.gated,
-                w_init=opts["w_init"] if self.gated else "ones",
-                dropout=opts["dropout"],
-                generator=generator,
+                w_init=opts.w_init if self.gated else "ones",
+                dropout=opts.dropout,
+                generator=ctx.generator,
             ).to(device)
             for t in self.targets
         }
         attach_adapters(model, self.targets, self.adapters)
         factors = [p for a in self.adapters.values() for p in (a.A, a.B)]
-        groups = [{"params": factors, "weight_decay": weight_decay, "name": "lora_AB"}]
+        groups = [{"params": factors, "weight_decay": ctx.weight_decay, "name": "lora_AB"}]
         gates = [a.w for a in self.adapters.values() if a.gated]
         if gates:
             groups.append({"params": gates, "weight_decay": 0.0, "name": "gates"})

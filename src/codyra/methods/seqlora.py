@@ -17,30 +17,27 @@ schedule, where TRACE and TreeLoRA keep one optimizer for the whole stream.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from codyra.methods.lora import LoRA
 
 
 class SeqLoRA(LoRA):
     kind = "seqlora"
-    carries_state = True
-    defaults: ClassVar[dict] = dict(LoRA.defaults)
 
-    def setup(self, model, targets, vocab, generator, weight_decay):
+    def setup(self, ctx):
         import torch
 
         from codyra.adapters.lora import delta_from_factors
         from codyra.updates import param_block
 
-        groups = super().setup(model, targets, vocab, generator, weight_decay)
+        groups = super().setup(ctx)
         self.carried, self.base_blocks = {}, {}
-        if self.previous is None:
+        if ctx.task_index == 1:
             return groups
-        params = dict(model.named_parameters())
+        previous = ctx.stored_update(ctx.task_index - 1)
+        params = dict(ctx.model.named_parameters())
         for t in self.targets:
             adapter = self.adapters[t.name]
-            A, B, w = self._previous_adapter(t.name, adapter)
+            A, B, w = self._previous_adapter(previous, t.name, adapter)
             block = param_block(params[t.param], t.rows)
             self.carried[t.name] = (A, B, w)
             self.base_blocks[t.name] = block.detach().cpu().clone()  # theta_{i-1}, restored exactly in finish
@@ -50,11 +47,12 @@ class SeqLoRA(LoRA):
                 block.copy_((block.float().cpu() - delta_from_factors(A, B, w)).to(block.dtype))
         return groups
 
-    def _previous_adapter(self, name: str, adapter):
+    @staticmethod
+    def _previous_adapter(previous, name: str, adapter):
         """(A, B, w) of the adapter the previous task ended with: the first r components of its update."""
         import torch
 
-        r, tensors = adapter.rank, self.previous.tensors
+        r, tensors = adapter.rank, previous.tensors
         if f"{name}.A" not in tensors:
             raise ValueError(f"the previous task's update has no adapter for {name!r}: was it trained with this placement?")
         A, B, w = tensors[f"{name}.A"][:r], tensors[f"{name}.B"][:, :r], tensors[f"{name}.w"][:r]

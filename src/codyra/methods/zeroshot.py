@@ -9,7 +9,7 @@ class ZeroShot(Method):
     kind = "zeroshot"
     trains = False
 
-    def setup(self, model, targets, vocab, generator, weight_decay):
+    def setup(self, ctx):
         return []
 
     def finish(self, model):

@@ -1,4 +1,3 @@
-"""The `mini` benchmark: a tiny CLIP pretrained on synthetic scenes, then a stream of small tasks."""
-
-# Order fixes each task's data-generation seed: append new tasks, never reorder.
-TASK_NAMES = ("shape", "colour", "texture", "count", "position", "digits", "shade", "size", "hue")
+"""The two mini benchmarks, each with its data generator, tiny model config and own pretraining:
+``clip`` (synthetic scenes for a tiny CLIP) and ``trace`` (synthetic TRACE-style tasks for a
+tiny LLaMA)."""

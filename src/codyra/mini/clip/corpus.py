@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codyra.mini.render import (
+from codyra.mini.clip.render import (
     COUNTS,
     DIGITS,
     HUES,

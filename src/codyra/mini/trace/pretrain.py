@@ -1,11 +1,11 @@
 """Everything the mini TRACE starts from, written by one job (`codyra pretrain-mini`).
 
-1. The data: the eight synthetic tasks in TRACE's file format (:mod:`codyra.llm.mini_trace`)
+1. The data: the eight synthetic tasks in TRACE's file format (:mod:`codyra.mini.trace.tasks`)
    under ``data.root`` (default ``results/{benchmark}/data``).
 2. A byte-level BPE tokenizer trained on their training splits.
 3. theta_0: a tiny LLaMA (``model_configs/<model.name>.json``) pretrained as a plain language
    model (loss on every token) on ``mini.corpus_size`` documents of general text about the
-   tasks' world (:func:`codyra.llm.mini_trace.general_corpus`, drawn with a different seed):
+   tasks' world (:func:`codyra.mini.trace.tasks.general_corpus`, drawn with a different seed):
    it learns the words, facts and formats the tasks use but none of their instructions or
    mappings, so every task is new to it, as TRACE's tasks are to an instruction-tuned LLM.
    Solved examples of the ``llm.mini.pretrain_tasks`` (never an eval or test prompt) may be
@@ -28,10 +28,8 @@ from pathlib import Path
 
 import torch
 
-from codyra.llm.backends import answer_loss_sum, position_ids
 from codyra.llm.collate import TrainingCollator
-from codyra.llm.data import IGNORE_INDEX, SPLITS, TraceExample, load_split
-from codyra.llm.mini_trace import MINI_TRACE_TASKS, general_corpus, generate_task, write_mini_trace
+from codyra.llm.loss import answer_loss_sum, position_ids
 from codyra.llm.model import (
     MODEL_BUILD_LOCK,
     length_limits,
@@ -39,9 +37,12 @@ from codyra.llm.model import (
     mini_model_dir,
     trace_root,
 )
-from codyra.llm.tokenizer import train_mini_trace_tokenizer
+from codyra.mini.trace.tasks import MINI_TRACE_TASKS, general_corpus, generate_task, write_mini_trace
+from codyra.mini.trace.tokenizer import train_mini_trace_tokenizer
+from codyra.optim import decay_groups
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
+from codyra.trace.data import IGNORE_INDEX, SPLITS, TraceExample, load_split
 
 log = logging.getLogger(__name__)
 WARMUP_FRACTION = 0.05
@@ -95,10 +96,8 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
     collate = TrainingCollator(tokenizer, length_limits(cfg))  # also sets the pad token and left padding
     model = build_mini_llama(cfg["model"]["name"], tokenizer, mini["pretrain_seed"]).train()
     corpus = pretraining_corpus(cfg, root)
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        decay_groups(model.parameters(), 0.1),
         lr=mini["pretrain_lr"],
         betas=(0.9, 0.98),
     )

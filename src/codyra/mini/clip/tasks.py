@@ -2,7 +2,7 @@
 
 Each scene task fixes one or two scene attributes per class (``SceneTask.classes``); the
 digits task draws scikit-learn's bundled handwritten digits. What the pretrained model knows
-of each task is decided by the pretraining captions (see ``codyra.mini.corpus``).
+of each task is decided by the pretraining captions (see ``codyra.mini.clip.corpus``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from codyra.mini import TASK_NAMES
-from codyra.mini.render import (
+from codyra.mini.clip import TASK_NAMES
+from codyra.mini.clip.render import (
     COLOURS,
     COUNTS,
     DIGITS,

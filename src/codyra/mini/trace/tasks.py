@@ -2,7 +2,7 @@
 tiny LM is pretrained on, for CPU runs and tests.
 
 Each task borrows the name, answer format and metric of the TRACE task it imitates, so
-configs, scoring (:func:`codyra.llm.metrics.score_task`) and tables work unchanged:
+configs, scoring (:func:`codyra.trace.metrics.score_task`) and tables work unchanged:
 
 ===========  ==============================================  ========================
 task         what the model must do                          metric
@@ -44,8 +44,8 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from codyra.llm.data import SPLITS, TraceExample
-from codyra.llm.metrics import TRACE_TASKS
+from codyra.trace.data import SPLITS, TraceExample
+from codyra.trace.metrics import TRACE_TASKS
 
 DEFAULT_SIZES = {"train": 200, "eval": 50, "test": 50}
 _MAX_DRAWS_PER_EXAMPLE = 50  # a template space too small for the sizes fails loudly

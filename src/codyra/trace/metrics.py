@@ -27,8 +27,8 @@ import difflib
 import re
 from collections.abc import Callable, Sequence
 
-from codyra.llm.rouge import ROUGE_MODES, rouge_l_sentence
-from codyra.llm.sari import sari_sentence
+from codyra.trace.rouge import ROUGE_MODES, rouge_l_sentence
+from codyra.trace.sari import sari_sentence
 
 ACCURACY_MODES = ("exact", "prefix")
 SIMILARITY_BACKENDS = ("difflib", "levenshtein")
@@ -118,7 +118,7 @@ def rouge_l(
     predictions: Sequence[str], references: Sequence[str], mode: str = "rouge_score"
 ) -> float:
     """Mean ROUGE-L F x 100; ``mode`` is ``"rouge_score"`` or ``"trace"`` (see
-    :mod:`codyra.llm.rouge`)."""
+    :mod:`codyra.trace.rouge`)."""
     _check_lengths(predictions, references)
     return _mean_percent(
         [

@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 from codyra.clip.model import create_clip
 from codyra.io import save_safetensors
-from codyra.mini.corpus import make_corpus
+from codyra.mini.clip.corpus import make_corpus
+from codyra.optim import decay_groups
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
 
@@ -49,10 +50,8 @@ def pretrain_mini(cfg: dict, out_path: str | Path) -> dict:
     ids = {text: k for k, text in enumerate(dict.fromkeys(captions))}
     caption_ids = torch.tensor([ids[c] for c in captions])
 
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        decay_groups(model.parameters(), 0.1),
         lr=mini["pretrain_lr"],
         betas=(0.9, 0.98),
         fused=True,  # one kernel over all tensors: unfused, the update of the 3.2 M-entry token embedding takes a fifth of each step

@@ -15,8 +15,8 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from codyra.llm.data import load_split
-from codyra.llm.mini_trace import MINI_TRACE_TASKS
+from codyra.mini.trace.tasks import MINI_TRACE_TASKS
+from codyra.trace.data import load_split
 
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
 # Large enough that every mini TRACE prompt stays well under 64 tokens (512 would not).
@@ -55,7 +55,7 @@ def train_mini_trace_tokenizer(
     root: str | Path, vocab_size: int = MINI_TRACE_VOCAB_SIZE
 ) -> PreTrainedTokenizerFast:
     """The mini TRACE tokenizer: trained on the prompts and answers of the train splits
-    written by :func:`codyra.llm.mini_trace.write_mini_trace` under ``root``."""
+    written by :func:`codyra.mini.trace.tasks.write_mini_trace` under ``root``."""
     texts = [
         text
         for task in MINI_TRACE_TASKS

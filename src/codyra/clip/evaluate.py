@@ -1,0 +1,80 @@
+"""CLIP cells A[i, j]: top-1 accuracy on task j's test images after training tasks 1..i.
+
+A row's cells share one theta_i (built once) and the task list; the text classifier is built
+once per cell (once per (model state, task)); images stream through a DataLoader. Label
+space ``task`` classifies over task j's own classes (MTIL), ``union`` over the classes of
+every task of the benchmark (X-TAIL), each class embedded with its own task's templates.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+
+from codyra.cells import cell_record
+from codyra.clip.benchmarks import build_tasks
+from codyra.clip.model import pretrained_clip
+from codyra.clip.rebuild import rebuild_clip
+from codyra.clip.zeroshot import label_space_classifier
+from codyra.device import autocast, pick_device
+from codyra.paths import PRETRAINED
+from codyra.progress import progress_bar
+from codyra.state import for_inference
+
+
+def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:
+    """(top-1 accuracy in %, number of test images, number of classes in the label space) of task j:
+    over its own classes, or over every task's (X-TAIL's 1,100) when data.label_space is union."""
+    task = tasks[j - 1]
+    return accuracy(bundle, task, tasks if cfg["data"]["label_space"] == "union" else [task], cfg, device)
+
+
+@torch.no_grad()
+def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, int]:
+    """``task``'s test accuracy over the classes of ``space_tasks`` (which include it)."""
+    from codyra.data.registry import label_space  # imports torchvision: only CLIP cells pay for it
+
+    ev = cfg["eval"]
+    model = bundle.model.to(device).eval()
+    # The registry's label space, each class with its own dataset's templates; built from
+    # theta_i here, never cached.
+    space = label_space(space_tasks)
+    offset = space.offset(task.name)
+    test_set = task.test_set()  # checks its image files first: a broken dataset fails before any compute
+    with autocast(device, ev["precision"]):
+        classifier = label_space_classifier(model, bundle.tokenizer, space, device)
+    loader = torch.utils.data.DataLoader(
+        test_set,
+        batch_size=ev["batch_size"],
+        num_workers=cfg["data"]["num_workers"],
+        pin_memory=device.type == "cuda",
+    )
+    correct = total = 0
+    bar = progress_bar(total=len(loader.dataset), desc=f"eval {task.name}")
+    for images, labels in loader:
+        with autocast(device, ev["precision"]):
+            features = model.encode_image(images.to(device, non_blocking=True))
+        # fp32 logits: in bf16, near-tied classes of a 1,100-way argmax could swap
+        predictions = (F.normalize(features.float(), dim=-1) @ classifier.T).argmax(dim=-1).cpu()
+        correct += int((predictions == labels + offset).sum())
+        total += len(labels)
+        bar.update(len(labels))
+    bar.close()
+    return 100.0 * correct / total, total, classifier.shape[0]
+
+
+def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
+    """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``)."""
+    torch.set_num_threads(cfg["eval"]["threads"])
+    started = time.time()  # the first cell's seconds include building the model
+    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i))
+    tasks = build_tasks(cfg, bundle.image)
+    device = pick_device(device)
+    for j in js:
+        acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, device)
+        yield cell_record(
+            cfg, method, seed, i, j, acc, started, num_classes=classes, num_samples=n, label_space=cfg["data"]["label_space"]
+        )
+        started = time.time()

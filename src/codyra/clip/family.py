@@ -1,0 +1,56 @@
+"""The CLIP family: what the engine, the evaluation and the workflow ask of an open_clip model.
+
+Heavy modules (open_clip, torchvision) are imported inside the methods: config validation
+reads ``vocabulary`` on every Snakemake start.
+"""
+
+from __future__ import annotations
+
+from codyra.clip.targets import CLIP_VOCABULARY
+from codyra.clip.weights import own_weights
+
+
+class ClipFamily:
+    name = "clip"
+    vocabulary = CLIP_VOCABULARY
+    batch_keys = ("images", "labels")  # augmented images (B, 3, H, W), class indices within the task
+    train_rule = "train_task"
+
+    def pretrained(self, cfg: dict):
+        from codyra.clip.model import pretrained_clip
+
+        return pretrained_clip(cfg)
+
+    def rebuild(self, cfg: dict, method: str, seed: int, upto: int):
+        from codyra.clip.rebuild import rebuild_clip
+
+        return rebuild_clip(cfg, method, seed, upto)
+
+    def targets(self, model):
+        from codyra.clip.targets import clip_targets
+
+        return clip_targets(model)
+
+    def fit_session(self, cfg, job, method_name, seed, task_index, device):
+        from codyra.clip.train import ClipSession
+
+        return ClipSession(cfg, job, method_name, seed, task_index, device)
+
+    def delegate(self, cfg, method_name, seed, task_index, run):
+        return None  # a CLIP task trains in this process
+
+    def cells(self, cfg, method, seed, i, js, device):
+        from codyra.clip.evaluate import clip_cells
+
+        return clip_cells(cfg, method, seed, i, js, device)
+
+    def own_pretraining(self, cfg: dict) -> str | None:
+        return own_weights(cfg)
+
+    def pretrain_own(self, cfg: dict) -> None:
+        from codyra.mini.clip.pretrain import pretrain_mini
+
+        pretrain_mini(cfg, self.own_pretraining(cfg))
+
+
+CLIP = ClipFamily()

@@ -1,0 +1,62 @@
+"""The workflow's jobs in one table, shared by the Snakemake rules and the ``--slurm`` launcher.
+
+A rule name keys the job's resources in a Snakemake profile (``set-resources``), so the
+launcher submits ``codyra train`` of a TRACE config with the ``train_lm_task`` resources the
+workflow would use. ``entries`` are the modules whose code (and what it imports) determines the
+job's output: its code version (:mod:`codyra.codeversion`) is part of the rule's params.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codyra.paths import PRETRAINED
+
+
+@dataclass(frozen=True)
+class Job:
+    command: str  # the codyra command the rule runs
+    entries: tuple[str, ...]  # modules whose code (with what they import) determines the output
+    threads: str | None  # config key of its CPU threads; None: a local rule, never submitted
+
+
+JOBS: dict[str, Job] = {
+    # the minis' own pretraining, not via codyra.benchmarks: its family objects reach the engine and
+    # every method, and editing a method must not rerun the pretraining
+    "pretrain_mini": Job("pretrain-mini", ("codyra.mini.clip.pretrain", "codyra.mini.trace.pretrain"), "mini.pretrain_threads"),
+    "train_task": Job("train", ("codyra.engine",), "train.threads"),
+    "train_lm_task": Job("train", ("codyra.engine",), "train.threads"),  # profiles give it 4 GPUs in one task
+    "eval_row0": Job("cell", ("codyra.evaluate",), "eval.threads"),
+    "eval_row": Job("cell", ("codyra.evaluate",), "eval.threads"),
+    "heldout_row0": Job("heldout", ("codyra.heldout",), "eval.threads"),
+    "heldout": Job("heldout", ("codyra.heldout",), "eval.threads"),
+    "summarize_run": Job("summarize", ("codyra.results",), None),
+    "tables": Job("tables", ("codyra.tables",), None),
+}
+
+
+def train_rule(cfg: dict) -> str:
+    return "train_lm_task" if cfg["model"]["family"] == "causal_lm" else "train_task"
+
+
+def rule_for(command: str, method: str | None, cfg: dict) -> str:
+    """The rule that runs ``codyra <command> --method <method>`` under ``cfg``; `run` and `sweep`
+    (a whole stream in one job) are sized like their longest jobs, the training."""
+    if command in ("train", "run", "sweep"):
+        return train_rule(cfg)
+    if command in ("cell", "heldout"):
+        row0 = method == PRETRAINED
+        return {"cell": ("eval_row", "eval_row0"), "heldout": ("heldout", "heldout_row0")}[command][row0]
+    raise ValueError(f"codyra {command} is not a job the workflow submits; launchable: train, cell, heldout, run, sweep")
+
+
+def job_threads(cfg: dict, rule: str) -> int:
+    block, key = JOBS[rule].threads.split(".")
+    return cfg[block][key]
+
+
+def job_version(rule: str) -> str:
+    """The code version of rule's job (a rule param: changed code reruns exactly its jobs)."""
+    from codyra.codeversion import code_version
+
+    return code_version(*JOBS[rule].entries)

@@ -1,0 +1,66 @@
+"""The causal-LM family (TRACE): what the engine, the evaluation and the workflow ask of a
+Hugging Face decoder.
+
+Heavy modules (torch, transformers, deepspeed) are imported inside the methods: config
+validation reads ``vocabulary`` on every Snakemake start.
+"""
+
+from __future__ import annotations
+
+from codyra.llm.targets import LM_VOCABULARY
+
+
+class CausalLMFamily:
+    name = "causal_lm"
+    vocabulary = LM_VOCABULARY
+    # left-padded BOS + prompt + answer + EOS; labels IGNORE_INDEX except on the answer and EOS
+    batch_keys = ("input_ids", "attention_mask", "labels")
+    train_rule = "train_lm_task"  # its own rule name: profiles give it 4 GPUs in one task
+
+    def pretrained(self, cfg: dict):
+        from codyra.llm.model import pretrained_lm
+
+        return pretrained_lm(cfg)
+
+    def rebuild(self, cfg: dict, method: str, seed: int, upto: int):
+        from codyra.llm.rebuild import rebuild_lm
+
+        return rebuild_lm(cfg, method, seed, upto)
+
+    def targets(self, model):
+        from codyra.llm.targets import lm_targets
+
+        return lm_targets(model)
+
+    def fit_session(self, cfg, job, method_name, seed, task_index, device):
+        from codyra.llm.train import LMSession
+
+        return LMSession(cfg, job, method_name, seed, task_index, device)
+
+    def delegate(self, cfg, method_name, seed, task_index, run):
+        """Under DeepSpeed, re-execute the job under torchrun (this process is not yet a rank)."""
+        from codyra.llm.launch import in_distributed_rank, launch_ranks
+
+        if cfg["llm"]["deepspeed"]["enabled"] and not in_distributed_rank():
+            return launch_ranks(cfg, method_name, seed, task_index, run)
+        return None
+
+    def cells(self, cfg, method, seed, i, js, device):
+        from codyra.llm.evaluate import lm_cells
+
+        return lm_cells(cfg, method, seed, i, js, device)
+
+    def own_pretraining(self, cfg: dict) -> str | None:
+        from codyra.paths import MINI_PRETRAINED
+
+        if cfg["llm"]["mini"] is not None and cfg["model"]["pretrained"] is None:
+            return MINI_PRETRAINED.format(results=cfg["results"], benchmark=cfg["benchmark"])
+        return None
+
+    def pretrain_own(self, cfg: dict) -> None:
+        from codyra.mini.trace.pretrain import pretrain_mini_lm
+
+        pretrain_mini_lm(cfg)
+
+
+CAUSAL_LM = CausalLMFamily()

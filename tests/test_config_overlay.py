@@ -1,0 +1,103 @@
+"""Config overlays: `extends: <base>` in a config file, for the CLI and the workflow."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codyra.config import ConfigError, config_from_files, load_config, overlay, read_config_file
+
+from .conftest import TINY
+
+CONFIG = Path(__file__).resolve().parents[1] / "config"
+
+
+def write(path: Path, cfg: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def test_mappings_merge_and_every_other_value_replaces():
+    base = {"train": {"lr": 1.0, "betas": [0.9, 0.99]}, "tasks": [{"name": "a"}, {"name": "b"}], "data": {"fewshot": 5, "root": "x"}}
+    top = {"train": {"betas": [0.5]}, "tasks": [{"name": "c"}], "data": {"fewshot": None}}
+    assert overlay(base, top) == {
+        "train": {"lr": 1.0, "betas": [0.5]},  # a list replaces, it is not appended to
+        "tasks": [{"name": "c"}],
+        "data": {"fewshot": None, "root": "x"},  # null replaces too
+    }
+    assert base["train"]["betas"] == [0.9, 0.99]  # the base is not modified
+
+
+def test_a_chain_of_bases_resolves_relative_to_each_file(tmp_path):
+    write(tmp_path / "bases" / "root.yaml", {**TINY, "seeds": [0, 1, 2]})
+    write(tmp_path / "bases" / "mid.yaml", {"extends": "root.yaml", "method_configs": {"codyra": {"kappa_max": 0.0}}})
+    leaf = write(tmp_path / "leaf.yaml", {"extends": "bases/mid.yaml", "benchmark": "leaf", "tasks": TINY["tasks"][:2]})
+    cfg = read_config_file(leaf)
+    expected = copy.deepcopy(TINY) | {"seeds": [0, 1, 2], "benchmark": "leaf", "tasks": TINY["tasks"][:2]}
+    expected["method_configs"]["codyra"]["kappa_max"] = 0.0
+    assert cfg == expected
+    assert load_config(leaf)["method_configs"]["codyra"] == {"kind": "codyra", "rank": 4, "dense_ratio": 0.5, "kappa_max": 0.0}
+
+
+def test_a_missing_base_names_the_file_that_extends_it(tmp_path):
+    leaf = write(tmp_path / "leaf.yaml", {"extends": "nope.yaml", "benchmark": "x"})
+    with pytest.raises(ConfigError, match=rf"config file {leaf}: extends {tmp_path / 'nope.yaml'}, which does not exist"):
+        read_config_file(leaf)
+
+
+def test_a_cycle_of_extends_is_an_error(tmp_path):
+    write(tmp_path / "a.yaml", {"extends": "b.yaml"})
+    write(tmp_path / "b.yaml", {"extends": "a.yaml"})
+    with pytest.raises(ConfigError, match=r"extend each other in a cycle: .*a\.yaml -> .*b\.yaml -> .*a\.yaml"):
+        read_config_file(tmp_path / "a.yaml")
+
+
+@pytest.mark.parametrize("value", [None, 3, ["a.yaml"]])
+def test_extends_must_be_a_path(tmp_path, value):
+    leaf = write(tmp_path / "leaf.yaml", {"extends": value})
+    with pytest.raises(ConfigError, match="extends must be the path of a base config file"):
+        read_config_file(leaf)
+
+
+def test_snakemake_configfiles_then_config_values(tmp_path):
+    base = write(tmp_path / "base.yaml", TINY)
+    variant = write(tmp_path / "v.yaml", {"extends": "base.yaml", "benchmark": "v"})
+    cfg = config_from_files([variant], {"seeds": [3], "train": {"lr": 0.5}})
+    assert cfg == overlay(read_config_file(base), {"benchmark": "v", "seeds": [3], "train": {"lr": 0.5}})
+
+
+def resolved(name: str) -> dict:
+    return load_config(CONFIG / f"{name}.yaml")
+
+
+def without(cfg: dict, *keys: str) -> dict:
+    out = copy.deepcopy(cfg)
+    for key in keys:
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node[part]
+        node.pop(leaf)
+    return out
+
+
+def test_paper_variants_differ_from_their_base_only_where_they_say():
+    order1 = resolved("mtil_5shot")
+    assert without(resolved("mtil_5shot_order2"), "benchmark", "tasks") == without(order1, "benchmark", "tasks")
+    assert sorted(t["name"] for t in resolved("mtil_5shot_order2")["tasks"]) == sorted(t["name"] for t in order1["tasks"])
+    full = resolved("mtil_full")
+    assert without(full, "benchmark", "data.fewshot") == without(order1, "benchmark", "data.fewshot")
+    assert (full["data"]["fewshot"], order1["data"]["fewshot"]) == (None, 5)
+
+
+def test_clip_paper_benchmarks_share_their_methods_and_training():
+    base = read_config_file(CONFIG / "base" / "clip_paper.yaml")
+    for name in ("mtil_5shot", "mtil_5shot_order2", "mtil_full", "xtail_16shot"):
+        cfg = resolved(name)
+        assert {key: cfg["train"][key] for key in base["train"]} == base["train"]
+        assert cfg["methods"] == base["methods"] and set(cfg["method_configs"]) == set(base["method_configs"])
+    assert (resolved("mtil_5shot")["method_configs"]["codyra"]["dense_ratio"], resolved("xtail_16shot")["method_configs"]["codyra"]["dense_ratio"]) == (0.7, 0.5)

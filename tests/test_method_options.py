@@ -1,0 +1,95 @@
+"""Typed method options: a kind declares a dataclass, the config gets its checks for free."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from codyra.config import ConfigError, load_config
+from codyra.methods import available_kinds, build_method, method_class
+from codyra.methods.options import MethodOptions, option, option_errors, parse_options
+
+
+@dataclass(frozen=True)
+class ToyOptions(MethodOptions):
+    """Every feature a method kind can declare."""
+
+    steps: int = option(3, minimum=1)
+    rate: float = option(0.5, exclusive_minimum=0, maximum=1)
+    scale: float | None = option(None)
+    mode: str = option("a", choices=("a", "b"))
+    norm: Literal["l1", "l2"] = option("l2")
+    layers: str | list[str] = option("all", min_items=1)
+    flag: bool = option(False)
+
+    def check(self):
+        return [("steps", f"must be even when flag is set, got {self.steps}")] if self.flag and self.steps % 2 else []
+
+
+def test_defaults_fill_what_the_config_leaves_out():
+    options = parse_options(ToyOptions, {"kind": "toy", "train": {"lr": 1.0}, "rate": 1}, kind="toy")
+    assert options == ToyOptions(steps=3, rate=1, scale=None, mode="a", norm="l2", layers="all", flag=False)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"stepz": 2}, "method kind 'toy' has no option 'stepz'; its options: flag, layers, mode, norm, rate, scale, steps"),
+        ({"steps": 1.5}, "must be an integer, got 1.5"),
+        ({"steps": True}, "must be an integer, got True"),  # a YAML boolean is no number
+        ({"steps": 0}, "must be >= 1, got 0"),
+        ({"rate": 0}, "must be > 0, got 0"),
+        ({"rate": 1.5}, "must be <= 1, got 1.5"),
+        ({"rate": float("nan")}, "must be a finite number, got nan"),
+        ({"rate": "0.1"}, "must be a number, got '0.1'"),
+        ({"scale": "x"}, "must be a number or null, got 'x'"),
+        ({"mode": "c"}, "must be one of 'a', 'b', got 'c'"),
+        ({"norm": "l3"}, "must be one of 'l1', 'l2', got 'l3'"),
+        ({"layers": []}, "must have at least 1 item(s), got []"),
+        ({"layers": ["attn", 3]}, "must be a string or a list of a string, got ['attn', 3]"),
+        ({"flag": "yes"}, "must be true or false, got 'yes'"),
+    ],
+)
+def test_each_bad_value_is_named_with_its_key(spec, message):
+    key = next(iter(spec))
+    assert option_errors(ToyOptions, spec, kind="toy") == [(key, message)]
+    with pytest.raises(ValueError, match=f"^{key}: "):
+        parse_options(ToyOptions, spec, kind="toy")
+
+
+def test_rules_between_fields_come_from_check():
+    with pytest.raises(ValueError, match="steps: must be even when flag is set, got 3"):
+        parse_options(ToyOptions, {"flag": True}, kind="toy")
+    assert parse_options(ToyOptions, {"flag": True, "steps": 4}, kind="toy").steps == 4
+
+
+def test_every_method_kind_declares_typed_options():
+    for kind in available_kinds():
+        options = method_class(kind).Options
+        assert issubclass(options, MethodOptions)
+        assert build_method({"kind": kind}).options == options()  # every option has a default
+
+
+def test_methods_read_their_options_as_attributes():
+    method = build_method({"kind": "codyra", "rank": 4, "kappa_max": 0.01, "train": {"lr": 0.1}})
+    assert (method.options.rank, method.options.kappa_max, method.options.dense_ratio, method.options.alpha) == (4, 0.01, 0.5, None)
+
+
+@pytest.mark.parametrize(
+    "where, options, message",
+    [
+        ("method_configs.codyra", {"kappa_max": -1}, "config key method_configs.codyra.kappa_max: must be >= 0, got -1"),
+        ("method_configs.lora-r4", {"dropout": 1.0}, "config key method_configs.lora-r4.dropout: must be < 1, got 1.0"),
+        ("method_configs.lora-r4", {"dense_ratio": 0.5}, "config key method_configs.lora-r4.dense_ratio: method kind 'lora' has no option 'dense_ratio'"),
+        ("tasks[1].methods.codyra", {"schedule": "cosine"}, r"config key tasks\[1\]\.methods\.codyra\.schedule: must be one of 'linear', 'staircase', got 'cosine'"),
+    ],
+)
+def test_config_validation_names_the_option_s_key_path(tiny_cfg_dict, where, options, message):
+    cfg = copy.deepcopy(tiny_cfg_dict)
+    layer = cfg["method_configs"][where.split(".")[1]] if where.startswith("method_configs") else cfg["tasks"][1].setdefault("methods", {}).setdefault("codyra", {})
+    layer.update(options)
+    with pytest.raises(ConfigError, match=message):
+        load_config(cfg)
