@@ -41,10 +41,12 @@ def test_olora_orthogonality_and_l2_terms_match_hand_values():
     method = OLoRA({"kind": "olora", "lambda_orth": 0.5, "lambda_l2": 0.1})
     method.adapters, method.previous_A = adapters, previous
     assert float(method.penalty().detach()) == pytest.approx(0.5 * 3 + 0.1 * (math.sqrt(14) + 5 + math.sqrt(2)))
-    method.previous_A = {}  # task 1: nothing to be orthogonal to, the reference's lambda_2 = 0 default
-    assert OLoRA({"kind": "olora"}).options["lambda_l2"] == 0 and OLoRA({"kind": "olora"}).options["lambda_orth"] == 0.5
-    method.options["lambda_l2"] = 0.0
-    assert method.penalty() is None
+    defaults = OLoRA({"kind": "olora"})  # the references' lambda_1 = 0.5, lambda_2 = 0
+    assert (defaults.options.lambda_orth, defaults.options.lambda_l2) == (0.5, 0.0)
+    defaults.adapters, defaults.previous_A = adapters, {}  # task 1: nothing to be orthogonal to
+    assert defaults.penalty() is None
+    with pytest.raises(ValueError, match="lambda_orth: must be >= 0"):
+        OLoRA({"kind": "olora", "lambda_orth": -1.0})
 
 
 def test_olora_orthogonality_gradient_pushes_new_rows_out_of_the_old_span():
@@ -79,14 +81,14 @@ def test_hidelora_contrastive_term_matches_hand_values():
 
 
 def test_sora_lambda_schedules_and_l1_term():
-    from codyra.methods.sora import l1_mean, lambda_values, prox_lambda
+    from codyra.methods.sora import SoRAOptions, l1_mean, lambda_values, prox_lambda
 
     assert lambda_values(0.1, 0.3, 3, "linear") == pytest.approx([0.1, 0.2, 0.3])
     assert lambda_values(0.01, 1.0, 3, "exp_linear") == pytest.approx([0.01, 0.1, 1.0])
     assert lambda_values(0.0, 1.0, 2, "log_linear") == pytest.approx([0.0, 1.0])
-    options = {"lambda_prox": 0.1, "max_lambda": 0.3, "lambda_num": 2, "lambda_schedule": "linear"}
+    options = SoRAOptions(lambda_prox=0.1, max_lambda=0.3, lambda_num=2, lambda_schedule="linear")
     assert [prox_lambda(s, 10, options) for s in (1, 5, 6, 10)] == pytest.approx([0.1, 0.1, 0.3, 0.3])
-    assert prox_lambda(7, 10, {**options, "lambda_schedule": None}) == 0.1
+    assert prox_lambda(7, 10, SoRAOptions(lambda_prox=0.1)) == 0.1
     assert float(l1_mean([torch.tensor([1.0, -2.0]), torch.tensor([3.0])])) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="lambda_num"):
         lambda_values(0.1, 0.3, 0, "linear")

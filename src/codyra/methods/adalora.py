@@ -18,9 +18,10 @@ reproduced on our adapter and tested against PEFT on an ``nn.Linear``.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
 
-from codyra.methods.lora import LoRA
+from codyra.methods.lora import LoRA, LoRAOptions
+from codyra.methods.options import option
 
 PEFT_EPS = 1e-5  # ranknum + 1e-5 in SVDLinear
 
@@ -73,14 +74,22 @@ class RankAllocator:
         for name, a in self.adapters.items():
             yield from (((name, "A"), a.A), ((name, "B"), a.B), ((name, "E"), a.w))
 
-    def update_ipt(self) -> None:
+    def gradients(self) -> dict:
+        """The gradient tensors of A, B and E, referenced (not copied) before the optimizer step:
+        the engine drops ``.grad`` after the step, PEFT reads it there; clipping acts in place on
+        these very tensors, so ``step`` sees the clipped gradients PEFT sees."""
+        grads = {key: p.grad for key, p in self._params()}
+        missing = [key for key, g in grads.items() if g is None]
+        if missing:
+            raise RuntimeError(f"adalora: no gradient on {missing[:3]} (AdaLoRA needs the plain optimizer backend, not ZeRO)")
+        return {key: g.detach() for key, g in grads.items()}
+
+    def update_ipt(self, grads: dict) -> None:
         import torch
 
         with torch.no_grad():
             for key, p in self._params():
-                if p.grad is None:
-                    raise RuntimeError(f"adalora: {key} has no gradient when the budget is allocated")
-                ipt = (p * p.grad).abs()
+                ipt = (p * grads[key]).abs()
                 avg = self.exp_avg_ipt.get(key, torch.zeros_like(p))
                 unc = self.exp_avg_unc.get(key, torch.zeros_like(p))
                 avg = self.beta1 * avg + (1 - self.beta1) * ipt
@@ -111,11 +120,12 @@ class RankAllocator:
             for name, mask in keep.items():
                 self.adapters[name].w.masked_fill_(~mask, 0.0)
 
-    def step(self, step: int) -> int:
-        """PEFT's ``AdaLoraModel.update_and_allocate(step)``, after the optimizer step; returns the budget."""
+    def step(self, step: int, grads: dict | None = None) -> int:
+        """PEFT's ``AdaLoraModel.update_and_allocate(step)`` after the optimizer step, with the step's
+        gradients (default: those still on the parameters); returns the budget."""
         final = self.total - self.tfinal
         if step < final:
-            self.update_ipt()
+            self.update_ipt(self.gradients() if grads is None else grads)
             budget, mask_now = budget_schedule(
                 step, self.total, self.tinit, self.tfinal, self.init_bgt, self.target_bgt, self.delta_t
             )
@@ -130,62 +140,64 @@ class RankAllocator:
         return self.target_bgt
 
 
+@dataclass(frozen=True)
+class AdaLoRAOptions(LoRAOptions):
+    target_r: int = option(8, minimum=1, doc="target average rank (AdaLoraConfig default)")
+    tinit: float = option(0.1, minimum=0, exclusive_maximum=1, doc="initial warm-up, fraction of the task's steps")
+    tfinal: float = option(0.2, minimum=0, exclusive_maximum=1, doc="final fine-tuning, fraction of the task's steps")
+    delta_t: int = option(1, minimum=1, doc="steps between budget allocations (AdaLoraConfig deltaT)")
+    beta1: float = option(0.85, exclusive_minimum=0, exclusive_maximum=1, doc="sensitivity EMA")
+    beta2: float = option(0.85, exclusive_minimum=0, exclusive_maximum=1, doc="uncertainty EMA")
+    orth_reg_weight: float = option(0.5, minimum=0)
+
+    @property
+    def w_init(self) -> str:  # the adapter's gates start at 1; setup sets PEFT's E = 0
+        return "ones"
+
+    def check(self):
+        errors = []
+        if self.target_r >= self.rank:
+            errors.append(("target_r", f"must be < rank ({self.rank}), got {self.target_r}"))
+        if self.tinit + self.tfinal >= 1:
+            errors.append(
+                ("tfinal", f"tinit + tfinal must be < 1 (fractions of the steps), got {self.tinit} + {self.tfinal}")
+            )
+        return errors
+
+
 class AdaLoRA(LoRA):
     kind = "adalora"
     gated = True
-    defaults: ClassVar[dict] = {
-        **LoRA.defaults,
-        "target_r": 8,  # AdaLoraConfig default
-        "tinit": 0.1,  # fractions of the task's steps (PEFT's docstring example: 10 / 20 of 100)
-        "tfinal": 0.2,
-        "delta_t": 1,  # AdaLoraConfig defaults from here on
-        "beta1": 0.85,
-        "beta2": 0.85,
-        "orth_reg_weight": 0.5,
-    }
-
-    def __init__(self, spec):
-        super().__init__(spec)
-        o = self.options
-        if not 0 < o["target_r"] < o["rank"]:
-            raise ValueError(f"adalora: target_r must lie in [1, rank - 1] = [1, {o['rank'] - 1}], got {o['target_r']}")
-        if not (o["tinit"] >= 0 and o["tfinal"] >= 0 and o["tinit"] + o["tfinal"] < 1):
-            raise ValueError(
-                f"adalora: need tinit, tfinal >= 0 and tinit + tfinal < 1 (fractions of the steps), got {o['tinit']}, {o['tfinal']}"
-            )
+    Options = AdaLoRAOptions
 
     def setup(self, ctx):
         import torch
 
         groups = super().setup(ctx)
-        alpha = self.options["alpha"] if self.options["alpha"] is not None else self.options["rank"]
+        alpha = self.options.alpha if self.options.alpha is not None else self.options.rank
         with torch.no_grad():
             for a in self.adapters.values():
                 a.scale = alpha / (a.rank + PEFT_EPS)
                 a.A.normal_(0.0, 0.02, generator=ctx.generator)
                 a.B.normal_(0.0, 0.02, generator=ctx.generator)
                 a.w.zero_()
-        self.allocator = None
+        o = self.options
+        total = ctx.total_steps
+        tinit, tfinal = round(o.tinit * total), round(o.tfinal * total)
+        if tinit >= total - tfinal:
+            raise ValueError(f"adalora: tinit {o.tinit} and tfinal {o.tfinal} of {total} steps leave no step to allocate in")
+        self.allocator = RankAllocator(self.adapters, o.target_r, total, tinit, tfinal, o.delta_t, o.beta1, o.beta2)
         return groups
 
     def extra_loss(self, ctx, batch, outputs):
-        w = self.options["orth_reg_weight"]
+        w = self.options.orth_reg_weight
         return w * orthogonal_regularizer(self.adapters) if w else None
 
+    def before_optimizer_step(self, ctx):
+        self.grads = self.allocator.gradients()
+
     def after_step(self, step, total_steps):
-        if self.allocator is None:
-            o = self.options
-            self.allocator = RankAllocator(
-                self.adapters,
-                o["target_r"],
-                total_steps,
-                round(o["tinit"] * total_steps),
-                round(o["tfinal"] * total_steps),
-                o["delta_t"],
-                o["beta1"],
-                o["beta2"],
-            )
-        self.budget = self.allocator.step(step)
+        self.budget = self.allocator.step(step, self.grads)
 
     def step_metrics(self):
         return {**super().step_metrics(), "budget": float(getattr(self, "budget", 0))}

@@ -35,7 +35,7 @@ written once runs in both families. A baseline is one module in ``codyra.methods
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -63,6 +63,9 @@ class TaskContext:
     task k's state / update (1 <= k < i; on demand: a full fine-tuning delta is model-sized).
     ``generator`` seeds the method's own random initialisation (a pure function of (seed,
     task)); ``cfg`` is the full config (for a method that needs e.g. reference data).
+    ``total_steps`` is the task's number of optimizer steps; ``task_batches()`` iterates the
+    task's training micro-batches of all its steps, as training draws them (a method that
+    needs a pass over the task's data before or after training: InfLoRA's input subspaces).
     """
 
     model: nn.Module
@@ -79,6 +82,8 @@ class TaskContext:
     task_loss: Callable[[dict, dict], torch.Tensor]
     stored_state: Callable[[int], dict[str, torch.Tensor] | None]
     stored_update: Callable[[int], TaskUpdate]
+    total_steps: int
+    task_batches: Callable[[], Iterable[dict]]
     cfg: dict
     method_name: str
     seed: int

@@ -15,9 +15,10 @@ evaluates a model at the rank last set.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
 
-from codyra.methods.lora import LoRA
+from codyra.methods.lora import LoRA, LoRAOptions
+from codyra.methods.options import option
 
 
 def sample_rank(generator, rank_min: int, rank_max: int) -> int:
@@ -42,22 +43,28 @@ def freeze_lower_(adapter, b: int) -> None:
             grad[: b - 1] = 0.0
 
 
+@dataclass(frozen=True)
+class DyLoRAOptions(LoRAOptions):
+    rank_min: int = option(1, minimum=1, doc="smallest sampled rank")
+    frozen: bool = option(False, doc="train only the sampled component (DyLoRA's frozen mode)")
+    merge_rank: int | None = option(None, minimum=1, doc="rank merged after the task (null: rank)")
+
+    def check(self):
+        pairs = (("rank_min", self.rank_min), ("merge_rank", self.merge_rank))
+        return [(k, f"must be <= rank ({self.rank}), got {v}") for k, v in pairs if v is not None and v > self.rank]
+
+
 class DyLoRA(LoRA):
     kind = "dylora"
-    defaults: ClassVar[dict] = {**LoRA.defaults, "rank_min": 1, "frozen": False, "merge_rank": None}
-
-    def __init__(self, spec):
-        super().__init__(spec)
-        o = self.options
-        self.merge_rank = o["rank"] if o["merge_rank"] is None else o["merge_rank"]
-        if not 1 <= o["rank_min"] <= o["rank"] or not 1 <= self.merge_rank <= o["rank"]:
-            raise ValueError(
-                f"dylora: need 1 <= rank_min, merge_rank <= rank = {o['rank']} (got {o['rank_min']}, {self.merge_rank})"
-            )
+    Options = DyLoRAOptions
 
     @property
     def alpha(self) -> float:
-        return self.options["alpha"] if self.options["alpha"] is not None else self.options["rank"]
+        return self.options.alpha if self.options.alpha is not None else self.options.rank
+
+    @property
+    def merge_rank(self) -> int:
+        return self.options.rank if self.options.merge_rank is None else self.options.merge_rank
 
     def setup(self, ctx):
         import torch
@@ -71,13 +78,13 @@ class DyLoRA(LoRA):
     def _draw(self) -> None:
         import torch
 
-        self.b = sample_rank(self.rank_generator, self.options["rank_min"], self.options["rank"])
+        self.b = sample_rank(self.rank_generator, self.options.rank_min, self.options.rank)
         with torch.no_grad():
             for adapter in self.adapters.values():
                 truncate_(adapter, self.b, self.alpha)
 
     def before_optimizer_step(self, ctx):
-        if self.options["frozen"]:
+        if self.options.frozen:
             for adapter in self.adapters.values():
                 freeze_lower_(adapter, self.b)
 

@@ -17,9 +17,10 @@ here learns its own LoRA, merged after the task like O-LoRA's).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
 
-from codyra.methods.olora import OLoRA
+from codyra.methods.olora import OLoRA, OLoRAOptions
+from codyra.methods.options import option
 
 TEMPERATURE = 0.8  # HideLoRA.py: sim = M M^T / 0.8
 
@@ -36,12 +37,17 @@ def contrastive_orthogonality_loss(previous_A: dict, adapters: dict, temperature
     return sum(terms[1:], terms[0])
 
 
+@dataclass(frozen=True)
+class HiDeLoRAOptions(OLoRAOptions):
+    previous_subspaces: bool = option(True, doc="contrast with earlier tasks' A rows (false: the reference as run)")
+
+
 class HiDeLoRA(OLoRA):
     kind = "hidelora"
-    defaults: ClassVar[dict] = {**OLoRA.defaults, "previous_subspaces": True}
+    Options = HiDeLoRAOptions
 
     def _previous_subspaces(self, ctx):
-        return super()._previous_subspaces(ctx) if self.options["previous_subspaces"] else {}
+        return super()._previous_subspaces(ctx) if self.options.previous_subspaces else {}
 
     def orthogonality_term(self):
         return contrastive_orthogonality_loss(self.previous_A, self.adapters)

@@ -19,14 +19,18 @@ attention (``lora_B_k``, ``lora_B_v``); the placement option selects matrices he
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from dataclasses import dataclass
 
-from codyra.methods.lora import LoRA
+from codyra.methods.lora import LoRA, LoRAOptions
+from codyra.methods.options import option
 
 
 def update_gram(gram, count: int, x):
     """The running mean of x x^T over tokens (``cur_matrix``), with the new inputs ``x`` (..., k)."""
-    flat = x.detach().reshape(-1, x.shape[-1]).double()
+    import torch
+
+    flat = x.detach().reshape(-1, x.shape[-1])
+    flat = flat.float() if flat.dtype in (torch.float16, torch.bfloat16) else flat  # the reference: fp32
     total = flat.T @ flat
     if gram is None:
         return total / flat.shape[0], flat.shape[0]
@@ -86,9 +90,15 @@ def update_dualgpm(feature, retain: bool, gram, threshold: float):
     return feature, retain
 
 
+@dataclass(frozen=True)
+class InfLoRAOptions(LoRAOptions):
+    lamb: float = option(0.95, minimum=0, maximum=1, doc="DualGPM threshold after the first task")
+    lame: float = option(1.0, minimum=0, maximum=1, doc="DualGPM threshold approached at the last task")
+
+
 class InfLoRA(LoRA):
     kind = "inflora"
-    defaults: ClassVar[dict] = {**LoRA.defaults, "lamb": 0.95, "lame": 1.0}
+    Options = InfLoRAOptions
 
     def setup(self, ctx):
         import torch
@@ -104,7 +114,7 @@ class InfLoRA(LoRA):
             for name, adapter in self.adapters.items():
                 feature = state.get(f"{name}.feature")
                 retain = bool(state[f"{name}.retain"]) if feature is not None else False
-                feature = None if feature is None else feature.double().to(grams[name].device)
+                feature = None if feature is None else feature.to(grams[name])
                 self.subspaces[name] = (feature, retain)
                 adapter.A.copy_(design_down_projection(grams[name], feature, retain, adapter.rank).to(adapter.A))
                 adapter.A.requires_grad_(False)
@@ -112,9 +122,13 @@ class InfLoRA(LoRA):
         return [{"params": [a.B for a in self.adapters.values()], "weight_decay": ctx.weight_decay, "name": "lora_B"}]
 
     def input_grams(self, ctx) -> dict:
-        """Each adapter's input Gram over the task's training batches, through the current model."""
+        """Each adapter's input Gram over the task's training batches, through the current model
+        in eval mode and without gradients (the reference's ``get_cur_feat`` passes)."""
         import torch
 
+        model = ctx.model
+        device = next(model.parameters()).device  # a causal LM reaches the device with its backend
+        was_training = model.training
         grams = {name: (None, 0) for name in self.adapters}
         hooks = [
             adapter.register_forward_pre_hook(
@@ -123,10 +137,12 @@ class InfLoRA(LoRA):
             for name, adapter in self.adapters.items()
         ]
         try:
+            model.eval()
             with torch.no_grad():
                 for batch in ctx.task_batches():
-                    ctx.family.forward(ctx.model, batch)
+                    ctx.forward(model, {k: v.to(device) for k, v in batch.items()})
         finally:
+            model.train(was_training)
             for hook in hooks:
                 hook.remove()
         missing = [name for name, (g, _) in grams.items() if g is None]
@@ -134,12 +150,15 @@ class InfLoRA(LoRA):
             raise RuntimeError(f"inflora: no input reached the adapters of {missing[:3]}")
         return {name: g for name, (g, _) in grams.items()}
 
+    def after_step(self, step, total_steps):
+        if step == total_steps:  # DualGPM's update from the trained model's inputs, on the device
+            grams = self.input_grams(self.ctx)
+            threshold = threshold_at(self.task_index, self.num_tasks, self.options.lamb, self.options.lame)
+            self.subspaces = {n: update_dualgpm(*self.subspaces[n], grams[n], threshold) for n in self.adapters}
+
     def finish(self, model):
-        # DualGPM's update from the trained model's input Grams on this task's data (adapters still on)
-        grams = self.input_grams(self.ctx)
-        threshold = threshold_at(self.task_index, self.num_tasks, self.options["lamb"], self.options["lame"])
-        self.subspaces = {name: update_dualgpm(*self.subspaces[name], grams[name], threshold) for name in self.adapters}
-        return super().finish(model)
+        update, summary = super().finish(model)
+        return update, {**summary, "trainable_params": sum(a.B.numel() for a in self.adapters.values())}
 
     def state_to_store(self):
         import torch

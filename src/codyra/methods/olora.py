@@ -21,9 +21,10 @@ method) and report the parameters the reference keeps at inference as
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
 
-from codyra.methods.lora import LoRA
+from codyra.methods.lora import LoRA, LoRAOptions
+from codyra.methods.options import option
 
 
 def orthogonality_loss(previous_A: dict, adapters: dict):
@@ -38,9 +39,15 @@ def l2_loss(adapters: dict):
     return sum(terms[1:], terms[0])
 
 
+@dataclass(frozen=True)
+class OLoRAOptions(LoRAOptions):
+    lambda_orth: float = option(0.5, minimum=0, doc="weight of sum |A_prev A_new^T| (O-LoRA lamda_1)")
+    lambda_l2: float = option(0.0, minimum=0, doc="weight of the unsquared L2 norms of the new A, B (lamda_2)")
+
+
 class OLoRA(LoRA):
     kind = "olora"
-    defaults: ClassVar[dict] = {**LoRA.defaults, "lambda_orth": 0.5, "lambda_l2": 0.0}
+    Options = OLoRAOptions
 
     def setup(self, ctx):
         groups = super().setup(ctx)
@@ -76,10 +83,10 @@ class OLoRA(LoRA):
     def penalty(self):
         """The method's term added to the task loss (None when it is zero)."""
         o = self.options
-        ortho = self.orthogonality_term() if o["lambda_orth"] else None
-        loss = None if ortho is None else o["lambda_orth"] * ortho
-        if o["lambda_l2"]:
-            l2 = o["lambda_l2"] * l2_loss(self.adapters)
+        ortho = self.orthogonality_term() if o.lambda_orth else None
+        loss = None if ortho is None else o.lambda_orth * ortho
+        if o.lambda_l2:
+            l2 = o.lambda_l2 * l2_loss(self.adapters)
             loss = l2 if loss is None else loss + l2
         return loss
 

@@ -23,9 +23,11 @@ train in the run's AdamW (no weight decay), not in SoRA's separate optimizer wit
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Literal
 
-from codyra.methods.lora import LoRA
+from codyra.methods.lora import LoRA, LoRAOptions
+from codyra.methods.options import option
 
 LAMBDA_SCHEDULES = (None, "linear", "log_linear", "exp_linear")
 
@@ -46,11 +48,9 @@ def lambda_values(lam: float, max_lambda: float, num: int, schedule: str) -> lis
 
 def prox_lambda(step: int, total_steps: int, options: dict) -> float:
     """The proximal threshold applied after optimizer step ``step`` (1-based)."""
-    if options["lambda_schedule"] is None:
-        return options["lambda_prox"]
-    values = lambda_values(
-        options["lambda_prox"], options["max_lambda"], options["lambda_num"], options["lambda_schedule"]
-    )
+    if options.lambda_schedule is None:
+        return options.lambda_prox
+    values = lambda_values(options.lambda_prox, options.max_lambda, options.lambda_num, options.lambda_schedule)
     stage = min(len(values) - 1, (step - 1) * len(values) // total_steps)
     return values[stage]
 
@@ -61,32 +61,33 @@ def l1_mean(gates: list):
     return total / sum(g.numel() for g in gates)
 
 
+@dataclass(frozen=True)
+class SoRAOptions(LoRAOptions):
+    w_init: Literal["normal", "uniform", "ones"] = option("normal", doc="initial gates (SoRA: torch.randn)")
+    lambda_l1: float = option(10.0, minimum=0, doc="weight of the mean-|g| loss term (--sparse_lambda)")
+    lambda_prox: float = option(3e-4, minimum=0, doc="proximal threshold (--sparse_lambda_2)")
+    lambda_schedule: str | None = option(None, choices=LAMBDA_SCHEDULES, doc="SoRA's sparsifying scheduler")
+    max_lambda: float | None = option(None, exclusive_minimum=0)
+    lambda_num: int | None = option(None, minimum=1)
+
+    def check(self):
+        if self.lambda_schedule is not None and (self.max_lambda is None or self.lambda_num is None):
+            return [("lambda_schedule", "needs max_lambda and lambda_num (as the reference's SparseAdamW)")]
+        if self.lambda_schedule == "exp_linear" and self.lambda_prox <= 0:
+            return [("lambda_prox", "must be > 0 for lambda_schedule exp_linear (its log)")]
+        return []
+
+
 class SoRA(LoRA):
     kind = "sora"
     gated = True
-    defaults: ClassVar[dict] = {
-        **LoRA.defaults,
-        "w_init": "normal",
-        "lambda_l1": 10.0,
-        "lambda_prox": 3e-4,
-        "lambda_schedule": None,
-        "max_lambda": None,
-        "lambda_num": None,
-    }
-
-    def __init__(self, spec):
-        super().__init__(spec)
-        o = self.options
-        if o["lambda_schedule"] not in LAMBDA_SCHEDULES:
-            raise ValueError(f"unknown lambda_schedule {o['lambda_schedule']!r}; choose one of {LAMBDA_SCHEDULES}")
-        if o["lambda_schedule"] is not None and (o["max_lambda"] is None or o["lambda_num"] is None):
-            raise ValueError("lambda_schedule needs max_lambda and lambda_num (as the reference's SparseAdamW)")
-        self.threshold = 0.0
+    Options = SoRAOptions
+    threshold = 0.0
 
     def extra_loss(self, ctx, batch, outputs):
-        if not self.options["lambda_l1"]:
+        if not self.options.lambda_l1:
             return None
-        return self.options["lambda_l1"] * l1_mean([a.w for a in self.adapters.values()])
+        return self.options.lambda_l1 * l1_mean([a.w for a in self.adapters.values()])
 
     def after_step(self, step, total_steps):
         from codyra.adapters.sparsity import threshold_gates_

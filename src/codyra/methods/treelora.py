@@ -30,9 +30,10 @@ O-LoRA's, and the earlier tasks' accumulators are this method's stored state.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from dataclasses import dataclass
 
-from codyra.methods.lora import LoRA
+from codyra.methods.lora import LoRA, LoRAOptions
+from codyra.methods.options import option
 
 
 class TreeNode:
@@ -116,9 +117,14 @@ def scaled_regularizer(R, task_loss, tmp_reg: float):
     return R / (R.detach() + 1e-5) * task_loss.detach() * tmp_reg
 
 
+@dataclass(frozen=True)
+class TreeLoRAOptions(LoRAOptions):
+    reg: float = option(0.5, minimum=0, doc="final weight of the tree regulariser (ramped over the task)")
+
+
 class TreeLoRA(LoRA):
     kind = "treelora"
-    defaults: ClassVar[dict] = {**LoRA.defaults, "reg": 0.5}
+    Options = TreeLoRAOptions
 
     def setup(self, ctx):
         import torch
@@ -159,7 +165,7 @@ class TreeLoRA(LoRA):
                 self.picks = self.bandit.search(self.rounds, self.accumulated)
         if self.bandit is None:
             return None
-        tmp_reg = self.options["reg"] * self.rounds / self.total
+        tmp_reg = self.options.reg * self.rounds / self.total
         R = tree_regularizer(A, self.previous_on_device, self.picks)
         return -scaled_regularizer(R, ctx.task_loss(batch, outputs), tmp_reg)
 
