@@ -252,7 +252,7 @@ def test_inflora_gram_and_threshold():
     gram, n = update_gram(None, 0, torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
     assert n == 2 and gram.tolist() == [[5.0, 7.0], [7.0, 10.0]]
     gram, n = update_gram(gram, n, torch.tensor([[[1.0, 0.0]]]))
-    torch.testing.assert_close(gram, torch.tensor([[11.0, 14.0], [14.0, 20.0]], dtype=torch.float64) / 3)
+    torch.testing.assert_close(gram, torch.tensor([[11.0, 14.0], [14.0, 20.0]]) / 3)
     assert threshold_at(1, 5, 0.95, 1.0) == pytest.approx(0.95)
     assert threshold_at(3, 5, 0.95, 1.0) == pytest.approx(0.97)
 

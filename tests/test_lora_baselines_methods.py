@@ -80,7 +80,7 @@ def run_task(spec: dict, model, task: int, previous_state):
         optimizer.zero_grad(set_to_none=True)  # as the engine's backend, before after_step
         method.after_step(step, STEPS)
         metrics.append(method.step_metrics())
-    update, summary = method.finish(model)
+    _, summary = method.finish(model)
     state = method.state_to_store()
     assert all(torch.isfinite(t.float()).all() for t in state.values())
     return method, summary_defaults(summary), state, metrics
