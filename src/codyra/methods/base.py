@@ -143,10 +143,12 @@ def summary_defaults(summary: dict[str, Any]) -> dict[str, Any]:
     return {"inference_extra_params": 0, "step_seconds": None, **summary}
 
 
-def standalone_context(model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float) -> TaskContext:
+def standalone_context(
+    model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float, total_steps: int = 1
+) -> TaskContext:
     """Task 1's context for a model outside a training job (benchmarks, tests of a method's
     parameters): no stored state; theta_0 is a copy of ``model`` as given; there is no batch
-    pipeline, so ``forward`` / ``task_loss`` raise."""
+    pipeline, so ``forward`` / ``task_loss`` / ``task_batches`` raise."""
     import copy
 
     snapshot = copy.deepcopy(model)
@@ -172,6 +174,8 @@ def standalone_context(model: nn.Module, family: Family, generator: torch.Genera
         task_loss=outside_job,
         stored_state=nothing_stored,
         stored_update=nothing_stored,
+        total_steps=total_steps,
+        task_batches=outside_job,
         cfg={},
         method_name="",
         seed=0,

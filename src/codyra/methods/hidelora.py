@@ -49,6 +49,10 @@ class HiDeLoRA(OLoRA):
     def _previous_subspaces(self, ctx):
         return super()._previous_subspaces(ctx) if self.options.previous_subspaces else {}
 
+    def kept_tasks(self) -> int:
+        """The reference trains one adapter through the stream and keeps it unmerged: one LoRA."""
+        return 1
+
     def orthogonality_term(self):
         return contrastive_orthogonality_loss(self.previous_A, self.adapters)
 

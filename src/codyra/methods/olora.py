@@ -103,11 +103,14 @@ class OLoRA(LoRA):
             state[f"{name}.A"] = new.clone() if old is None else torch.cat([old.float().cpu(), new])
         return state
 
+    def kept_tasks(self) -> int:
+        """How many tasks' LoRAs the reference keeps beside the backbone at inference: all i."""
+        return self.task_index
+
     def finish(self, model):
         update, summary = super().finish(model)
-        # the reference keeps all i tasks' rank-r LoRAs beside the backbone
-        kept = sum(self.task_index * a.rank * (a.in_features + a.out_features) for a in self.adapters.values())
-        return update, {**summary, "inference_extra_params": kept}
+        per_task = sum(a.rank * (a.in_features + a.out_features) for a in self.adapters.values())
+        return update, {**summary, "inference_extra_params": self.kept_tasks() * per_task}
 
 
 METHOD = OLoRA
