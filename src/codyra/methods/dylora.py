@@ -38,9 +38,10 @@ def truncate_(adapter, b: int, alpha: float) -> None:
 
 def freeze_lower_(adapter, b: int) -> None:
     """Zero the gradients of components < b - 1 (``frozen`` mode: only the b-th trains)."""
-    for grad in (adapter.A.grad, None if adapter.B.grad is None else adapter.B.grad.T):
-        if grad is not None:
-            grad[: b - 1] = 0.0
+    if adapter.A.grad is None or adapter.B.grad is None:
+        raise RuntimeError("dylora frozen mode needs the adapters' .grad (the plain optimizer backend, not ZeRO)")
+    adapter.A.grad[: b - 1] = 0.0
+    adapter.B.grad[:, : b - 1] = 0.0
 
 
 @dataclass(frozen=True)

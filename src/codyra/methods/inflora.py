@@ -103,6 +103,15 @@ class InfLoRA(LoRA):
     def setup(self, ctx):
         import torch
 
+        if (
+            torch.distributed.is_available()
+            and torch.distributed.is_initialized()
+            and torch.distributed.get_world_size() > 1
+        ):
+            raise ValueError(
+                "inflora runs in one process: its subspaces come from one pass over the task's data, which "
+                "ranks would each see a share of (set llm.deepspeed.enabled: false for this method)"
+            )
         super().setup(ctx)
         state = ctx.previous_state or {}
         if ctx.task_index > 1 and not state:
