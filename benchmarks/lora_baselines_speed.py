@@ -35,6 +35,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from adapter_speed import CLASSNAMES, interleaved
 
+import codyra.clip.model  # noqa: F401  (registers the mini's open_clip architecture, codyra-mini)
 from codyra import __version__ as codyra_version
 from codyra.clip.family import CLIP
 from codyra.methods import build_method
