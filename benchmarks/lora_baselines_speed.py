@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import platform
 import statistics
 import sys
@@ -39,7 +40,7 @@ import codyra.clip.model  # noqa: F401  (registers the mini's open_clip architec
 from codyra import __version__ as codyra_version
 from codyra.clip.family import CLIP
 from codyra.methods import build_method
-from codyra.methods.base import TaskContext
+from codyra.methods.base import TaskContext, standalone_context
 
 NOMINAL_TOTAL = 1000
 TIMED_FROM = 500  # after_step's step: inside AdaLoRA's allocation phase, past CoDyRA's dense phase
@@ -82,29 +83,16 @@ def clip_loss(batch, outputs):
 
 
 def context(model, task: int, previous_state, batch, total: int) -> TaskContext:
-    def nothing(*_):
-        raise RuntimeError("not available in the benchmark")
-
-    return TaskContext(
-        model=model,
-        family=CLIP,
-        targets=CLIP.targets(model),
-        vocab=CLIP.vocabulary,
-        generator=torch.Generator().manual_seed(task),
-        weight_decay=0.0,
+    """Task ``task`` of a two-task stream on one fixed batch (the standalone context, extended)."""
+    base = standalone_context(model, CLIP, torch.Generator().manual_seed(task), 0.0, total)
+    return dataclasses.replace(
+        base,
         task_index=task,
-        device=torch.device("cpu"),
         previous_state=previous_state,
-        theta_0=nothing,
         forward=clip_forward,
         task_loss=clip_loss,
-        stored_state=nothing,
-        stored_update=nothing,
-        total_steps=total,
         task_batches=lambda: iter([batch]),
         cfg={"tasks": [{"name": "t1"}, {"name": "t2"}]},
-        method_name=str(task),
-        seed=0,
     )
 
 

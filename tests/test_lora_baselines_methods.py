@@ -4,13 +4,16 @@ after_step, finish, state_to_store), task 2 reading task 1's stored state."""
 
 from __future__ import annotations
 
+import dataclasses
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch import nn
 
 from codyra.adapters.targets import PlacementVocabulary, Target
 from codyra.methods import build_method
-from codyra.methods.base import TaskContext, summary_defaults
+from codyra.methods.base import TaskContext, standalone_context, summary_defaults
 
 TARGETS = [Target("l1", "l1.weight", None, 8, 8, "lm", "q_proj"), Target("l2", "l2.weight", None, 8, 4, "lm", "v_proj")]
 VOCAB = PlacementVocabulary(towers=("lm",), groups={"attn": ("q_proj", "v_proj")})
@@ -39,26 +42,17 @@ def task_batches(task: int) -> list[dict]:
 
 
 def context(model, task: int, previous_state, batches) -> TaskContext:
-    return TaskContext(
-        model=model,
-        family=None,
-        targets=TARGETS,
-        vocab=VOCAB,
-        generator=torch.Generator().manual_seed(task),
-        weight_decay=0.0,
+    """Task ``task`` of a two-task stream (the standalone context with this toy's data and loss)."""
+    family = SimpleNamespace(targets=lambda _m: TARGETS, vocabulary=VOCAB)
+    base = standalone_context(model, family, torch.Generator().manual_seed(task), 0.0, STEPS)
+    return dataclasses.replace(
+        base,
         task_index=task,
-        device=torch.device("cpu"),
         previous_state=previous_state,
-        theta_0=None,
         forward=lambda m, b: {"logits": m(b["x"])},
         task_loss=lambda b, o: ((o["logits"] - b["y"]) ** 2).mean(),
-        stored_state=None,
-        stored_update=None,
-        total_steps=STEPS,
         task_batches=lambda: iter(batches),
         cfg={"tasks": [{"name": "t1"}, {"name": "t2"}]},
-        method_name="m",
-        seed=0,
     )
 
 
