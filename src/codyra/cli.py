@@ -115,6 +115,24 @@ def cmd_mlflow_init(args) -> None:
     init_store(_config(args), args.marker)
 
 
+def cmd_analysis(args) -> None:
+    from codyra.analysis.jobs import write
+
+    write(_config(args), args.name, args.method)
+
+
+def cmd_probe(args) -> None:
+    from codyra.analysis.probes import run_probes
+
+    run_probes(_config(args), args.method, args.seed, device=args.device)
+
+
+def cmd_grad_conflict(args) -> None:
+    from codyra.analysis.conflict import run_conflict
+
+    run_conflict(_config(args), device=args.device)
+
+
 def cmd_fetch_weights(args) -> None:
     from codyra.clip.model import fetch_weights, weights_cache_dir
 
@@ -213,6 +231,21 @@ def build_parser() -> argparse.ArgumentParser:
         "codyra mlflow-init --marker results/mini/mlflow.ready.json",
     )
     p.add_argument("--marker", required=True, help="JSON file written once the store is ready")
+    p = command(
+        "analysis", cmd_analysis, "write one of the paper's analyses (tables + figures) from stored results (README, Analyses)",
+        "codyra analysis drift",
+    )
+    p.add_argument("name", help="drift, magnitude, cka, cost, rank, retention, probes, conflict, significance, ablations, compare")
+    p.add_argument("--method", help="the adapter method (analysis rank only)")
+    p = command(
+        "probe", cmd_probe, "interpolation theta_0 -> theta_N and module-removal probes of a run (held-out and stream accuracy)",
+        "codyra probe --method codyra --seed 0", threads=True, device=True,
+    )
+    run_options(p)
+    command(
+        "grad-conflict", cmd_grad_conflict, "inter-task gradient conflict at theta_0 after SVD truncation (analysis.conflict_ranks)",
+        "codyra grad-conflict", threads=True, device=True,
+    )
     p = command(
         "fetch-weights", cmd_fetch_weights, "download open_clip weights into a cache (run once on a login node)",
         "codyra fetch-weights --model ViT-B-16 --pretrained openai --cache-dir /shared/cache/open_clip", config=False,

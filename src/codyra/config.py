@@ -157,7 +157,10 @@ def select_backbone(cfg: dict) -> None:
 def validate_config(cfg: dict) -> dict:
     """The one validation path of the CLI and the workflow: schema (method options of every kind
     and every per-task override included), then the semantics; errors name exact key paths."""
+    from codyra.sweeps import expand_ablations
+
     select_backbone(cfg)
+    expand_ablations(cfg)  # before validation: each variant is checked like any method
     _fill_defaults(cfg, schema())
     errors = _schema_errors(cfg, schema(), [])
     if not errors:

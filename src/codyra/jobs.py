@@ -32,6 +32,16 @@ JOBS: dict[str, Job] = {
     "heldout": Job("heldout", ("codyra.heldout",), "eval.threads"),
     "summarize_run": Job("summarize", ("codyra.results",), None),
     "tables": Job("tables", ("codyra.tables",), None),
+    # the paper's analyses (workflow/rules/analysis.smk): forward probes, then one rule per analysis,
+    # each versioned by its own module (codyra.analysis.jobs only dispatches)
+    "probe": Job("probe", ("codyra.analysis.probes",), "eval.threads"),
+    "grad_conflict": Job("grad-conflict", ("codyra.analysis.conflict",), "eval.threads"),
+    **{f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), "eval.threads") for name, module in (("drift", "drift"), ("magnitude", "magnitude"), ("cka", "cka"), ("rank", "rank"))},
+    **{
+        f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), None)
+        for name, module in (("cost", "cost"), ("retention", "retention"), ("probes", "probe_tables"), ("conflict", "conflict"),
+                             ("significance", "significance"), ("ablations", "ablation"), ("compare", "compare"))
+    },
 }
 
 

@@ -26,6 +26,10 @@ TABLES_DIR = "{results}/tables/{benchmark}"
 # held-out accuracy of theta_i (config key heldout_tasks); i = 0 is shared like row 0
 HELDOUT = RUN_DIR + "/heldout/H_{i}_{name}.json"
 ROW0_HELDOUT = "{results}/{benchmark}/" + PRETRAINED + "/heldout/H_0_{name}.json"
+# forward probes of a run's final model (interpolation, module removal): codyra.analysis.probes
+PROBE = RUN_DIR + "/probes/{probe}.json"
+# the gradient-conflict probe at theta_0, shared by the benchmark's methods
+GRAD_CONFLICT = "{results}/{benchmark}/" + PRETRAINED + "/grad_conflict.json"
 MINI_DATA = "{results}/{benchmark}/data"
 MINI_PRETRAINED = "{results}/{benchmark}/pretrain/model.safetensors"
 
@@ -66,6 +70,10 @@ def heldout_path(cfg: dict, method: str, seed: int, i: int, name: str) -> Path:
 
 def row0_heldout_path(cfg: dict, name: str) -> Path:
     return results_path(cfg, ROW0_HELDOUT, name=name)
+
+
+def probe_path(cfg: dict, method: str, seed: int, probe: str) -> Path:
+    return results_path(cfg, PROBE, method=method, seed=seed, probe=probe)
 
 
 def mini_data_dir(cfg: dict) -> Path:

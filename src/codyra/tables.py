@@ -36,6 +36,8 @@ class Table:
     rows: list[tuple[str, str, list[list[float] | None]]] = field(default_factory=list)
     higher_is_better: dict[str, bool] = field(default_factory=dict)  # per column (or row label); default True
     best_along: str = "column"  # "row" when the columns are methods (TRACE's Table 2)
+    mark_best: bool = True  # False for descriptive tables (sizes, norms) where no value is "best"
+    decimals: int = 1
 
     def stats(self):
         """(block, label, [(mean, std, n) or None per column])."""
@@ -45,6 +47,8 @@ class Table:
     def best(self) -> set[tuple[str, str, int]]:
         """(block, label, column) of the best mean per column within each block (or per row)."""
         marked = set()
+        if not self.mark_best:
+            return marked
         rows = list(self.stats())
         if self.best_along == "row":
             for block, label, stats in rows:
@@ -88,7 +92,7 @@ def to_markdown(table: Table) -> str:
         if block and block != current:
             lines.append(f"| *{block}* |" + " |" * len(table.columns))
             current = block
-        cells = [f"**{_fmt(s)}**" if (block, label, c) in best else _fmt(s) for c, s in enumerate(stats)]
+        cells = [f"**{_fmt(s, table.decimals)}**" if (block, label, c) in best else _fmt(s, table.decimals) for c, s in enumerate(stats)]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -116,7 +120,7 @@ def to_latex(table: Table) -> str:
                 lines.append(r"\midrule")
             lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{l}}{{\emph{{{_tex(block)}}}}} \\")
             current = block
-        cells = [_fmt(s).replace("±", r"$\pm$") for s in stats]
+        cells = [_fmt(s, table.decimals).replace("±", r"$\pm$") for s in stats]
         cells = [rf"\textbf{{{c}}}" if (block, label, k) in best else c for k, c in enumerate(cells)]
         lines.append(f"{_tex(label)} & " + " & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(table.caption)}}}", rf"\label{{tab:{table.name}}}", r"\end{table}"]
@@ -132,7 +136,7 @@ def to_html(table: Table) -> str:
         if block and block != current:
             rows.append(f'<tr class="block"><td colspan="{len(table.columns) + 1}"><em>{escape(block)}</em></td></tr>')
             current = block
-        cells = "".join(f"<td><b>{_fmt(s)}</b></td>" if (block, label, c) in best else f"<td>{_fmt(s)}</td>" for c, s in enumerate(stats))
+        cells = "".join(f"<td><b>{_fmt(s, table.decimals)}</b></td>" if (block, label, c) in best else f"<td>{_fmt(s, table.decimals)}</td>" for c, s in enumerate(stats))
         rows.append(f"<tr><th>{escape(label)}</th>{cells}</tr>")
     style = "body{font-family:sans-serif}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}tr.block td{text-align:left}"
     return (
@@ -221,6 +225,12 @@ def table_names(cfg: dict) -> list[str]:
     return ["table1", "forgetting", *trace, *(f"A_{m}" for m in cfg["methods"])]
 
 
+def write_table(out: Path, table: Table) -> None:
+    """``table`` as ``out/<name>.{md,csv,tex,html}``."""
+    for ext, render in (("md", to_markdown), ("csv", to_csv), ("tex", to_latex), ("html", to_html)):
+        write_text(out / f"{table.name}.{ext}", render(table))
+
+
 def write_tables(cfg: dict) -> Path:
     """Every table of ``cfg``'s benchmark under results/tables/<benchmark>/; returns that folder."""
     runs = load_runs(cfg)
@@ -231,9 +241,6 @@ def write_tables(cfg: dict) -> Path:
     assert [t.name for t in tables] == table_names(cfg)
     out = tables_dir(cfg)
     for table in tables:
-        write_text(out / f"{table.name}.md", to_markdown(table))
-        write_text(out / f"{table.name}.csv", to_csv(table))
-        write_text(out / f"{table.name}.tex", to_latex(table))
-        write_text(out / f"{table.name}.html", to_html(table))
+        write_table(out, table)
     write_json(out / "summary.json", {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()})
     return out

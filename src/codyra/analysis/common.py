@@ -1,0 +1,137 @@
+"""What the analyses share: a run's stored updates and summaries, plain tables, figures."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+from codyra.io import ResultError, atomic_write, read_json, write_text
+from codyra.paths import SUMMARY_FILE, results_path, task_dir
+from codyra.updates import TaskUpdate, load_update
+
+FIGURES_DIR = "{results}/figures/{benchmark}"
+
+
+def figures_dir(cfg: dict) -> Path:
+    return results_path(cfg, FIGURES_DIR)
+
+
+def method_kind(cfg: dict, method: str) -> str:
+    return cfg["method_configs"][method]["kind"]
+
+
+def trained_methods(cfg: dict) -> list[str]:
+    from codyra.methods import method_class
+
+    return [m for m in cfg["methods"] if method_class(method_kind(cfg, m)).trains]
+
+
+def adapter_methods(cfg: dict) -> list[str]:
+    """Methods whose updates are low-rank adapters (they have a ``rank`` option)."""
+    import dataclasses
+
+    from codyra.methods import method_class
+
+    return [m for m in trained_methods(cfg) if "rank" in {f.name for f in dataclasses.fields(method_class(method_kind(cfg, m)).Options)}]
+
+
+def run_updates(cfg: dict, method: str, seed: int) -> Iterator[TaskUpdate]:
+    """The verified updates of tasks 1..N of a run, one at a time (full fine-tuning deltas are model-sized)."""
+    for i in range(1, len(cfg["tasks"]) + 1):
+        yield load_update(task_dir(cfg, method, seed, i))
+
+
+def run_summaries(cfg: dict, method: str, seed: int) -> list[dict]:
+    """The summary.json of tasks 1..N of a run; a missing one is an error naming the job to run."""
+    out = []
+    for i in range(1, len(cfg["tasks"]) + 1):
+        path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"training summary {path} missing: train that task first (snakemake {path})")
+        summary = read_json(path)
+        if summary.get("method") != method or summary.get("seed") != seed or summary.get("task_index") != i:
+            raise ResultError(f"{path} belongs to another run ({summary.get('method')}, seed {summary.get('seed')}, task {summary.get('task_index')}); delete it and rerun its training job")
+        out.append(summary)
+    return out
+
+
+@dataclass
+class PlainTable:
+    """A table of preformatted cells (text, ``n/a``), for analyses whose cells are not mean +- std."""
+
+    name: str
+    caption: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # printed under the table (why a cell is n/a)
+
+    def markdown(self) -> str:
+        lines = [f"**{self.caption}**", "", "| " + " | ".join(self.columns) + " |", "|---" * len(self.columns) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        return "\n".join(lines + [""] + [f"- {n}" for n in self.notes]) + "\n"
+
+    def csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(self.columns)
+        writer.writerows(self.rows)
+        return out.getvalue()
+
+    def latex(self) -> str:
+        from codyra.tables import _tex
+
+        lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{l" + "c" * (len(self.columns) - 1) + "}", r"\toprule"]
+        lines.append(" & ".join(_tex(c) for c in self.columns) + r" \\")
+        lines.append(r"\midrule")
+        lines += [" & ".join(_tex(c).replace("±", r"$\pm$") for c in row) + r" \\" for row in self.rows]
+        caption = " ".join([self.caption, *self.notes])
+        lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(caption)}}}", rf"\label{{tab:{self.name}}}", r"\end{table}"]
+        return "\n".join(lines) + "\n"
+
+    def html(self) -> str:
+        head = "".join(f"<th>{escape(c)}</th>" for c in self.columns)
+        body = "\n".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in self.rows)
+        notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
+        return (
+            f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(self.name)}</title>'
+            "<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
+            f"</head><body>\n<p><b>{escape(self.caption)}</b></p>\n<table><tr>{head}</tr>\n{body}\n</table><ul>{notes}</ul></body></html>\n"
+        )
+
+
+def write_any_table(out: Path, table) -> None:
+    """A ``codyra.tables.Table`` (mean +- std over seeds) or a ``PlainTable`` in Markdown, CSV, LaTeX and HTML."""
+    from codyra.tables import Table, write_table
+
+    if isinstance(table, Table):
+        write_table(out, table)
+        return
+    for ext, text in (("md", table.markdown()), ("csv", table.csv()), ("tex", table.latex()), ("html", table.html())):
+        write_text(out / f"{table.name}.{ext}", text)
+
+
+def fmt(value, decimals: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{decimals}f}"
+
+
+def new_figure(*args, **kwargs):
+    """A matplotlib figure on the non-interactive Agg backend (jobs have no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def save_figure(fig, stem: Path) -> None:
+    """``stem``.png and ``stem``.pdf, atomically; the figure is closed."""
+    import matplotlib.pyplot as plt
+
+    for ext in ("png", "pdf"):
+        atomic_write(Path(f"{stem}.{ext}"), lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight"))
+    plt.close(fig)

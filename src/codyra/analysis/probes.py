@@ -1,0 +1,132 @@
+"""Forward probes of a run's final model theta_N, each its own job (one per method and seed).
+
+- Interpolation (paper table "supp_interp"): theta_alpha = (1 - alpha) theta_0 + alpha theta_N
+  = theta_0 + alpha * (update_1 + ... + update_N), built by applying every stored update scaled
+  by alpha in task order (alpha = 1 is exactly the rebuilt theta_N, alpha = 0 exactly theta_0),
+  evaluated on the held-out tasks.
+- Remove trained modules (paper figure "prune_motivation"): theta_N without the parts of every
+  update that change one encoder (``text`` / ``vision``), evaluated on the stream's tasks and
+  the held-out tasks.
+
+Each probe writes ``results/{benchmark}/{method}/seed{seed}/probes/{probe}.json`` with the
+digests of the updates it used.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import torch
+
+from codyra import __version__
+from codyra.io import ResultError, read_json, write_json
+from codyra.paths import SUMMARY_FILE, probe_path, task_dir
+from codyra.updates import TaskUpdate, apply_update, load_update
+
+log = logging.getLogger(__name__)
+
+
+def interp_name(alpha: float) -> str:
+    return f"interp-{alpha:g}"
+
+
+def remove_name(tower: str) -> str:
+    return f"remove-{tower}"
+
+
+def scaled(update: TaskUpdate, alpha: float) -> TaskUpdate:
+    """The update times alpha (adapters: their gates, so dW = B diag(alpha w) A)."""
+    if update.kind == "lora":
+        tensors = {k: v * alpha if k.endswith(".w") else v for k, v in update.tensors.items()}
+    else:
+        tensors = {k: v * alpha for k, v in update.tensors.items()}
+    return TaskUpdate(update.kind, tensors, update.targets)
+
+
+def clip_tower(param: str) -> str:
+    """The CLIP encoder a backbone parameter belongs to (open_clip: the image tower is ``visual.*``)."""
+    return "vision" if param.startswith("visual.") else "text"
+
+
+def without_tower(update: TaskUpdate, tower: str) -> TaskUpdate:
+    """The update minus its entries that change ``tower``'s parameters."""
+    if update.kind == "lora":
+        targets = {n: w for n, w in update.targets.items() if clip_tower(w["param"]) != tower}
+        tensors = {k: v for k, v in update.tensors.items() if k.rsplit(".", 1)[0] in targets}
+        return TaskUpdate("lora", tensors, targets)
+    return TaskUpdate(update.kind, {k: v for k, v in update.tensors.items() if clip_tower(k) != tower})
+
+
+def probe_model(cfg: dict, method: str, seed: int, transform):
+    """theta_0 plus ``transform(update_i)`` for i = 1..N in task order, handed to the method's
+    ``for_inference`` hook with the stored method states as theta_N is for its cells; and the
+    updates' digests."""
+    from codyra.clip.model import pretrained_clip
+    from codyra.state import for_inference, require_updates
+
+    n = len(cfg["tasks"])
+    dirs = require_updates(cfg, method, seed, n)
+    bundle = pretrained_clip(cfg)
+    for d in dirs:
+        apply_update(bundle.model, transform(load_update(d)))
+    return for_inference(cfg, method, seed, n, bundle), [read_json(d / SUMMARY_FILE)["update_digest"] for d in dirs]
+
+
+@torch.no_grad()
+def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
+    """Accuracies of a built model: {"heldout": {name: acc}} and, if ``stream``, {"tasks": {name: acc}}."""
+    from codyra.clip.benchmarks import build_heldout_tasks, build_tasks
+    from codyra.clip.evaluate import accuracy, accuracy_on_task
+
+    out = {"heldout": {t.name: accuracy(bundle, t, [t], cfg, device)[0] for t in build_heldout_tasks(cfg, bundle.image)}}
+    if stream:
+        tasks = build_tasks(cfg, bundle.image)
+        out["tasks"] = {t.name: accuracy_on_task(bundle, tasks, j, cfg, device)[0] for j, t in enumerate(tasks, 1)}
+    return out
+
+
+def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
+    """Every interpolation and module-removal probe of (method, seed); returns the written records."""
+    from codyra.device import pick_device
+
+    if cfg["model"]["family"] != "clip":
+        raise ValueError("the interpolation and module-removal probes apply to CLIP benchmarks (model.family: clip)")
+    if not cfg["heldout_tasks"]:
+        raise ValueError("config key heldout_tasks is empty: the probes evaluate on held-out tasks; list some")
+    torch.set_num_threads(cfg["eval"]["threads"])
+    device = pick_device(device)
+    probes = [(interp_name(a), {"alpha": a}, lambda u, a=a: scaled(u, a), False) for a in cfg["analysis"]["interpolation_alphas"]]
+    probes += [(remove_name(t), {"removed": t}, lambda u, t=t: without_tower(u, t), True) for t in cfg["analysis"]["remove_towers"]]
+    records = []
+    for name, fields, transform, stream in probes:
+        started = time.time()
+        bundle, digests = probe_model(cfg, method, seed, transform)
+        record = {
+            "probe": name,
+            **fields,
+            **evaluate_probe(cfg, bundle, stream, device),
+            "benchmark": cfg["benchmark"],
+            "method": method,
+            "seed": seed,
+            "update_digests": digests,
+            "seconds": round(time.time() - started, 3),
+            "codyra_version": __version__,
+        }
+        write_json(probe_path(cfg, method, seed, name), record)
+        log.info("probe %s of %s seed %d: %s", name, method, seed, record["heldout"])
+        records.append(record)
+    return records
+
+
+def read_probe(cfg: dict, method: str, seed: int, name: str) -> dict:
+    """A probe record, refused when the run's updates changed since it was computed."""
+    path = probe_path(cfg, method, seed, name)
+    if not path.is_file():
+        raise FileNotFoundError(f"probe result {path} missing: run snakemake {path}")
+    record = read_json(path)
+    n = len(cfg["tasks"])
+    current = [read_json(task_dir(cfg, method, seed, i) / SUMMARY_FILE).get("update_digest") for i in range(1, n + 1)]
+    if record.get("update_digests") != current or record.get("probe") != name:
+        raise ResultError(f"probe result {path} was computed from other updates than the run's current ones (stale); delete it and rerun: snakemake -f {path}")
+    return record

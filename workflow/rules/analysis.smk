@@ -1,0 +1,135 @@
+# The paper's analyses (codyra.analysis): tables under results/tables/<benchmark>/, figures
+# (PNG + PDF) under results/figures/<benchmark>/, every one a report() result. `paper` builds
+# all that apply to the config (README "Analyses"). Analyses read stored files only; the
+# forward probes (interpolation, module removal, gradient conflict) are their own jobs.
+from codyra.analysis.common import FIGURES_DIR, adapter_methods, trained_methods
+from codyra.analysis.jobs import available, outputs
+from codyra.analysis.probes import interp_name, remove_name
+from codyra.paths import GRAD_CONFLICT, PROBE
+
+ANALYSES = available(CFG)
+FIGURES = FIGURES_DIR.format(**_fixed)
+TRAINED_METHODS = trained_methods(CFG)
+PROBE_PATTERN = PROBE.format(**_fixed, method="{method}", seed="{seed}", probe="{probe}")
+PROBES = [interp_name(a) for a in CFG["analysis"]["interpolation_alphas"]] + [remove_name(t) for t in CFG["analysis"]["remove_towers"]]
+CONFLICT_FILE = GRAD_CONFLICT.format(**_fixed)
+
+
+def analysis_files(name, method=None):
+    """The tables (4 formats; HTML shown in the report) and figures (PNG shown, PDF beside) of an analysis."""
+    tables, figures = outputs(CFG, name, method)
+    caption = f"../report/analysis_{name}.rst"
+    files = [f"{TABLES}/{t}.{ext}" for t in tables for ext in TABLE_FORMATS if ext != "html"]
+    files += [report(f"{TABLES}/{t}.html", caption=caption, category=BENCHMARK, subcategory="analyses", labels={"analysis": name, "result": t}) for t in tables]
+    files += [report(f"{FIGURES}/{f}.png", caption=caption, category=BENCHMARK, subcategory="analyses", labels={"analysis": name, "result": f}) for f in figures]
+    return files + [f"{FIGURES}/{f}.pdf" for f in figures]
+
+
+def update_files(methods):
+    return [run_path(m, s, f"task{i}", f) for m in methods for s in CFG["seeds"] for i in TASKS for f in ("summary.json", "update.safetensors")]
+
+
+MATRICES = [run_path(m, s, "matrix.json") for m in CFG["methods"] for s in CFG["seeds"]]
+HELDOUT_FILES = [HELDOUT_PATTERN.format(method=m, seed=s, i=i, name=h) for m in CFG["methods"] for s in CFG["seeds"] for i in range(N + 1) for h in HELDOUT_TASKS]
+ANALYSIS_INPUTS = {
+    "drift": update_files(TRAINED_METHODS),
+    "magnitude": update_files(TRAINED_METHODS),
+    "cka": update_files(TRAINED_METHODS),
+    "cost": update_files(TRAINED_METHODS),
+    "retention": HELDOUT_FILES,
+    "probes": [PROBE_PATTERN.format(method=m, seed=s, probe=p) for m in TRAINED_METHODS for s in CFG["seeds"] for p in PROBES]
+    + HELDOUT_FILES
+    + [run_path(m, s, "cells", f"A_{N}_{j}.json") for m in TRAINED_METHODS for s in CFG["seeds"] for j in TASKS],
+    "conflict": [CONFLICT_FILE],
+    "significance": MATRICES,
+    "ablations": MATRICES + [run_path(m, s, f"task{i}", "summary.json") for m in TRAINED_METHODS for s in CFG["seeds"] for i in TASKS],
+}
+# the comparison reads our tables' CSVs: the paper's headline tables and the analyses it compares
+COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG)]
+COMPARED += [f"{TABLES}/{t}.csv" for t in ("drift", "magnitude", "cka") if t in ANALYSES]
+ANALYSIS_INPUTS["compare"] = COMPARED
+# analyses of small files (tables, summaries, JSON) run in the Snakemake process; the others are CPU jobs
+LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations")]
+
+
+# One rule per analysis (a rule per name: its own log, resources and report entries).
+for _name in ANALYSES:
+    if _name == "rank":
+        continue
+
+    rule:
+        name:
+            f"analysis_{_name}"
+        input:
+            ANALYSIS_INPUTS[_name],
+        output:
+            analysis_files(_name),
+        params:
+            name=_name,
+            version=job_version(f"analysis_{_name}"),
+        log:
+            f"{LOGS}/analysis/{_name}.log",
+        run:
+            codyra_cli(log[0], "analysis", params.name)
+
+
+if "rank" in ANALYSES:
+
+    rule analysis_rank:
+        input:
+            lambda w: update_files([w.method]),
+        output:
+            analysis_files("rank", "{method}"),
+        wildcard_constraints:
+            method="|".join(adapter_methods(CFG)),
+        params:
+            version=job_version("analysis_rank"),
+        log:
+            f"{LOGS}/analysis/rank_{{method}}.log",
+        run:
+            codyra_cli(log[0], "analysis", "rank", "--method", wildcards.method)
+
+
+if "probes" in ANALYSES:
+
+    rule probe:
+        input:
+            unpack(lambda w: {**common_inputs(), "updates": update_files([w.method])}),
+        output:
+            [PROBE_PATTERN.replace("{probe}", p) for p in PROBES],
+        params:
+            settings=lambda w: fingerprint([heldout_fingerprint(CFG), eval_settings(), CFG["analysis"]]),
+            version=job_version("probe"),
+        threads: CFG["eval"]["threads"]
+        log:
+            f"{LOGS}/probes/{{method}}/seed{{seed}}.log",
+        run:
+            codyra_cli(log[0], "probe", "--method", wildcards.method, "--seed", wildcards.seed, threads=threads)
+
+
+if "conflict" in ANALYSES:
+
+    rule grad_conflict:
+        input:
+            unpack(lambda w: common_inputs()),
+        output:
+            CONFLICT_FILE,
+        params:
+            settings=fingerprint([CFG["analysis"]["conflict_ranks"], CFG["analysis"]["probe_batch"], [t["name"] for t in CFG["tasks"]]]),
+            version=job_version("grad_conflict"),
+        threads: CFG["eval"]["threads"]
+        log:
+            f"{LOGS}/grad_conflict.log",
+        run:
+            codyra_cli(log[0], "grad-conflict", threads=threads)
+
+
+# table-only analyses run in the Snakemake process (localrules takes names; these are computed)
+workflow.localrules("paper", *(f"analysis_{a}" for a in LOCAL))
+
+
+rule paper:
+    input:
+        rules.tables.output,
+        [f for a in ANALYSES if a != "rank" for f in analysis_files(a)],
+        [f for m in (adapter_methods(CFG) if "rank" in ANALYSES else []) for f in analysis_files("rank", m)],
