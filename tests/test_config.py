@@ -39,7 +39,7 @@ def test_fingerprint_changes_only_with_the_job(tiny_cfg):
     "mutate, message",
     [
         (lambda c: c["methods"].append("sgd"), "methods: 'sgd' has no entry in method_configs"),
-        (lambda c: c["method_configs"]["lora-r4"].update(kind="adalora"), "method_configs.lora-r4.kind: unknown method kind 'adalora'"),
+        (lambda c: c["method_configs"]["lora-r4"].update(kind="vera"), "method_configs.lora-r4.kind: unknown method kind 'vera'"),
         (lambda c: c["method_configs"]["codyra"].update(kappa=1), "config key method_configs.codyra.kappa: method kind 'codyra' has no option 'kappa'; its options: alpha, dense_ratio"),
         (lambda c: c.pop("tasks"), "'tasks' is a required property"),
         (lambda c: c.update(tasks=[]), "config key tasks: .*non-empty|should be non-empty|too short"),

@@ -189,11 +189,12 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         task_loss=session.task_loss,
         stored_state=stored,
         stored_update=lambda k: load_update(task_dir(cfg, method_name, seed, k)),
+        total_steps=session.total,
+        steps_per_epoch=session.steps_per_epoch,
+        task_batches=lambda: (batch for micro_batches in session.batches(0) for batch in micro_batches),
         cfg=cfg,
         method_name=method_name,
         seed=seed,
-        total_steps=session.total,
-        steps_per_epoch=session.steps_per_epoch,
     )
 
 

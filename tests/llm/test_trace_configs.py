@@ -37,7 +37,13 @@ def test_trace_configs_follow_the_paper_schedule(name):
 
 def test_trace_baseline_is_seqlora_with_traces_schedule_and_batch_32():
     cfg = load_config(CONFIG_DIR / "trace.yaml")
-    assert cfg["methods"] == ["zeroshot", "seqlora-r8-qv", "lora-r16-all", "codyra"]
+    assert cfg["methods"][:4] == ["zeroshot", "seqlora-r8-qv", "lora-r16-all", "codyra"]
+    # issue 16: the TRACE table's LoRA baselines, as TreeLoRA's scripts run them (batch 32, its epochs)
+    assert cfg["methods"][4:] == ["olora", "hidelora", "treelora"]
+    for name in ("olora", "hidelora", "treelora"):
+        runs = [resolve_job(cfg, name, i)["train"] for i in range(1, 9)]
+        assert {r["batch_size"] * r["gradient_accumulation"] for r in runs} == {32}
+        assert [r["epochs"] for r in runs] == [2, 1, 3, 2, 1, 2, 2, 3]
     jobs = [resolve_job(cfg, "seqlora-r8-qv", i) for i in range(1, 9)]
     assert [j["train"]["epochs"] for j in jobs] == TRACE_LORA_EPOCHS
     assert {j["train"]["batch_size"] * j["train"]["gradient_accumulation"] for j in jobs} == {32}

@@ -48,6 +48,14 @@ def soft_threshold_(w: torch.Tensor, kappa: float, operator: str = "paper") -> t
     return w
 
 
+def threshold_gates_(gates: list[torch.Tensor], kappa: float, operator: str = "paper") -> None:
+    """Soft-threshold every gate vector in place, as one flat tensor (one kernel, not one per adapter)."""
+    import torch
+
+    flat = soft_threshold_(torch.cat(gates), kappa, operator)
+    torch._foreach_copy_(gates, list(flat.split([g.numel() for g in gates])))
+
+
 def dense_steps(total_steps: int, dense_ratio: float) -> int:
     if not 0.0 <= dense_ratio <= 1.0:
         raise ValueError(f"dense_ratio must lie in [0, 1], got {dense_ratio}")

@@ -62,19 +62,20 @@ class ClipSession:
         self.steps_per_epoch = math.ceil(len(self.train_set) / self.hp["batch_size"])
         self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {self.task.name}"
         self._teacher_text: dict[int, torch.Tensor] = {}
+        # set here, not with the backend: a method's setup may run the model on a batch (InfLoRA)
+        self.prompts = self.task.prompts(self.task.templates[0])
+        self.tokens = self.tokenizer(self.prompts).to(self.device)
+        self.fixed_text = None  # the class-prompt features, once the backend knows the text tower is frozen
+        self.logit_scale = self.model.logit_scale.exp().detach()
 
     def backend(self, groups, method):
         model = self.model.to(self.device).train()
         backend = PlainBackend(model, groups, self.hp, self.device, fused=True)
-        prompts = self.task.prompts(self.task.templates[0])
-        self.tokens = self.tokenizer(prompts).to(self.device)
         text_trains = any(p.requires_grad for n, p in model.named_parameters() if not n.startswith("visual."))
         self.image_trains = any(p.requires_grad for n, p in model.named_parameters() if n.startswith("visual."))
-        self.fixed_text = None
         if not text_trains:
             with torch.no_grad(), autocast(self.device, self.hp["precision"]):
-                self.fixed_text = encode_prompts(model, self.tokenizer, prompts, self.device)
-        self.logit_scale = model.logit_scale.exp().detach()
+                self.fixed_text = encode_prompts(model, self.tokenizer, self.prompts, self.device)
         return backend
 
     def batches(self, start: int):

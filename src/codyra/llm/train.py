@@ -65,6 +65,7 @@ class LMSession:
         self.steps_per_epoch = math.ceil(len(self.examples) / step_examples(self.hp))
         task = cfg["tasks"][task_index - 1]["name"]
         self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {task}"
+        self._backend = None
 
     def backend(self, groups, method):
         if self.llm["deepspeed"]["enabled"]:
@@ -86,7 +87,8 @@ class LMSession:
             yield micro_batches
 
     def forward(self, model, batch: dict) -> dict:
-        run = self._backend.forward if model is self.model else model
+        # before the backend exists (a method's setup), the trained model runs as it is
+        run = self._backend.forward if model is self.model and self._backend is not None else model
         inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
         return {"logits": run(**inputs, position_ids=position_ids(batch["attention_mask"])).logits}
 

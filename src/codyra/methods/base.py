@@ -38,7 +38,7 @@ written once runs in both families. A baseline is one module in ``codyra.methods
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -68,6 +68,9 @@ class TaskContext:
     task)); ``cfg`` is the full config (for a method that needs e.g. reference data).
     ``total_steps`` / ``steps_per_epoch``: the task's optimizer steps and those of one pass over
     its training set (rounded up; TRACE's per-epoch quantities: EWC's Fisher, OGD's last epoch).
+    ``task_batches()`` iterates the task's training micro-batches of all its steps, as training
+    draws them (a method that needs a pass over the task's data before or after training:
+    InfLoRA's input subspaces).
     """
 
     model: nn.Module
@@ -84,11 +87,12 @@ class TaskContext:
     task_loss: Callable[[dict, dict], torch.Tensor]
     stored_state: Callable[[int], dict[str, torch.Tensor] | None]
     stored_update: Callable[[int], TaskUpdate]
+    total_steps: int
+    steps_per_epoch: int
+    task_batches: Callable[[], Iterable[dict]]
     cfg: dict
     method_name: str
     seed: int
-    total_steps: int
-    steps_per_epoch: int
 
 
 class Method(ABC):
@@ -176,7 +180,7 @@ def standalone_context(
 ) -> TaskContext:
     """Task 1's context for a model outside a training job (benchmarks, tests of a method's
     parameters): no stored state; theta_0 is a copy of ``model`` as given; there is no batch
-    pipeline, so ``forward`` / ``task_loss`` raise."""
+    pipeline, so ``forward`` / ``task_loss`` / ``task_batches`` raise."""
     import copy
 
     snapshot = copy.deepcopy(model)
@@ -202,9 +206,10 @@ def standalone_context(
         task_loss=outside_job,
         stored_state=nothing_stored,
         stored_update=nothing_stored,
+        total_steps=total_steps,
+        steps_per_epoch=total_steps,
+        task_batches=outside_job,
         cfg={},
         method_name="",
         seed=0,
-        total_steps=total_steps,
-        steps_per_epoch=total_steps,
     )

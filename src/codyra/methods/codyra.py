@@ -17,8 +17,8 @@ from codyra.adapters.sparsity import (
     KAPPA_SCHEDULES,
     PROX_OPERATORS,
     kappa_at,
-    soft_threshold_,
     staircase_stride,
+    threshold_gates_,
 )
 from codyra.methods.lora import LoRA, LoRAOptions
 from codyra.methods.options import option
@@ -43,8 +43,6 @@ class CoDyRA(LoRA):
     kappa = 0.0
 
     def after_step(self, step, total_steps):
-        import torch
-
         o = self.options
         if step == 1 and o.schedule == "staircase" and staircase_stride(total_steps, o.dense_ratio) == 0:
             log.warning(
@@ -54,10 +52,8 @@ class CoDyRA(LoRA):
                 o.dense_ratio,
             )
         self.kappa = kappa_at(step, total_steps, o.dense_ratio, o.kappa_max, o.schedule)
-        if self.kappa > 0:  # all gates in one flat tensor: one kernel, not one per adapter
-            gates = [adapter.w.data for adapter in self.adapters.values()]
-            flat = soft_threshold_(torch.cat(gates), self.kappa, o.prox)
-            torch._foreach_copy_(gates, list(flat.split([g.numel() for g in gates])))
+        if self.kappa > 0:
+            threshold_gates_([adapter.w.data for adapter in self.adapters.values()], self.kappa, o.prox)
 
     def step_metrics(self):
         return {**super().step_metrics(), "kappa": self.kappa}

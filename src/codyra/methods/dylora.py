@@ -1,0 +1,108 @@
+"""DyLoRA (Valipour et al. 2023): nested-dropout training over ranks.
+
+Every optimizer step draws one rank b uniformly from {rank_min, ..., rank} for all adapters and
+trains the truncated update ``B[:, :b] A[:b] * alpha / b``. The official ``dynamic`` module
+(Huawei, ``DyLoRA/loralib``) multiplies both truncated factors by sqrt(r / b), so with the LoRA
+scale alpha / r the product carries alpha / b; in ``frozen`` mode the first b - 1 components are
+detached and only the b-th trains (the reference's ``set_rank(rank, frozen=False)`` default
+trains all b). On our adapter the truncation is a 0/1 mask in its fixed gate buffer and the
+scale alpha / b; frozen components get their gradient zeroed, which is what detaching them in
+the forward does (AdamW still applies momentum and weight decay to them, as in the reference).
+
+After the task the update merges at ``merge_rank`` (default: the full rank), as the reference
+evaluates a model at the rank last set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codyra.methods.lora import LoRA, LoRAOptions
+from codyra.methods.options import option
+
+
+def sample_rank(generator, rank_min: int, rank_max: int) -> int:
+    """b ~ Uniform{rank_min, ..., rank_max} (DyLoRA's p_B)."""
+    import torch
+
+    return int(torch.randint(rank_min, rank_max + 1, (1,), generator=generator))
+
+
+def truncate_(adapter, b: int, alpha: float) -> None:
+    """Make ``adapter`` compute the rank-b truncation: gates 1 on components < b, else 0, scale alpha / b."""
+    if not 1 <= b <= adapter.rank:
+        raise ValueError(f"truncated rank must lie in [1, {adapter.rank}], got {b}")
+    adapter.w.zero_()[:b] = 1.0
+    adapter.scale = alpha / b
+
+
+def freeze_lower_(adapter, b: int) -> None:
+    """Zero the gradients of components < b - 1 (``frozen`` mode: only the b-th trains)."""
+    if adapter.A.grad is None or adapter.B.grad is None:
+        raise RuntimeError("dylora frozen mode needs the adapters' .grad (the plain optimizer backend, not ZeRO)")
+    adapter.A.grad[: b - 1] = 0.0
+    adapter.B.grad[:, : b - 1] = 0.0
+
+
+@dataclass(frozen=True)
+class DyLoRAOptions(LoRAOptions):
+    rank_min: int = option(1, minimum=1, doc="smallest sampled rank")
+    frozen: bool = option(False, doc="train only the sampled component (DyLoRA's frozen mode)")
+    merge_rank: int | None = option(None, minimum=1, doc="rank merged after the task (null: rank)")
+
+    def check(self):
+        pairs = (("rank_min", self.rank_min), ("merge_rank", self.merge_rank))
+        return [(k, f"must be <= rank ({self.rank}), got {v}") for k, v in pairs if v is not None and v > self.rank]
+
+
+class DyLoRA(LoRA):
+    kind = "dylora"
+    Options = DyLoRAOptions
+
+    @property
+    def alpha(self) -> float:
+        return self.options.alpha if self.options.alpha is not None else self.options.rank
+
+    @property
+    def merge_rank(self) -> int:
+        return self.options.rank if self.options.merge_rank is None else self.options.merge_rank
+
+    def setup(self, ctx):
+        import torch
+
+        groups = super().setup(ctx)
+        # its own stream, drawn from the task's generator: rank draws never shift the init draws
+        self.rank_generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=ctx.generator)))
+        self._draw()
+        return groups
+
+    def _draw(self) -> None:
+        import torch
+
+        self.b = sample_rank(self.rank_generator, self.options.rank_min, self.options.rank)
+        with torch.no_grad():
+            for adapter in self.adapters.values():
+                truncate_(adapter, self.b, self.alpha)
+
+    def before_optimizer_step(self, ctx):
+        if self.options.frozen:
+            for adapter in self.adapters.values():
+                freeze_lower_(adapter, self.b)
+
+    def after_step(self, step, total_steps):
+        if step < total_steps:
+            self._draw()
+
+    def step_metrics(self):
+        return {"sampled_rank": float(self.b)}
+
+    def finish(self, model):
+        import torch
+
+        with torch.no_grad():
+            for adapter in self.adapters.values():
+                truncate_(adapter, self.merge_rank, self.alpha)
+        return super().finish(model)
+
+
+METHOD = DyLoRA

@@ -1,0 +1,181 @@
+"""The issue-16 methods through the method interface on a toy two-layer model: two tasks in the
+engine's hook order (setup, forward + extra_loss, before_optimizer_step, optimizer step,
+after_step, finish, state_to_store), task 2 reading task 1's stored state."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from codyra.adapters.targets import PlacementVocabulary, Target
+from codyra.methods import build_method
+from codyra.methods.base import TaskContext, standalone_context, summary_defaults
+
+TARGETS = [Target("l1", "l1.weight", None, 8, 8, "lm", "q_proj"), Target("l2", "l2.weight", None, 8, 4, "lm", "v_proj")]
+VOCAB = PlacementVocabulary(towers=("lm",), groups={"attn": ("q_proj", "v_proj")})
+STEPS = 12
+
+
+class Toy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(8, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.l2(torch.tanh(self.l1(x)))
+
+
+def task_batches(task: int) -> list[dict]:
+    """Task t's inputs live on coordinates 3(t-1)..3t-1 (plus small noise); targets a fixed linear map."""
+    g = torch.Generator().manual_seed(100 + task)
+    W = torch.randn(4, 8, generator=g)
+    batches = []
+    for _ in range(STEPS):
+        x = 0.05 * torch.randn(16, 8, generator=g)
+        x[:, 3 * (task - 1) : 3 * task] += torch.randn(16, 3, generator=g)
+        batches.append({"x": x, "y": x @ W.T})
+    return batches
+
+
+def context(model, task: int, previous_state, batches) -> TaskContext:
+    """Task ``task`` of a two-task stream (the standalone context with this toy's data and loss)."""
+    family = SimpleNamespace(targets=lambda _m: TARGETS, vocabulary=VOCAB)
+    base = standalone_context(model, family, torch.Generator().manual_seed(task), 0.0, STEPS)
+    return dataclasses.replace(
+        base,
+        task_index=task,
+        previous_state=previous_state,
+        forward=lambda m, b: {"logits": m(b["x"])},
+        task_loss=lambda b, o: ((o["logits"] - b["y"]) ** 2).mean(),
+        task_batches=lambda: iter(batches),
+        cfg={"tasks": [{"name": "t1"}, {"name": "t2"}]},
+    )
+
+
+def run_task(spec: dict, model, task: int, previous_state):
+    method = build_method(spec)
+    batches = task_batches(task)
+    ctx = context(model, task, previous_state, batches)
+    optimizer = torch.optim.AdamW(method.setup(ctx), lr=0.02)
+    metrics = []
+    for step, batch in enumerate(batches, start=1):
+        outputs = ctx.forward(model, batch)
+        loss = ctx.task_loss(batch, outputs)
+        extra = method.extra_loss(ctx, batch, outputs)
+        if extra is not None:
+            assert torch.isfinite(extra)
+        (loss if extra is None else loss + extra).backward()
+        method.before_optimizer_step(ctx)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)  # as the engine's backend, before after_step
+        method.after_step(step, STEPS)
+        metrics.append(method.step_metrics())
+    _, summary = method.finish(model)
+    state = method.state_to_store()
+    assert all(torch.isfinite(t.float()).all() for t in state.values())
+    return method, summary_defaults(summary), state, metrics
+
+
+SPECS = {
+    "olora": {"kind": "olora", "rank": 2},
+    "hidelora": {"kind": "hidelora", "rank": 2},
+    "treelora": {"kind": "treelora", "rank": 2},
+    "inflora": {"kind": "inflora", "rank": 2, "lamb": 0.9},
+    "adalora": {"kind": "adalora", "rank": 4, "target_r": 2, "tinit": 0.25, "tfinal": 0.25},
+    "dylora": {"kind": "dylora", "rank": 4, "frozen": True, "merge_rank": 3},
+    "sora": {"kind": "sora", "rank": 4, "lambda_prox": 0.02},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_method_runs_two_tasks_through_the_interface(kind):
+    torch.manual_seed(0)
+    model = Toy()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    _, summary1, state1, _ = run_task(SPECS[kind], model, 1, None)
+    assert isinstance(summary1["trainable_params"], int) and summary1["trainable_params"] > 0
+    assert summary1["inference_extra_params"] >= 0
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
+    assert changed == ["l1.weight", "l2.weight"]  # the update merged, biases untouched
+    assert not any(isinstance(m, nn.Linear) and type(m) is not nn.Linear for m in model.modules())  # adapters detached
+    method2, summary2, state2, metrics2 = run_task(SPECS[kind], model, 2, state1 or None)
+    CHECKS[kind](method2, summary1, summary2, state1, state2, metrics2)
+
+
+def check_olora(method, s1, s2, state1, state2, metrics):
+    assert state1["l1.A"].shape == (2, 8) and state2["l1.A"].shape == (4, 8)  # all tasks' A rows
+    assert torch.equal(state2["l1.A"][:2], state1["l1.A"])
+    per_task = 2 * (8 + 8) + 2 * (8 + 4)
+    assert (s1["inference_extra_params"], s2["inference_extra_params"]) == (per_task, 2 * per_task)
+
+
+def check_hidelora(method, s1, s2, state1, state2, metrics):
+    assert state2["l2.A"].shape == (4, 8) and float(method.penalty().detach()) > 0
+
+
+def check_treelora(method, s1, s2, state1, state2, metrics):
+    assert state1["l1.A_tasks"].shape == (1, 16) and state2["l1.A_tasks"].shape == (2, 16)
+    assert torch.equal(state2["l1.A_tasks"][:1], state1["l1.A_tasks"])
+    assert method.bandit.counts.sum() == STEPS * 2  # one pick per step and depth
+    assert s2["inference_extra_params"] == 2 * (16 + 16)
+
+
+def check_inflora(method, s1, s2, state1, state2, metrics):
+    # task 2's l1 update is blind to task 1's protected input subspace
+    feature, retain = state1["l1.feature"].double(), bool(state1["l1.retain"])
+    assert not retain and feature.shape[1] >= 1
+    adapter = method.adapters["l1"]
+    dW = (adapter.B @ adapter.A).detach().double()
+    assert float((dW @ feature).abs().max()) < 1e-5
+    assert s2["trainable_params"] == 2 * 8 + 2 * 4  # only B trains
+
+
+def check_adalora(method, s1, s2, state1, state2, metrics):
+    assert s2["active_rank_total"] == 2 * 2  # target_r x matrices after the final allocation
+    assert metrics[-1]["budget"] == 4.0
+
+
+def check_dylora(method, s1, s2, state1, state2, metrics):
+    assert s2["active_rank_total"] == 3 * 2  # merged at merge_rank
+    assert {m["sampled_rank"] for m in metrics} <= {1.0, 2.0, 3.0, 4.0}
+
+
+def check_sora(method, s1, s2, state1, state2, metrics):
+    assert metrics[0]["prox_lambda"] == 0.02
+    assert s2["active_rank_total"] < 4 * 2  # the proximal step pruned gates
+
+
+CHECKS = {
+    "olora": check_olora,
+    "hidelora": check_hidelora,
+    "treelora": check_treelora,
+    "inflora": check_inflora,
+    "adalora": check_adalora,
+    "dylora": check_dylora,
+    "sora": check_sora,
+}
+
+
+def test_olora_task_2_needs_task_1_state():
+    with pytest.raises(ValueError, match="method state"):
+        run_task(SPECS["olora"], Toy(), 2, None)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"kind": "adalora", "rank": 4, "target_r": 4}, "target_r: must be < rank"),
+        ({"kind": "adalora", "tinit": 0.6, "tfinal": 0.5}, "tinit \\+ tfinal must be < 1"),
+        ({"kind": "dylora", "rank": 4, "merge_rank": 5}, "merge_rank: must be <= rank"),
+        ({"kind": "sora", "lambda_schedule": "linear"}, "needs max_lambda and lambda_num"),
+        ({"kind": "inflora", "lamb": 1.5}, "lamb: must be <= 1"),
+        ({"kind": "treelora", "reg": -1}, "reg: must be >= 0"),
+    ],
+)
+def test_bad_options_name_the_key(spec, message):
+    with pytest.raises(ValueError, match=message):
+        build_method(spec)
