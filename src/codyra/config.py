@@ -37,6 +37,21 @@ def load_config(source: str | Path | dict) -> dict:
     return validate_config(copy.deepcopy(source) if isinstance(source, dict) else read_config_file(source))
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping (the second would silently win); keep one", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
     """The YAML mapping in a config file, overlaid onto the file it ``extends`` (if any); one
     clear error for a missing, malformed or empty file and for a cycle of ``extends``."""
@@ -49,7 +64,7 @@ def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
         cycle = " -> ".join(str(p) for p in (*_chain, path.resolve()))
         raise ConfigError(f"config files extend each other in a cycle: {cycle}; one of them must not extend")
     try:
-        cfg = yaml.safe_load(path.read_text())
+        cfg = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""

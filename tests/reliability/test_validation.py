@@ -111,7 +111,15 @@ def test_sweep_grid_takes_numbers_as_users_write_them(tiny_cfg, monkeypatch):
     assert [cfg["method_configs"][n]["train"]["lr"] for (_, cfg), n in zip(ran, names)] == [1e-4, 5e-4]
 
 
-@pytest.mark.parametrize("text, message", [("", "is empty"), ("benchmark: [unclosed\n", "is not valid YAML at line"), ("- a\n- b\n", "must hold a YAML mapping")])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "is empty"),
+        ("benchmark: [unclosed\n", "is not valid YAML at line"),
+        ("- a\n- b\n", "must hold a YAML mapping"),
+        ("methods: [a]\nseeds: [0]\nmethods: [b]\n", "is not valid YAML at line 3, column 1: key 'methods' appears twice"),
+    ],
+)
 def test_malformed_or_empty_config_file_is_one_line_naming_it(tmp_path, capsys, text, message):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
