@@ -110,6 +110,7 @@ def probe(name: str, args) -> dict:
             stored_state=lambda k: state, stored_update=lambda k: update,
             cfg={"model": {"name": args.model}, "data": {"num_workers": 0}}, method_name=name, seed=args.seed,
             total_steps=total, steps_per_epoch=total,  # one epoch: OGD collects every step, its dearer phase
+            task_batches=lambda: (batch_at(step) for step in range(1, total + 1)),
         )
 
     def run(task, steps, state, update):

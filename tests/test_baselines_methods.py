@@ -62,6 +62,7 @@ def context(model, task_index, previous_state=None, previous_update=None, cfg=No
         seed=0,
         total_steps=STEPS,
         steps_per_epoch=2,
+        task_batches=lambda: (batch_at(step, task_index) for step in range(STEPS)),
     )
 
 

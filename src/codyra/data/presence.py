@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .catalog import requirement
-from .errors import DataRootNotFoundError, DatasetNotFoundError
+from .errors import DatasetNotFoundError
+from .root import data_root
 
 
 def missing_required(name: str, protocol: str, root: Path) -> list[str]:
@@ -29,24 +30,6 @@ def require_present(name: str, protocol: str, root: Path) -> None:
     missing = missing_required(name, protocol, root)
     if missing:
         raise dataset_error(name, protocol, root, missing=missing)
-
-
-def data_root(cfg: dict) -> Path:
-    """The directory holding a benchmark's datasets (config key data.root), checked to exist."""
-    from codyra.errors import ConfigError
-
-    data = cfg["data"]
-    if data["root"] is None:
-        raise ConfigError(
-            f"config key data.root is not set: the {data['kind']} benchmark reads its datasets from it. "
-            "Set it to the directory that holds (or will hold) the datasets, in the config or with "
-            "--set data.root=/path/to/datasets; `codyra data check --config <config>` then lists what is "
-            "expected there and how to obtain each dataset"
-        )
-    root = Path(data["root"]).expanduser().absolute()
-    if not root.is_dir():
-        raise DataRootNotFoundError(root, data["root"], Path.cwd())
-    return root
 
 
 def require_benchmark_data(cfg: dict) -> None:

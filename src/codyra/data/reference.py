@@ -49,7 +49,7 @@ def missing_reference(cfg: dict) -> list[str]:
     ref = reference_config(cfg)
     if ref is None or ref["kind"] != "zscl":
         return []
-    from .presence import data_root
+    from .root import data_root
 
     root = data_root(cfg)
     missing = []
@@ -151,7 +151,7 @@ def load_reference(cfg: dict, image: ImageConfig, method_name: str | None = None
         size = ref["size"] or cfg["mini"]["corpus_size"]
         pixels, captions = mini_corpus_pixels(cfg, size, image)
         return ReferenceData(_Pixels(pixels), captions)
-    from .presence import data_root
+    from .root import data_root
     from .transforms import EvalTransform
 
     root = data_root(cfg)

@@ -30,7 +30,8 @@ from codyra.tasks import ClassificationTask, ImageConfig
 from .catalog import EXPECTED, Expected, requirement
 from .errors import DatasetNotFoundError
 from .fewshot import load_or_create_manifest, sample_fewshot
-from .presence import data_root, dataset_error
+from .presence import dataset_error
+from .root import data_root
 from .samples import Samples
 from .sources import load_splits
 from .templates import templates
