@@ -37,19 +37,23 @@ def load_config(source: str | Path | dict) -> dict:
     return validate_config(copy.deepcopy(source) if isinstance(source, dict) else read_config_file(source))
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping (the second would silently win); keep one", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+def _refuse_duplicate_keys(text: str) -> None:
+    """PyYAML silently keeps the last of a key given twice in one mapping: name it instead.
+    Composing builds the node tree only (no Python objects), so this reads as safely as safe_load."""
+    todo = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key.value!r} appears twice in one mapping (the second would silently win); keep one", key.start_mark
+                    )
+                seen.add(key.value)
+                todo.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
 
 
 def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
@@ -64,7 +68,9 @@ def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
         cycle = " -> ".join(str(p) for p in (*_chain, path.resolve()))
         raise ConfigError(f"config files extend each other in a cycle: {cycle}; one of them must not extend")
     try:
-        cfg = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+        text = path.read_text()
+        _refuse_duplicate_keys(text)
+        cfg = yaml.safe_load(text)
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""

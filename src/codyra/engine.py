@@ -1,7 +1,7 @@
 """Train task i of a benchmark with one method and seed, starting from theta_{i-1}: the one
 training loop of every model family and method.
 
-The family (:mod:`codyra.family`) supplies a :class:`FitSession`: theta_{i-1} on the device,
+The family (:mod:`codyra.family`) supplies a :class:`~codyra.family.FitSession`: theta_{i-1} on the device,
 the step's micro-batches, the forward, the task loss and the optimizer backend. The engine
 owns the rest: seeding, the method's hooks (:mod:`codyra.methods.base`, in the order stated
 there), the schedule, history and MLflow metrics, resumable checkpoints, and writing the task
@@ -20,9 +20,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -31,11 +29,11 @@ from codyra.adapters.lora import seed_adapter_dropout
 from codyra.batches import derive_seed
 from codyra.checkpoint import checkpoint_dir, find_checkpoint, load_method_checkpoint
 from codyra.config import fingerprint, resolve_job
-from codyra.family import family_of
+from codyra.family import FitSession, family_of
 from codyra.fingerprints import train_fingerprint
 from codyra.io import read_json, write_text
 from codyra.methods import build_method
-from codyra.methods.base import TaskContext, summary_defaults
+from codyra.methods.base import Method, TaskContext, summary_defaults
 from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
@@ -43,71 +41,7 @@ from codyra.state import require_updates
 from codyra.tracking import SETTINGS, TIME, JobRun, train_final_metrics, train_run
 from codyra.updates import load_method_state, load_update, save_update
 
-if TYPE_CHECKING:
-    from torch import nn
-
-    from codyra.methods.base import Method
-
 log = logging.getLogger(__name__)
-
-
-class Backend(Protocol):
-    """How an optimizer step runs: :class:`codyra.backends.PlainBackend` (one process) or
-    ``codyra.llm.zero.ZeroBackend`` (DeepSpeed ZeRO-2 ranks)."""
-
-    optimizer: torch.optim.Optimizer
-    rank: int
-    world_size: int
-
-    def autocast(self): ...
-    def forward(self, **inputs): ...
-    def backward(self, loss: torch.Tensor) -> None: ...
-    def step(self) -> None: ...
-    def after_step(self, method: Method, step: int, total: int) -> None: ...
-    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
-    def save(self, directory, step: int, scheduler, history: list, method_state: dict | None = None) -> None: ...
-    def load(self, directory, scheduler) -> tuple[int, list]: ...
-    def finalize(self) -> None: ...
-    def report(self) -> dict: ...
-    def close(self) -> None: ...
-
-
-class FitSession(Protocol):
-    """A family's side of one training job (built by ``Family.fit_session``)."""
-
-    model: nn.Module  # theta_{i-1}, on ``device`` or moved there by the backend
-    device: torch.device
-    total: int  # optimizer steps of the task
-    steps_per_epoch: int  # optimizer steps of one pass over the task's training set (rounded up)
-    description: str  # progress-bar label
-    dropout_key: tuple[int, ...]  # extra parts of the per-step adapter-dropout seed (the rank)
-
-    def backend(self, groups: list[dict], method: Method) -> Backend:
-        """The optimizer backend over the method's groups (called once, after ``setup``)."""
-
-    def batches(self, start: int) -> Iterable[list[dict]]:
-        """Per optimizer step ``start+1..total``: this rank's micro-batches (dicts on the device)."""
-
-    def forward(self, model: nn.Module, batch: dict) -> dict:
-        """``model``'s outputs on a batch (the trained model runs through the backend)."""
-
-    def task_loss(self, batch: dict, outputs: dict) -> torch.Tensor:
-        """The family's loss of one batch (a mean), for methods."""
-
-    def begin_step(self, micro_batches: list[dict]) -> None:
-        """Before the step's forwards (e.g. count the step's answer tokens on all ranks)."""
-
-    def step_loss(self, batch: dict, outputs: dict) -> torch.Tensor:
-        """This micro-batch's share of the step's objective (what is backpropagated)."""
-
-    def step_record(self) -> dict:
-        """The step's history fields: ``loss`` (the task loss), and any the family adds."""
-
-    def trained_model(self) -> nn.Module:
-        """The model ``Method.finish`` merges into."""
-
-    def keeps_model(self) -> bool:
-        """Whether the returned model is theta_i as rebuilt from the stored updates."""
 
 
 @dataclass

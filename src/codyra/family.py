@@ -10,13 +10,74 @@ stays its own.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
     from codyra.adapters.targets import PlacementVocabulary, Target
-    from codyra.engine import FitSession
+    from codyra.methods.base import Method
+
+
+class Backend(Protocol):
+    """How an optimizer step runs: :class:`codyra.backends.PlainBackend` (one process) or
+    ``codyra.llm.zero.ZeroBackend`` (DeepSpeed ZeRO-2 ranks)."""
+
+    optimizer: torch.optim.Optimizer
+    rank: int
+    world_size: int
+
+    def autocast(self): ...
+    def forward(self, **inputs): ...
+    def backward(self, loss: torch.Tensor) -> None: ...
+    def step(self) -> None: ...
+    def after_step(self, method: Method, step: int, total: int) -> None: ...
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
+    def save(self, directory, step: int, scheduler, history: list, method_state: dict | None = None) -> None: ...
+    def load(self, directory, scheduler) -> tuple[int, list]: ...
+    def finalize(self) -> None: ...
+    def report(self) -> dict: ...
+    def close(self) -> None: ...
+
+
+class FitSession(Protocol):
+    """A family's side of one training job (built by ``Family.fit_session``)."""
+
+    model: nn.Module  # theta_{i-1}, on ``device`` or moved there by the backend
+    device: torch.device
+    total: int  # optimizer steps of the task
+    steps_per_epoch: int  # optimizer steps of one pass over the task's training set (rounded up)
+    description: str  # progress-bar label
+    dropout_key: tuple[int, ...]  # extra parts of the per-step adapter-dropout seed (the rank)
+
+    def backend(self, groups: list[dict], method: Method) -> Backend:
+        """The optimizer backend over the method's groups (called once, after ``setup``)."""
+
+    def batches(self, start: int) -> Iterable[list[dict]]:
+        """Per optimizer step ``start+1..total``: this rank's micro-batches (dicts on the device)."""
+
+    def forward(self, model: nn.Module, batch: dict) -> dict:
+        """``model``'s outputs on a batch (the trained model runs through the backend)."""
+
+    def task_loss(self, batch: dict, outputs: dict) -> torch.Tensor:
+        """The family's loss of one batch (a mean), for methods."""
+
+    def begin_step(self, micro_batches: list[dict]) -> None:
+        """Before the step's forwards (e.g. count the step's answer tokens on all ranks)."""
+
+    def step_loss(self, batch: dict, outputs: dict) -> torch.Tensor:
+        """This micro-batch's share of the step's objective (what is backpropagated)."""
+
+    def step_record(self) -> dict:
+        """The step's history fields: ``loss`` (the task loss), and any the family adds."""
+
+    def trained_model(self) -> nn.Module:
+        """The model ``Method.finish`` merges into."""
+
+    def keeps_model(self) -> bool:
+        """Whether the returned model is theta_i as rebuilt from the stored updates."""
 
 
 class Family(Protocol):

@@ -49,7 +49,6 @@ if TYPE_CHECKING:  # method modules import torch lazily: config validation (ever
     from torch import nn
 
     from codyra.adapters.targets import PlacementVocabulary, Target
-    from codyra.family import Family
     from codyra.updates import TaskUpdate
 
 @dataclass
@@ -74,7 +73,7 @@ class TaskContext:
     """
 
     model: nn.Module
-    family: Family
+    family: Any  # the job's codyra.family.Family (not imported: the family seam sits above the methods)
     targets: list[Target]
     vocab: PlacementVocabulary
     generator: torch.Generator
@@ -137,12 +136,12 @@ class Method(ABC):
     def absorb(self, previous_state: dict[str, torch.Tensor] | None, batches: list, num_classes: int, seed: int) -> None:
         """A closed-form method's fit of one task: ``batches`` of (frozen features, labels over the
         ``num_classes`` classes of tasks 1..i), ``previous_state`` task i-1's stored state."""
-        raise NotImplementedError(f"method kind {self.kind!r} does not fit in closed form")
+        raise TypeError(f"method kind {self.kind!r} does not fit in closed form (its closed_form is False): the engine trains it by steps")
 
     @classmethod
     def routed_cells(cls, cfg: dict, method: str, seed: int, i: int, js: list[int], device):
         """A domain-predicting method's cells A[i, j] (with their ``routing``), for the family to yield."""
-        raise NotImplementedError(f"method kind {cls.kind!r} has no task-agnostic inference")
+        raise TypeError(f"method kind {cls.kind!r} has no task-agnostic inference (its predicts_domain is False): its cells come from the family")
 
     def checkpoint_state(self) -> dict[str, torch.Tensor]:
         """Mid-task tensors a resumed job needs, saved with each checkpoint ({}: none)."""
@@ -176,7 +175,7 @@ def summary_defaults(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def standalone_context(
-    model: nn.Module, family: Family, generator: torch.Generator, weight_decay: float, total_steps: int = 1
+    model: nn.Module, family: Any, generator: torch.Generator, weight_decay: float, total_steps: int = 1
 ) -> TaskContext:
     """Task 1's context for a model outside a training job (benchmarks, tests of a method's
     parameters): no stored state; theta_0 is a copy of ``model`` as given; there is no batch
