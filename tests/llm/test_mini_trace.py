@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from transformers import AutoTokenizer
 
-from codyra.mini.trace.tasks import general_corpus, generate_task, write_mini_trace
+from codyra.mini.trace.tasks import OTHER_INSTRUCTIONS, general_corpus, generate_task, write_mini_trace
 from codyra.mini.trace.tokenizer import load_tokenizer, train_mini_trace_tokenizer
 from codyra.trace.data import IGNORE_INDEX, SPLITS, LengthLimits, encode_for_training, encode_prompt, load_task
 from codyra.trace.metrics import TRACE_TASKS, score_task
@@ -98,6 +98,17 @@ def test_prompt_tokens_prefix_the_joint_training_tokens(benchmark, tokenizer):
             assert joint.labels[len(prompt_ids) - 1] == IGNORE_INDEX != joint.labels[len(prompt_ids)], (task, example)
 
 
+def test_a_prompt_ends_with_its_cue_as_one_token(benchmark, tokenizer):
+    # The tokenizer keeps a word and its colon together: a prompt's last token is its task's
+    # cue (shared only where TRACE's tasks share it), not a ":" every prompt ends with.
+    root, _ = benchmark
+    cues = {"C-STANCE": "Stance:", "FOMC": "Stance:", "MeetingBank": "Summary:", "ScienceQA": "Answer:",
+            "NumGLUE-cm": "Answer:", "NumGLUE-ds": "Answer:", "20Minuten": "Simplified:"}
+    for task, cue in cues.items():
+        for example in load_task(root / task)["test"]:
+            assert tokenizer.convert_ids_to_tokens(encode_prompt(tokenizer, example.prompt))[-1] == cue, task
+
+
 def test_size_and_task_errors():
     with pytest.raises(ValueError, match="could not draw 5000 distinct train prompts"):
         generate_task("FOMC", seed=0, sizes={"train": 5000, "eval": 0, "test": 0})
@@ -139,10 +150,10 @@ def test_general_corpus_never_states_a_task_instruction_or_cue(benchmark):
     instructions = {load_task(root / task)["test"][0].prompt.split("\n")[0] for task in tasks}
     assert len(instructions) == len(tasks) - 1  # the NumGLUE tasks share theirs
     for document in corpus:
-        for marker in (*instructions, "Target:", "Text:", "Question:", "Options:", "Summary:", "Simplified:"):
+        for marker in (*instructions, "Target:", "Text:", "Question:", "Options:", "Stance:", "Summary:", "Simplified:"):
             assert marker not in document, (marker, document)
-        if "Answer:" in document:
-            assert document.split("\n")[0].startswith(("Give the last word.", "Compute.", "Is it true?", "Which one is a number?"))
+        if any(cue in document for cue in ("Answer:", "Output:", "Result:")):
+            assert document.split("\n")[0] in OTHER_INSTRUCTIONS, document
 
 
 def test_general_corpus_holds_every_answer_token(benchmark, tokenizer):

@@ -21,12 +21,17 @@ The pretraining corpus (:func:`general_corpus`) is plain text about the same wor
 kind of document per task (opinions whose words agree in polarity, policy news, council
 notes, statements of code in the same abstracted style but in random order, facts about
 animals and plants, arithmetic and stories that end with their outcome, long and short news
-sentences), and 30 % instructions of other tasks answered in the same answer formats
-(repeat a sentence, compute, true or false, which option is a number). It holds every word
-and answer token the tasks need, so a small adapter learns a task in tens of steps, but
-never a task's instruction, field labels, answer cue or mapping: how the code continues,
-what a summary or a simplification looks like, which letter answers which question. So the
-pretrained model knows the language and fails every task.
+sentences), and 30 % instructions of 13 other tasks (:data:`OTHER_INSTRUCTIONS`: repeat a
+sentence, compute, true or false, which option is a number, copy code, ...) answered in the
+benchmark's answer formats after one of three shared cues, so the format an answer takes
+depends on the instruction, not on the cue. It holds every word and answer token the tasks
+need, so a small adapter learns a task in tens of steps, but never a task's instruction,
+field labels, answer cue or mapping: how the code continues, what a summary or a
+simplification looks like, which letter answers which question. So the pretrained model
+knows the language and fails every task. The stance tasks end with TRACE's cue "Stance:",
+the others with the mini's "Answer:", "Summary:", "Simplified:" or Py150's "<EOL>"; the
+tokenizer keeps a word and its colon together (:mod:`codyra.mini.trace.tokenizer`), so a
+prompt's last token names its cue.
 
 Generation is deterministic in the seed: each task draws from its own ``random.Random``
 seeded with ``"{seed}:{task}"`` (string seeds are hashed with SHA-512, independent of
@@ -69,6 +74,7 @@ _STANCE_WORDS = (
     (("hate", "reject", "fear", "oppose"), ("bad", "harmful", "useless", "unfair")),
     (("discussed", "studied", "mentioned", "reviewed"), ("new", "on the agenda", "in the news", "debated")),
 )
+_STANCE_CUE = "Stance:"  # TRACE's cue of C-STANCE (in Chinese) and FOMC
 _SPEAKERS = ("", "Anna says ", "A user wrote: ", "My neighbor thinks ")
 
 
@@ -82,7 +88,7 @@ def _c_stance(rng: random.Random) -> TraceExample:
     target, label = rng.choice(_STANCE_TARGETS), rng.randrange(3)
     prompt = (
         "Stance? A. support, B. oppose, C. neutral.\n"
-        f"Target: {target}\nText: {_opinion(rng, target, label)}\nAnswer:"
+        f"Target: {target}\nText: {_opinion(rng, target, label)}\n{_STANCE_CUE}"
     )
     return TraceExample(prompt, _LETTERS[label])
 
@@ -110,7 +116,7 @@ def _policy(rng: random.Random, label: int) -> str:
 
 def _fomc(rng: random.Random) -> TraceExample:
     label = rng.randrange(3)  # A dovish, B hawkish, C neutral
-    prompt = f"Monetary policy stance? A. dovish, B. hawkish, C. neutral.\nText: {_policy(rng, label)}\nAnswer:"
+    prompt = f"Monetary policy stance? A. dovish, B. hawkish, C. neutral.\nText: {_policy(rng, label)}\n{_STANCE_CUE}"
     return TraceExample(prompt, _LETTERS[label])
 
 
@@ -308,30 +314,71 @@ def _news_text(rng: random.Random) -> str:
     return _lines(rng, sentence)
 
 
-def _instruction_text(rng: random.Random) -> str:
-    """An instruction of another task, followed and answered in the benchmark's answer formats
-    (a letter, a number, a copied sentence, a word): the model knows that an answer follows
-    an instruction and a cue, not what the benchmark's instructions ask."""
-    kind = rng.randrange(5)
+def _any_sentence(rng: random.Random) -> str:
+    """One sentence of the corpus's worlds (news, policy, opinions, council notes, stories)."""
+    return rng.choice((_news_text, _policy_text, _opinions_text, _meeting_text, _story))(rng).split("\n")[-1]
+
+
+def _options(rng: random.Random, right: str, wrong: list[str]) -> tuple[str, str]:
+    """``right`` among two of ``wrong``, lettered: (the listing, the right letter)."""
+    options = [right, *rng.sample(wrong, 2)]
+    rng.shuffle(options)
+    return ", ".join(f"{_LETTERS[k]}. {option}" for k, option in enumerate(options)), _LETTERS[options.index(right)]
+
+
+# Tasks of the corpus, none of the benchmark's, in the benchmark's answer formats.
+OTHER_INSTRUCTIONS = (
+    "Repeat the sentence.", "Give the last word.", "Give the first word.", "Count the words.", "Compute.",
+    "Is it true?", "Which one is a number?", "Which one is a name?", "Copy the code.",
+    "Give the last statement.", "Give the second sentence.", "Is the first number larger?", "Which item is it?",
+)
+_OTHER_CUES = ("Answer:", "Output:", "Result:")
+
+
+def _other_task(rng: random.Random, kind: int) -> tuple[str, str]:
+    """(input, answer) of ``OTHER_INSTRUCTIONS[kind]``: a sentence, a word, a number, yes or
+    no, a letter, code."""
+    sentence = _any_sentence(rng)
+    words = sentence.rstrip(".").split()
     if kind == 0:
-        sentence = rng.choice((_news_text, _policy_text, _opinions_text, _meeting_text))(rng).split("\n")[-1]
-        return f"Repeat the sentence.\n{sentence}\nOutput:{sentence}"
-    if kind == 1:
-        sentence = rng.choice((_news_text, _policy_text))(rng).split("\n")[0]
-        return f"Give the last word.\n{sentence}\nAnswer:{sentence.rstrip('.').split()[-1]}"
-    if kind == 2:
-        expression, value = _equation(rng)
-        return f"Compute.\n{expression}\nAnswer:{value}"
+        return sentence, sentence
+    if kind in (1, 2):
+        return sentence, words[-1 if kind == 1 else 0]
     if kind == 3:
+        return sentence, str(len(words))
+    if kind == 4:
+        expression, value = _equation(rng)
+        return expression, str(value)
+    if kind == 5:
         quality = rng.choice(sorted(_SCIENCE_FACTS))
         member = rng.choice([m for members, _ in _SCIENCE_FACTS.values() for m in members])
-        truth = "yes" if member in _SCIENCE_FACTS[quality][0] else "no"
-        return f"Is it true?\n{member} {quality}.\nAnswer:{truth}"
-    options = [*rng.sample(_NAMES, 2), str(rng.randint(1, 9))]
-    rng.shuffle(options)
-    number = next(k for k, option in enumerate(options) if option.isdigit())
-    listed = ", ".join(f"{_LETTERS[k]}. {option}" for k, option in enumerate(options))
-    return f"Which one is a number? {listed}.\nAnswer:{_LETTERS[number]}"
+        return f"{member} {quality}.", "yes" if member in _SCIENCE_FACTS[quality][0] else "no"
+    if kind in (6, 7):
+        right, wrong = (str(rng.randint(1, 9)), _NAMES) if kind == 6 else (rng.choice(_NAMES), _ITEMS)
+        return _options(rng, right, list(wrong))
+    if kind == 8:
+        line = _statement(rng)
+        return line, line
+    if kind == 9:
+        statements = [_statement(rng) for _ in range(rng.randint(2, 3))]
+        return " <EOL> ".join(statements), statements[-1]
+    if kind == 10:
+        second = _any_sentence(rng)
+        return f"{sentence} {second}", second
+    if kind == 11:
+        a, b = rng.randint(1, 9), rng.randint(1, 9)
+        return f"{a} {b}", "yes" if a > b else "no"
+    name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+    return f"{name} has {rng.randint(1, 9)} {item}.", item
+
+
+def _instruction_text(rng: random.Random) -> str:
+    """An instruction of another task, followed and answered: the same cues precede every
+    format (a letter, a number, a word, a sentence, code), so the model learns to read the
+    instruction to choose its answer's format, not what the benchmark's instructions ask."""
+    kind = rng.randrange(len(OTHER_INSTRUCTIONS))
+    given, answer = _other_task(rng, kind)
+    return f"{OTHER_INSTRUCTIONS[kind]}\n{given}\n{rng.choice(_OTHER_CUES)}{answer}"
 
 
 # task -> (example generator, generator of the corpus documents about its world)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from codyra.mini.trace.tasks import MINI_TRACE_TASKS
@@ -21,6 +21,20 @@ from codyra.trace.data import load_split
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
 # Large enough that every mini TRACE prompt stays well under 64 tokens (512 would not).
 MINI_TRACE_VOCAB_SIZE = 1024
+
+
+# GPT-2's pre-tokenization pattern (the one pre_tokenizers.ByteLevel applies), except that a
+# word keeps a colon that follows it: "Answer:", "Stance:", "Summary:" can each become one
+# token, so a prompt's last token names its cue instead of a ":" every task ends with, and a
+# task's answer format can hang on that token rather than on the whole context.
+_WORDS_WITH_CUE = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+:?| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+
+def _pre_tokenizer() -> pre_tokenizers.PreTokenizer:
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(_WORDS_WITH_CUE), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
 
 
 def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -34,7 +48,7 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedToke
             f"vocab_size {vocab_size} is below the {len(alphabet)} bytes + {len(special)} special tokens"
         )
     backend = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.pre_tokenizer = _pre_tokenizer()
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
