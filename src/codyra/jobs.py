@@ -61,11 +61,12 @@ def eval_rule(cfg: dict) -> str:
 
 def job_group(cfg: dict) -> str:
     """The Snakemake group (one SLURM job; local runs ignore groups) of a run's training and row
-    jobs: the whole run (method, seed) for CLIP, whose tasks take minutes on one GPU, so that
-    per-task jobs would spend more on queueing and start-up than on work; one task (training i
-    and row i) for causal LMs, whose tasks hold 4 GPUs for hours: a whole run would outlast
-    partition time limits, and a requeue would redo it all."""
-    return "task-{method}-seed{seed}-{i}" if _causal_lm(cfg) else "run-{method}-seed{seed}"
+    jobs, as config key ``cluster_job`` says; by default the whole run (method, seed) for CLIP,
+    whose tasks take minutes on one GPU, so that per-task jobs would spend more on queueing and
+    start-up than on work; one task (training i and row i) for causal LMs, whose tasks hold 4
+    GPUs for hours: a whole run would outlast partition time limits, and a requeue would redo it all."""
+    unit = cfg.get("cluster_job") or ("task" if _causal_lm(cfg) else "run")
+    return {"run": "run-{method}-seed{seed}", "task": "task-{method}-seed{seed}-{i}"}[unit]
 
 
 def rule_for(command: str, method: str | None, cfg: dict) -> str:

@@ -126,6 +126,10 @@ def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(t
     # members without a gpu_slot: Snakemake adds up those that could run side by side
     unconstrained = count_submissions(tmp_path, *args, "--set-resources", "train_task:gpu_slot=0", "eval_row:gpu_slot=0")["resources"]["eval_row+train_task"]
     assert unconstrained["gpu"] == 2 and unconstrained["_cores"] == 3 + 2
+    # a site with a shorter time limit: one job per task (training i and row i)
+    per_task = count_submissions(tmp_path, *args, "--config", "cluster_job=task")
+    assert per_task["submissions_by_rule"]["eval_row+train_task"] == len(trained) * seeds * n
+    assert per_task["resources"]["eval_row+train_task"]["runtime"] == rules["train_task"]["runtime"] + rules["eval_row"]["runtime"]
     assert not (tmp_path / "results").exists()
 
 
