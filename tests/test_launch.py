@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("train", "codyra", "clip", "train_task"),
         ("train", "codyra", "causal_lm", "train_lm_task"),
         ("cell", "codyra", "clip", "eval_row"),
+        ("cell", "codyra", "causal_lm", "eval_lm_row"),
         ("cell", "pretrained", "causal_lm", "eval_row0"),
         ("heldout", "codyra", "clip", "heldout"),
         ("heldout", "pretrained", "clip", "heldout_row0"),
@@ -84,11 +85,23 @@ def test_trace_train_on_slurm_requests_the_lm_training_resources(tmp_path, monke
     assert job.entry is run
 
 
+def test_a_whole_stream_on_slurm_is_timed_as_the_workflow_run_job(tmp_path, tiny_cfg_dict, monkeypatch):
+    """`codyra run --slurm` trains and evaluates N tasks in one job: N x (train_task + eval_row) runtimes."""
+    executor = RecordingExecutor()
+    monkeypatch.setattr(launch, "executor_for", lambda cfg, kind: executor)
+    path = write_yaml(tmp_path / "tiny.yaml", {**tiny_cfg_dict, "results": str(tmp_path)})
+    assert main(["run", "--config", path, "--method", "codyra", "--seed", "0", "--slurm", "--slurm-profile", f"{ROOT}/profiles/slurm"]) == 0
+    n = len(tiny_cfg_dict["tasks"])
+    assert executor.parameters["timeout_min"] == n * (30 + 30)  # profiles/slurm: train_task 30, eval_row 30
+    assert executor.parameters["slurm_gres"] == "gpu:h100:1"
+
+
 def test_profile_resources_overlay_the_rule_on_the_defaults():
     train = profile_resources(f"{ROOT}/profiles/slurm", "train_task")
     cell = profile_resources(f"{ROOT}/profiles/slurm", "eval_row")
-    assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 120
-    assert cell["runtime"] == 240 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
+    assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 30
+    assert cell["runtime"] == 30 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
+    assert profile_resources(f"{ROOT}/profiles/slurm", "eval_lm_row")["runtime"] == 240  # generation: a TRACE row takes hours
     lm = profile_resources(f"{ROOT}/profiles/slurm", "train_lm_task")
     assert lm["gpu"] == 4 and "tasks" not in lm
 

@@ -28,6 +28,7 @@ JOBS: dict[str, Job] = {
     "train_lm_task": Job("train", ("codyra.engine",), "train.threads"),  # profiles give it 4 GPUs in one task
     "eval_row0": Job("cell", ("codyra.evaluate",), "eval.threads"),
     "eval_row": Job("cell", ("codyra.evaluate",), "eval.threads"),
+    "eval_lm_row": Job("cell", ("codyra.evaluate",), "eval.threads"),  # generation: hours where a CLIP row takes minutes
     "heldout_row0": Job("heldout", ("codyra.heldout",), "eval.threads"),
     "heldout": Job("heldout", ("codyra.heldout",), "eval.threads"),
     "summarize_run": Job("summarize", ("codyra.results",), None),
@@ -45,8 +46,27 @@ JOBS: dict[str, Job] = {
 }
 
 
+def _causal_lm(cfg: dict) -> bool:
+    return cfg["model"]["family"] == "causal_lm"
+
+
 def train_rule(cfg: dict) -> str:
-    return "train_lm_task" if cfg["model"]["family"] == "causal_lm" else "train_task"
+    return "train_lm_task" if _causal_lm(cfg) else "train_task"
+
+
+def eval_rule(cfg: dict) -> str:
+    """The rule of a trained run's row i >= 1 (row 0 is ``eval_row0``)."""
+    return "eval_lm_row" if _causal_lm(cfg) else "eval_row"
+
+
+def job_group(cfg: dict) -> str:
+    """The Snakemake group (one SLURM job; local runs ignore groups) of a run's training and row
+    jobs, as config key ``cluster_job`` says; by default the whole run (method, seed) for CLIP,
+    whose tasks take minutes on one GPU, so that per-task jobs would spend more on queueing and
+    start-up than on work; one task (training i and row i) for causal LMs, whose tasks hold 4
+    GPUs for hours: a whole run would outlast partition time limits, and a requeue would redo it all."""
+    unit = cfg.get("cluster_job") or ("task" if _causal_lm(cfg) else "run")
+    return {"run": "run-{method}-seed{seed}", "task": "task-{method}-seed{seed}-{i}"}[unit]
 
 
 def rule_for(command: str, method: str | None, cfg: dict) -> str:
@@ -56,7 +76,7 @@ def rule_for(command: str, method: str | None, cfg: dict) -> str:
         return train_rule(cfg)
     if command in ("cell", "heldout"):
         row0 = method == PRETRAINED
-        return {"cell": ("eval_row", "eval_row0"), "heldout": ("heldout", "heldout_row0")}[command][row0]
+        return {"cell": (eval_rule(cfg), "eval_row0"), "heldout": ("heldout", "heldout_row0")}[command][row0]
     raise ValueError(f"codyra {command} is not a job the workflow submits; launchable: train, cell, heldout, run, sweep")
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from codyra.jobs import job_threads, rule_for
+from codyra.jobs import eval_rule, job_threads, rule_for
 
 DEFAULT_PROFILE = "profiles/slurm"
 LAUNCH_FLAGS = {"--slurm": 0, "--wait": 0, "--slurm-profile": 1, "--executor": 1}
@@ -93,9 +93,15 @@ def executor_for(cfg: dict, kind: str | None):
 
 
 def job_parameters(args, cfg: dict) -> dict:
-    """The submitit parameters of ``codyra <args.command>``: its rule's profile resources, its threads."""
+    """The submitit parameters of ``codyra <args.command>``: its rule's profile resources, its threads.
+    A whole stream (`run`, each run of a `sweep`) is timed as the workflow's group job of a run:
+    the sum of its N trainings' and N rows' runtimes."""
     rule = rule_for(args.command, getattr(args, "method", None), cfg)
-    return submitit_parameters(profile_resources(args.slurm_profile, rule), job_threads(cfg, rule), f"codyra-{args.command}")
+    resources = profile_resources(args.slurm_profile, rule)
+    if args.command in ("run", "sweep") and "runtime" in resources:
+        row = profile_resources(args.slurm_profile, eval_rule(cfg))
+        resources["runtime"] = len(cfg["tasks"]) * (int(resources["runtime"]) + int(row.get("runtime", resources["runtime"])))
+    return submitit_parameters(resources, job_threads(cfg, rule), f"codyra-{args.command}")
 
 
 def submit(args, cfg: dict, argv: list[str], entry: Callable[..., int]):

@@ -91,29 +91,72 @@ def test_changed_code_reruns_exactly_the_jobs_that_run_it(finished_grid, tmp_pat
     assert "eval_row0" in counts and "pretrain_mini" not in counts
 
 
-def test_slurm_submissions_are_grouped_with_one_gpu_and_summed_runtime(tmp_path):
-    """scripts/count-submissions.py: what `--profile profiles/slurm` would submit, without submitting."""
+def count_submissions(workdir, *args: str) -> dict:
+    """scripts/count-submissions.py: what a profile would submit, without submitting."""
     import json
     import subprocess
     import sys
 
+    cmd = [sys.executable, str(REPO / "scripts" / "count-submissions.py"), "-s", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), *args]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+
+
+SLURM_PROFILE = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+
+
+def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(tmp_path):
     cfg = grid_config(tmp_path)
+    cfg["train"]["threads"], cfg["eval"]["threads"] = 3, 2
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, str(REPO / "scripts" / "count-submissions.py"), "-s", str(REPO / "workflow" / "Snakefile"),
-           "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--profile", str(REPO / "profiles" / "slurm"), "all_tables"]
-    out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    args = ["--configfile", str(tmp_path / "config.yaml"), "--profile", str(REPO / "profiles" / "slurm"), "all_tables"]
+    out = count_submissions(tmp_path, *args)
     n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
     trained = [m for m in cfg["methods"] if cfg["method_configs"][m]["kind"] != "zeroshot"]
-    # one job per (trained run, task): training task i and evaluating row i; the pretrained row; theta_0
-    assert out["submissions_by_rule"] == {"eval_row+train_task": len(trained) * seeds * n, "eval_row0": 1, "pretrain_mini": 1}
-    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    rules = profile["set-resources"]
+    # one job per trained run (its N trainings and N rows); the pretrained row; theta_0
+    assert out["submissions_by_rule"] == {"eval_row+train_task": len(trained) * seeds, "eval_row0": 1, "pretrain_mini": 1}
+    rules, defaults = SLURM_PROFILE["set-resources"], SLURM_PROFILE["default-resources"]
     group = out["resources"]["eval_row+train_task"]
-    assert group["gpu"] == 1 and group["gpu_model"] == profile["default-resources"]["gpu_model"]  # one GPU, not one per member
-    assert group["runtime"] == rules["train_task"]["runtime"] + rules["eval_row"]["runtime"]  # run in series
-    assert group["mem_mb"] == max(rules["eval_row"]["mem_mb"], profile["default-resources"]["mem_mb"])
+    # row i and task i+1 could run side by side: the gpu_slot constraint runs them in series, so the
+    # job asks for one member's GPU, CPUs and memory, and for the sum of all members' runtimes
+    assert group["gpu"] == 1 and group["gpu_model"] == defaults["gpu_model"]
+    assert group["_cores"] == 3  # max(train.threads, eval.threads)
+    assert group["mem_mb"] == max(rules["eval_row"]["mem_mb"], defaults["mem_mb"])
+    assert group["runtime"] == n * (rules["train_task"]["runtime"] + rules["eval_row"]["runtime"])
     assert out["resources"]["pretrain_mini"]["gpu"] == 0
+    # members without a gpu_slot: Snakemake adds up those that could run side by side
+    unconstrained = count_submissions(tmp_path, *args, "--set-resources", "train_task:gpu_slot=0", "eval_row:gpu_slot=0")["resources"]["eval_row+train_task"]
+    assert unconstrained["gpu"] == 2 and unconstrained["_cores"] == 3 + 2
+    # a site with a shorter time limit: one job per task (training i and row i)
+    per_task = count_submissions(tmp_path, *args, "--config", "cluster_job=task")
+    assert per_task["submissions_by_rule"]["eval_row+train_task"] == len(trained) * seeds * n
+    assert per_task["resources"]["eval_row+train_task"]["runtime"] == rules["train_task"]["runtime"] + rules["eval_row"]["runtime"]
     assert not (tmp_path / "results").exists()
+
+
+def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
+    """Issue 12's target: <= 300 SLURM submissions for config/mtil_5shot.yaml (2,372 ungrouped)."""
+    out = count_submissions(REPO, "--profile", str(REPO / "profiles" / "slurm"), "all_tables", "--configfile", str(REPO / "config" / "mtil_5shot.yaml"),
+                            "--config", "check_data=False", f"results={tmp_path / 'results'}")
+    runs = 15 * 3  # the 15 trained methods of the config x 3 seeds; zeroshot's rows are local copies
+    assert out["submissions"] == runs + 1 <= 300
+    assert out["submissions_by_rule"] == {"eval_row+train_task": runs, "eval_row0": 1}
+    rules = SLURM_PROFILE["set-resources"]
+    group = out["resources"]["eval_row+train_task"]
+    assert group["gpu"] == 1 and group["_cores"] == 8 and group["mem_mb"] == SLURM_PROFILE["default-resources"]["mem_mb"]
+    assert group["runtime"] == 11 * (rules["train_task"]["runtime"] + rules["eval_row"]["runtime"])
+
+
+def test_causal_lm_runs_submit_one_job_per_task_on_the_training_gpus(tmp_path):
+    """A TRACE task holds 4 GPUs for hours: the group is training task i and row i, not the run."""
+    cfg = yaml.safe_load((REPO / "config" / "mini_trace.yaml").read_text())
+    out = count_submissions(REPO, "--profile", str(REPO / "profiles" / "slurm"), "all_tables", "--configfile", str(REPO / "config" / "mini_trace.yaml"),
+                            "--config", "check_data=False", f"results={tmp_path / 'results'}")
+    trained = [m for m in cfg["methods"] if cfg["method_configs"][m]["kind"] != "zeroshot"]
+    assert out["submissions_by_rule"]["eval_lm_row+train_lm_task"] == len(trained) * len(cfg["seeds"]) * len(cfg["tasks"])
+    rules = SLURM_PROFILE["set-resources"]
+    group = out["resources"]["eval_lm_row+train_lm_task"]
+    assert group["gpu"] == rules["train_lm_task"]["gpu"] and group["mem_mb"] == rules["train_lm_task"]["mem_mb"]
+    assert group["runtime"] == rules["train_lm_task"]["runtime"] + rules["eval_lm_row"]["runtime"]
 
 
 def test_a_configfile_that_extends_a_base_drives_the_dag(tmp_path):

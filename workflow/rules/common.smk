@@ -3,9 +3,34 @@ from codyra.benchmarks import own_pretraining
 from codyra.config import ConfigError, config_from_files, fingerprint, load_config, resolve_job
 from codyra.data.presence import require_benchmark_data
 from codyra.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint
-from codyra.jobs import job_version, train_rule
+from codyra.jobs import eval_rule, job_group, job_version, train_rule
 from codyra.methods import method_class
 from codyra.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
+
+# Group jobs on a cluster (JOB_GROUP below). Snakemake sizes a group by layers: members that could
+# run side by side (row i beside task i+1) share a layer and their resources add up, unless a
+# constraint splits the layer; layers run in series, so the group requests the max over layers
+# and the sum of their runtimes. The profiles give each member that uses the job's GPUs one
+# gpu_slot, and a job has one: its members then run one after another and it requests one
+# member's GPUs, CPUs and memory. Declared here, not in a profile, because the processes inside
+# a submitted job (which size the srun step and run the members) read no profile and get no
+# --resources. Scope local: the limit holds per job, never across jobs. Local runs are
+# unaffected: no rule carries gpu_slot without a cluster profile.
+workflow.global_resources.setdefault("gpu_slot", 1)
+
+
+resource_scopes:
+    gpu_slot="local",
+
+
+if workflow.remote_exec:
+    # In a submitted job, run the `run:` jobs as threads of its Snakemake process, as local runs
+    # do (profiles/default). Snakemake does so for a single-job submission (--force-use-threads)
+    # but has no option for a group job: it would spawn one process per member, re-parsing the
+    # workflow and re-importing torch (~5 s of CPU each, 22 members in an MTIL run's job).
+    from snakemake.executors.local import Executor as _LocalExecutor
+
+    _LocalExecutor.use_threads = property(lambda self: True, lambda self, value: None)
 
 
 def _raw_config():
@@ -38,8 +63,7 @@ ROW0_PATTERN = ROW0_CELL.format(**_fixed, j="{j}")
 TABLES = TABLES_DIR.format(**_fixed)
 PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their own theta_0
 TRACKING = CFG["tracking"]["enabled"]
-# On a cluster, training task i of a run and evaluating row i share one job (see eval.smk).
-TASK_GROUP = "task-{method}-seed{seed}-{i}"
+JOB_GROUP = job_group(CFG)  # one SLURM job per CLIP run, per LM task (codyra.jobs.job_group)
 MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
 
 

@@ -1,8 +1,8 @@
 # Cells A[i,j]. A job evaluates a whole row: theta_i is built once and scores every task j.
 # Row 0 (the pretrained model) is evaluated once per benchmark; every (method, seed) gets a
 # copy, and so does every row of a method that never trains: copies are local jobs.
-# On a cluster, training task i and evaluating row i form one group job (one submission, one
-# GPU, runtime of both): the `group` below; a local run ignores groups.
+# On a cluster, the training tasks and rows of a run form group jobs (JOB_GROUP, common.smk: one
+# SLURM job per CLIP run, per LM task); a local run ignores groups.
 
 TRAINED = [m for m in CFG["methods"] if trains(m)]
 COPIED = [m for m in CFG["methods"] if not trains(m)]
@@ -70,7 +70,10 @@ def row_inputs(w):
 
 if TRAINED:
 
-    rule eval_row:
+    rule:
+        # LLM rows get their own rule name (codyra.jobs.JOBS): profiles give generation its hours
+        name:
+            eval_rule(CFG)
         input:
             unpack(row_inputs),
         output:
@@ -82,7 +85,7 @@ if TRAINED:
             settings=eval_settings(),
         threads: CFG["eval"]["threads"]
         group:
-            TASK_GROUP
+            JOB_GROUP
         log:
             f"{LOGS}/cells/{{method}}/seed{{seed}}/row{{i}}.log",
         run:

@@ -25,7 +25,7 @@ rule:
         settings=lambda w: train_fingerprint(CFG, w.method, int(w.i)),
     threads: lambda w: resolve_job(CFG, w.method, int(w.i))["train"]["threads"]
     group:
-        TASK_GROUP
+        JOB_GROUP
     log:
         f"{LOGS}/train/{{method}}/seed{{seed}}/task{{i}}.log",
     run:
