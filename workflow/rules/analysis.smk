@@ -3,7 +3,7 @@
 # all that apply to the config (README "Analyses"). Analyses read stored files only; the
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
 from codyra.analysis.common import FIGURES_DIR, adapter_methods, trained_methods
-from codyra.analysis.jobs import available, outputs
+from codyra.analysis.jobs import available, outputs, skipped
 from codyra.analysis.probes import interp_name, remove_name
 from codyra.paths import GRAD_CONFLICT, PROBE
 
@@ -35,6 +35,7 @@ ANALYSIS_INPUTS = {
     "drift": update_files(TRAINED_METHODS),
     "magnitude": update_files(TRAINED_METHODS),
     "cka": update_files(TRAINED_METHODS),
+    "orth": update_files(adapter_methods(CFG)),
     "cost": update_files(TRAINED_METHODS),
     "retention": HELDOUT_FILES,
     "probes": [PROBE_PATTERN.format(method=m, seed=s, probe=p) for m in TRAINED_METHODS for s in CFG["seeds"] for p in PROBES]
@@ -44,12 +45,14 @@ ANALYSIS_INPUTS = {
     "significance": MATRICES,
     "ablations": MATRICES + [run_path(m, s, f"task{i}", "summary.json") for m in TRAINED_METHODS for s in CFG["seeds"] for i in TASKS],
 }
+ANALYSIS_INPUTS["norm_matched"] = ANALYSIS_INPUTS["ablations"]
 # the comparison reads our tables' CSVs: the paper's headline tables and the analyses it compares
 COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG)]
 COMPARED += [f"{TABLES}/{t}.csv" for t in ("drift", "magnitude", "cka") if t in ANALYSES]
 ANALYSIS_INPUTS["compare"] = COMPARED
 # analyses of small files (tables, summaries, JSON) run in the Snakemake process; the others are CPU jobs
-LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations")]
+LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations", "norm_matched")]
+
 
 
 # One rule per analysis (a rule per name: its own log, resources and report entries).
@@ -124,8 +127,21 @@ if "conflict" in ANALYSES:
             codyra_cli(log[0], "grad-conflict", threads=threads)
 
 
+# The paper's analyses that do not apply to this config (e.g. gradient conflict on TRACE): their
+# target says why and writes nothing, rather than "no rule"; `paper` leaves them out.
+for _name, _why in skipped(CFG).items():
+
+    rule:
+        name:
+            f"analysis_{_name}"
+        params:
+            why=_why,
+        run:
+            print(f"analysis {rule.removeprefix('analysis_')} skipped for {BENCHMARK}: {params.why}")
+
+
 # table-only analyses run in the Snakemake process (localrules takes names; these are computed)
-workflow.localrules("paper", *(f"analysis_{a}" for a in LOCAL))
+workflow.localrules("paper", *(f"analysis_{a}" for a in LOCAL + list(skipped(CFG))))
 
 
 rule paper:
