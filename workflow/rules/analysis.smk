@@ -4,14 +4,15 @@
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
 from codyra.analysis.common import FIGURES_DIR, adapter_methods, trained_methods
 from codyra.analysis.jobs import available, outputs, skipped
-from codyra.analysis.probes import interp_name, remove_name
+from codyra.analysis.probes import interp_name, probed_alphas, remove_name
 from codyra.paths import GRAD_CONFLICT, PROBE
 
 ANALYSES = available(CFG)
 FIGURES = FIGURES_DIR.format(**_fixed)
 TRAINED_METHODS = trained_methods(CFG)
 PROBE_PATTERN = PROBE.format(**_fixed, method="{method}", seed="{seed}", probe="{probe}")
-PROBES = [interp_name(a) for a in CFG["analysis"]["interpolation_alphas"]] + [remove_name(t) for t in CFG["analysis"]["remove_towers"]]
+# alpha = 0 and 1 are the held-out files H_0 and H_N: only the alphas between are probed
+PROBES = [interp_name(a) for a in probed_alphas(CFG)] + [remove_name(t) for t in CFG["analysis"]["remove_towers"]]
 CONFLICT_FILE = GRAD_CONFLICT.format(**_fixed)
 
 
@@ -93,7 +94,7 @@ if "rank" in ANALYSES:
             codyra_cli(log[0], "analysis", "rank", "--method", wildcards.method)
 
 
-if "probes" in ANALYSES:
+if "probes" in ANALYSES and PROBES:
 
     rule probe:
         input:
