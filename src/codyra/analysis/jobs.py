@@ -45,7 +45,8 @@ def skipped(cfg: dict) -> dict[str, str]:
         reasons["probes"] = f"{paper} (interpolation on unseen zero-shot data, removal of one encoder's updates)"
         reasons["conflict"] = f"{paper} (gradients at the pretrained CLIP, appendix supp_norm_matched)"
     if not cfg["heldout_tasks"]:
-        reasons["retention"] = "no held-out tasks (config key heldout_tasks)"
+        for name in ("retention", "probes"):
+            reasons.setdefault(name, "no held-out tasks (config key heldout_tasks)")
     if not norm_methods(cfg):
         reasons["norm_matched"] = "no method with norm_target (config/mini_ablations.yaml has the probe)"
     if not cfg["ablations"]:
