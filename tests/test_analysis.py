@@ -176,24 +176,29 @@ def test_truncation_keeps_the_top_singular_directions_and_conflict_is_mean_abs_c
 
 @pytest.mark.slow
 def test_interpolation_endpoints_are_theta_0_and_theta_n(tiny_run):
-    """alpha = 0 rebuilds theta_0 and alpha = 1 theta_N exactly, so their held-out results equal H_0 and H_N."""
+    """alpha = 0 rebuilds theta_0 and alpha = 1 theta_N exactly, so the table takes their held-out
+    results from H_0 and H_N and the probe job computes only the alphas between."""
+    from codyra.analysis.probe_tables import interpolation_table
     from codyra.analysis.probes import probe_model, read_probe, run_probes
     from codyra.clip.model import pretrained_clip
     from codyra.clip.rebuild import rebuild_clip
     from codyra.engine import train_task
     from codyra.heldout import evaluate_heldout
+    from codyra.paths import probe_path
 
-    cfg = {**tiny_run, "heldout_tasks": ["shape"], "analysis": {**tiny_run["analysis"], "interpolation_alphas": [0.0, 1.0], "remove_towers": ["text"]}}
+    alphas = {"interpolation_alphas": [0.0, 0.5, 1.0], "remove_towers": ["text"]}
+    cfg = {**tiny_run, "methods": ["lora-r4"], "heldout_tasks": ["shape"], "analysis": {**tiny_run["analysis"], **alphas}}
     for i in (1, 2, 3):
         train_task(cfg, "lora-r4", 0, i)
     start, end = probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 0.0))[0], probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 1.0))[0]
     for probe, reference in ((start, pretrained_clip(cfg)), (end, rebuild_clip(cfg, "lora-r4", 0, 3))):
         ours, theirs = probe.model.state_dict(), reference.model.state_dict()
         assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
-    run_probes(cfg, "lora-r4", 0)
+    assert [r["probe"] for r in run_probes(cfg, "lora-r4", 0)] == ["interp-0.5", "remove-text"]
+    assert not probe_path(cfg, "lora-r4", 0, "interp-0").exists() and not probe_path(cfg, "lora-r4", 0, "interp-1").exists()
     h0, hn = evaluate_heldout(cfg, "lora-r4", 0, 0)[0], evaluate_heldout(cfg, "lora-r4", 0, 3)[0]
-    assert read_probe(cfg, "lora-r4", 0, "interp-0")["heldout"]["shape"] == h0["accuracy"]
-    assert read_probe(cfg, "lora-r4", 0, "interp-1")["heldout"]["shape"] == hn["accuracy"]
+    row = next(cells for block, method, cells in interpolation_table(cfg).rows if block == "shape")
+    assert row == [[h0["accuracy"]], [read_probe(cfg, "lora-r4", 0, "interp-0.5")["heldout"]["shape"]], [hn["accuracy"]]]
     save_update(task_dir(cfg, "lora-r4", 0, 3), U1, {"method": "lora-r4", "seed": 0, "task_index": 3})  # another update 3
     with pytest.raises(ResultError, match="stale"):
-        read_probe(cfg, "lora-r4", 0, "interp-1")
+        read_probe(cfg, "lora-r4", 0, "interp-0.5")

@@ -55,6 +55,6 @@ def test_the_mini_ablations_config_expands_to_valid_methods():
     overlay = yaml.safe_load((ROOT / "config" / "mini_ablations.yaml").read_text())
     assert overlay.pop("extends") == "config.yaml"
     cfg = load_config(_merged(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), overlay))
-    assert len(cfg["methods"]) == 2 + 10 + 5 + 4 + 4 + 5
+    assert len(cfg["methods"]) == 2 + 10 + 5 + 4 + 4 + 5 + 4 + 5
     assert cfg["method_configs"]["lora-r16-placement-text-rank-4"] == {**cfg["method_configs"]["lora-r16"], "placement": "text", "rank": 4}
     assert cfg["method_configs"]["codyra-dense_ratio-0.9"]["dense_ratio"] == 0.9

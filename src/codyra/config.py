@@ -235,6 +235,7 @@ def _non_finite(node, path: list) -> list[tuple[list, str]]:
 def _check_semantics(cfg: dict) -> None:
     from codyra.adapters.targets import parse_placement
     from codyra.methods import method_class
+    from codyra.methods.lora import norm_references
 
     names = [t["name"] for t in cfg["tasks"]]
     if len(set(names)) != len(names):
@@ -275,6 +276,9 @@ def _check_semantics(cfg: dict) -> None:
                     parse_placement(method.options.placement, vocabulary)
             except ValueError as err:
                 raise ConfigError(f"config key {where}: {err}") from err
+            for ref in norm_references(options):
+                if ref == m or ref not in cfg["methods"]:
+                    raise ConfigError(f"config key {where}.norm_target: {ref!r} must be another method of the grid (config key methods), whose updates' ||dW||_F set the target")
 
 
 def _check_heldout(cfg: dict, stream: list[str]) -> None:

@@ -37,11 +37,11 @@ JOBS: dict[str, Job] = {
     # each versioned by its own module (codyra.analysis.jobs only dispatches)
     "probe": Job("probe", ("codyra.analysis.probes",), "eval.threads"),
     "grad_conflict": Job("grad-conflict", ("codyra.analysis.conflict",), "eval.threads"),
-    **{f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), "eval.threads") for name, module in (("drift", "drift"), ("magnitude", "magnitude"), ("cka", "cka"), ("rank", "rank"))},
+    **{f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), "eval.threads") for name, module in (("drift", "drift"), ("magnitude", "magnitude"), ("cka", "cka"), ("rank", "rank"), ("orth", "orth"))},
     **{
         f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), None)
         for name, module in (("cost", "cost"), ("retention", "retention"), ("probes", "probe_tables"), ("conflict", "conflict"),
-                             ("significance", "significance"), ("ablations", "ablation"), ("compare", "compare"))
+                             ("significance", "significance"), ("ablations", "ablation"), ("compare", "compare"), ("norm_matched", "norm_matched"))
     },
 }
 

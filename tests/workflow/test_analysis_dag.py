@@ -18,7 +18,7 @@ def test_paper_target_of_the_default_config(tmp_path):
     n, seeds, methods = len(cfg["tasks"]), len(cfg["seeds"]), len(cfg["methods"])
     trained = [m for m in cfg["methods"] if cfg["method_configs"][m]["kind"] != "zeroshot"]
     adapters = [m for m in trained if cfg["method_configs"][m]["kind"] in ("lora", "codyra")]
-    analyses = ["drift", "magnitude", "cka", "cost", "retention", "probes", "conflict", "significance", "compare"]
+    analyses = ["drift", "magnitude", "cka", "orth", "cost", "retention", "probes", "conflict", "significance", "compare"]
     assert {k: v for k, v in counts.items() if k.startswith("analysis_")} == {**{f"analysis_{a}": 1 for a in analyses}, "analysis_rank": len(adapters)}
     assert counts["probe"] == len(trained) * seeds  # one forward job per run: every alpha and removed encoder
     assert counts["grad_conflict"] == 1  # at theta_0, shared by the methods

@@ -3,15 +3,16 @@
 # all that apply to the config (README "Analyses"). Analyses read stored files only; the
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
 from codyra.analysis.common import FIGURES_DIR, adapter_methods, trained_methods
-from codyra.analysis.jobs import available, outputs
-from codyra.analysis.probes import interp_name, remove_name
+from codyra.analysis.jobs import available, outputs, skipped
+from codyra.analysis.probes import interp_name, probed_alphas, remove_name
 from codyra.paths import GRAD_CONFLICT, PROBE
 
 ANALYSES = available(CFG)
 FIGURES = FIGURES_DIR.format(**_fixed)
 TRAINED_METHODS = trained_methods(CFG)
 PROBE_PATTERN = PROBE.format(**_fixed, method="{method}", seed="{seed}", probe="{probe}")
-PROBES = [interp_name(a) for a in CFG["analysis"]["interpolation_alphas"]] + [remove_name(t) for t in CFG["analysis"]["remove_towers"]]
+# alpha = 0 and 1 are the held-out files H_0 and H_N: only the alphas between are probed
+PROBES = [interp_name(a) for a in probed_alphas(CFG)] + [remove_name(t) for t in CFG["analysis"]["remove_towers"]]
 CONFLICT_FILE = GRAD_CONFLICT.format(**_fixed)
 
 
@@ -35,6 +36,7 @@ ANALYSIS_INPUTS = {
     "drift": update_files(TRAINED_METHODS),
     "magnitude": update_files(TRAINED_METHODS),
     "cka": update_files(TRAINED_METHODS),
+    "orth": update_files(adapter_methods(CFG)),
     "cost": update_files(TRAINED_METHODS),
     "retention": HELDOUT_FILES,
     "probes": [PROBE_PATTERN.format(method=m, seed=s, probe=p) for m in TRAINED_METHODS for s in CFG["seeds"] for p in PROBES]
@@ -44,12 +46,14 @@ ANALYSIS_INPUTS = {
     "significance": MATRICES,
     "ablations": MATRICES + [run_path(m, s, f"task{i}", "summary.json") for m in TRAINED_METHODS for s in CFG["seeds"] for i in TASKS],
 }
+ANALYSIS_INPUTS["norm_matched"] = ANALYSIS_INPUTS["ablations"]
 # the comparison reads our tables' CSVs: the paper's headline tables and the analyses it compares
 COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG)]
 COMPARED += [f"{TABLES}/{t}.csv" for t in ("drift", "magnitude", "cka") if t in ANALYSES]
 ANALYSIS_INPUTS["compare"] = COMPARED
 # analyses of small files (tables, summaries, JSON) run in the Snakemake process; the others are CPU jobs
-LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations")]
+LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations", "norm_matched")]
+
 
 
 # One rule per analysis (a rule per name: its own log, resources and report entries).
@@ -90,7 +94,7 @@ if "rank" in ANALYSES:
             codyra_cli(log[0], "analysis", "rank", "--method", wildcards.method)
 
 
-if "probes" in ANALYSES:
+if "probes" in ANALYSES and PROBES:
 
     rule probe:
         input:
@@ -124,8 +128,21 @@ if "conflict" in ANALYSES:
             codyra_cli(log[0], "grad-conflict", threads=threads)
 
 
+# The paper's analyses that do not apply to this config (e.g. gradient conflict on TRACE): their
+# target says why and writes nothing, rather than "no rule"; `paper` leaves them out.
+for _name, _why in skipped(CFG).items():
+
+    rule:
+        name:
+            f"analysis_{_name}"
+        params:
+            why=_why,
+        run:
+            print(f"analysis {rule.removeprefix('analysis_')} skipped for {BENCHMARK}: {params.why}")
+
+
 # table-only analyses run in the Snakemake process (localrules takes names; these are computed)
-workflow.localrules("paper", *(f"analysis_{a}" for a in LOCAL))
+workflow.localrules("paper", *(f"analysis_{a}" for a in LOCAL + list(skipped(CFG))))
 
 
 rule paper:

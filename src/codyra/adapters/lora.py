@@ -63,6 +63,13 @@ class RankSelectiveLoRA(nn.Module):
         h = F.linear(self.dropout(x), self.A.to(x.dtype))
         return F.linear(h * (self.w * self.scale).to(x.dtype), self.B.to(x.dtype))
 
+    def frobenius_sq(self) -> torch.Tensor:
+        """||dW||_F^2 in fp32, differentiable, from r x r Gram matrices (no dense d x k delta):
+        ||B diag(s) A||_F^2 = sum_ij s_i s_j (B^T B)_ij (A A^T)_ij with s = w * scale."""
+        s = self.w.float() * self.scale
+        A, B = self.A.float(), self.B.float()
+        return ((B.T @ B) * (A @ A.T) * torch.outer(s, s)).sum()
+
     def active(self) -> torch.Tensor:
         """Boolean mask of the components that survive thresholding (w_i != 0)."""
         return self.w.detach() != 0

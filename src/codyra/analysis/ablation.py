@@ -55,8 +55,15 @@ def ablation_table(cfg: dict, name: str, runs: dict[str, list[dict]]) -> Table:
     return table
 
 
+def plasticity_forgetting(A, j: int) -> tuple[float, float | None]:
+    """Of 0-based stream task j in accuracy matrix A ((N+1) x N): Delta-plasticity A[j+1, j] - A[0, j]
+    and Forgetting A[j+1, j] - A[N, j] (None for the last task, never followed by another)."""
+    A = np.asarray(A, dtype=float)
+    n = A.shape[1]
+    return float(A[j + 1, j] - A[0, j]), None if j == n - 1 else float(A[j + 1, j] - A[n, j])
+
+
 def per_task_table(cfg: dict, name: str, runs: dict[str, list[dict]]) -> Table:
-    n = len(cfg["tasks"])
     table = Table(
         f"ablation_{name}_per_task",
         f"{cfg['benchmark']}: ablation {name}, per task: Delta-plasticity A[j,j] - A[0,j] (higher is better) and Forgetting A[j,j] - A[N,j] (lower is better), mean ± std over seeds",
@@ -65,10 +72,8 @@ def per_task_table(cfg: dict, name: str, runs: dict[str, list[dict]]) -> Table:
     )
     for j, task in enumerate(cfg["tasks"]):
         for method, _ in sweep_rows(cfg, name, runs):
-            A = [np.asarray(m["A"], dtype=float) for m in runs[method]]
-            plasticity = [float(a[j + 1, j] - a[0, j]) for a in A]
-            forgetting = None if j == n - 1 else [float(a[j + 1, j] - a[n, j]) for a in A]
-            table.rows.append((task["name"], method, [plasticity, forgetting]))
+            plasticity, forgetting = zip(*(plasticity_forgetting(m["A"], j) for m in runs[method]))
+            table.rows.append((task["name"], method, [list(plasticity), None if None in forgetting else list(forgetting)]))
     return table
 
 

@@ -39,6 +39,11 @@ def adapter_methods(cfg: dict) -> list[str]:
     return [m for m in trained_methods(cfg) if "rank" in {f.name for f in dataclasses.fields(method_class(method_kind(cfg, m)).Options)}]
 
 
+def norm_methods(cfg: dict) -> list[str]:
+    """The grid's methods trained at a matched norm (kind lora with ``norm_target``: the norm-matched probe)."""
+    return [m for m in cfg["methods"] if cfg["method_configs"][m].get("norm_target") is not None]
+
+
 def run_updates(cfg: dict, method: str, seed: int) -> Iterator[TaskUpdate]:
     """The verified updates of tasks 1..N of a run, one at a time (full fine-tuning deltas are model-sized)."""
     for i in range(1, len(cfg["tasks"]) + 1):

@@ -6,8 +6,12 @@ probes (``codyra probe``, ``codyra grad-conflict``) write result files these job
 
 from __future__ import annotations
 
-from codyra.analysis.common import adapter_methods, figures_dir, trained_methods, write_any_table
+import logging
+
+from codyra.analysis.common import adapter_methods, figures_dir, norm_methods, trained_methods, write_any_table
 from codyra.paths import tables_dir
+
+log = logging.getLogger(__name__)
 
 
 def available(cfg: dict) -> list[str]:
@@ -18,6 +22,8 @@ def available(cfg: dict) -> list[str]:
         names += ["drift", "magnitude", "cost"] + (["cka"] if len(cfg["tasks"]) > 1 else [])
     if adapter_methods(cfg):
         names.append("rank")
+        if len(cfg["tasks"]) > 1:
+            names.append("orth")
     if cfg["heldout_tasks"]:
         names.append("retention")
         if clip and trained_methods(cfg):
@@ -26,7 +32,26 @@ def available(cfg: dict) -> list[str]:
         names.append("conflict")
     if cfg["ablations"]:
         names.append("ablations")
+    if norm_methods(cfg):
+        names.append("norm_matched")
     return names
+
+
+def skipped(cfg: dict) -> dict[str, str]:
+    """The paper's analyses that do not apply to ``cfg``, each with the reason (``paper`` lists them)."""
+    reasons = {}
+    if cfg["model"]["family"] != "clip":
+        paper = "the paper reports it for CLIP only"
+        reasons["probes"] = f"{paper} (interpolation on unseen zero-shot data, removal of one encoder's updates)"
+        reasons["conflict"] = f"{paper} (gradients at the pretrained CLIP, appendix supp_norm_matched)"
+    if not cfg["heldout_tasks"]:
+        for name in ("retention", "probes"):
+            reasons.setdefault(name, "no held-out tasks (config key heldout_tasks)")
+    if not norm_methods(cfg):
+        reasons["norm_matched"] = "no method with norm_target (config/mini_ablations.yaml has the probe)"
+    if not cfg["ablations"]:
+        reasons["ablations"] = "no ablation sweeps (config key ablations; config/mini_ablations.yaml)"
+    return {name: why for name, why in reasons.items() if name not in available(cfg)}
 
 
 def outputs(cfg: dict, name: str, method: str | None = None) -> tuple[list[str], list[str]]:
@@ -45,6 +70,8 @@ def outputs(cfg: dict, name: str, method: str | None = None) -> tuple[list[str],
         "retention": (["heldout_tracking", "general_capability"], []),
         "probes": (["interpolation", "remove_modules"], ["interpolation"]),
         "conflict": (["grad_conflict"], []),
+        "orth": (["a_cosine"], ["a_cosine"]),
+        "norm_matched": (["norm_matched"], ["norm_matched"]),
         "significance": (["significance"], []),
         "compare": (["paper_vs_reproduced"], []),
     }[name]
@@ -52,6 +79,9 @@ def outputs(cfg: dict, name: str, method: str | None = None) -> tuple[list[str],
 
 def write(cfg: dict, name: str, method: str | None = None) -> None:
     """Compute analysis ``name`` from stored results and write its tables and figures."""
+    if name in skipped(cfg):
+        log.warning("analysis %s skipped for %s: %s", name, cfg["benchmark"], skipped(cfg)[name])
+        return
     if name not in available(cfg):
         raise ValueError(f"analysis {name!r} does not apply to this config; available: {', '.join(available(cfg))}")
     out = tables_dir(cfg)
@@ -75,6 +105,19 @@ def write(cfg: dict, name: str, method: str | None = None) -> None:
         write_any_table(out, table)
         write_interpolation_figure(cfg, table)
         write_any_table(out, removal_table(cfg))
+    elif name == "orth":
+        from codyra.analysis.orth import a_cosine_table, write_a_cosine_figure
+
+        table = a_cosine_table(cfg)
+        write_any_table(out, table)
+        write_a_cosine_figure(cfg, table)
+    elif name == "norm_matched":
+        from codyra.analysis.norm_matched import norm_matched_table, write_norm_matched_figure
+        from codyra.tables import load_runs
+
+        table = norm_matched_table(cfg, load_runs(cfg))
+        write_any_table(out, table)
+        write_norm_matched_figure(cfg, table)
     elif name == "ablations":
         from codyra.analysis.ablation import write_ablations
         from codyra.tables import load_runs

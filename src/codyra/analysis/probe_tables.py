@@ -16,6 +16,14 @@ def _with_average(accuracies: dict[str, float]) -> dict[str, float]:
     return {**accuracies, "Average": statistics.fmean(accuracies.values())}
 
 
+def _interpolated(cfg: dict, method: str, seed: int, alpha: float) -> dict[str, float]:
+    """Held-out accuracies of theta_alpha: the probe's, or at the endpoints theta_0 / theta_N's held-out files."""
+    if alpha in (0, 1):
+        i = 0 if alpha == 0 else len(cfg["tasks"])
+        return {h: read_heldout(cfg, method, seed, i, h) for h in cfg["heldout_tasks"]}
+    return read_probe(cfg, method, seed, interp_name(alpha))["heldout"]
+
+
 def interpolation_table(cfg: dict) -> Table:
     alphas = cfg["analysis"]["interpolation_alphas"]
     table = Table(
@@ -24,7 +32,7 @@ def interpolation_table(cfg: dict) -> Table:
         [f"alpha={a:g}" for a in alphas],
         mark_best=False,
     )
-    runs = {m: [[_with_average(read_probe(cfg, m, s, interp_name(a))["heldout"]) for a in alphas] for s in cfg["seeds"]] for m in trained_methods(cfg)}
+    runs = {m: [[_with_average(_interpolated(cfg, m, s, a)) for a in alphas] for s in cfg["seeds"]] for m in trained_methods(cfg)}
     for block in [*cfg["heldout_tasks"], "Average"]:
         for method, per_seed in runs.items():
             table.rows.append((block, method, [[run[k][block] for run in per_seed] for k in range(len(alphas))]))

@@ -2,8 +2,9 @@
 
 - Interpolation (paper table "supp_interp"): theta_alpha = (1 - alpha) theta_0 + alpha theta_N
   = theta_0 + alpha * (update_1 + ... + update_N), built by applying every stored update scaled
-  by alpha in task order (alpha = 1 is exactly the rebuilt theta_N, alpha = 0 exactly theta_0),
-  evaluated on the held-out tasks.
+  by alpha in task order, evaluated on the held-out tasks. alpha = 1 is exactly the rebuilt
+  theta_N and alpha = 0 exactly theta_0: their accuracies are the held-out files H_N and H_0,
+  not computed again.
 - Remove trained modules (paper figure "prune_motivation"): theta_N without the parts of every
   update that change one encoder (``text`` / ``vision``), evaluated on the stream's tasks and
   the held-out tasks.
@@ -29,6 +30,12 @@ log = logging.getLogger(__name__)
 
 def interp_name(alpha: float) -> str:
     return f"interp-{alpha:g}"
+
+
+def probed_alphas(cfg: dict) -> list[float]:
+    """The interpolation alphas a probe job computes: alpha = 0 is theta_0 and alpha = 1 theta_N
+    exactly (``scaled``), whose held-out accuracies the held-out jobs H_0 / H_N already wrote."""
+    return [a for a in cfg["analysis"]["interpolation_alphas"] if a not in (0, 1)]
 
 
 def remove_name(tower: str) -> str:
@@ -96,7 +103,7 @@ def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
         raise ValueError("config key heldout_tasks is empty: the probes evaluate on held-out tasks; list some")
     torch.set_num_threads(cfg["eval"]["threads"])
     device = pick_device(device)
-    probes = [(interp_name(a), {"alpha": a}, lambda u, a=a: scaled(u, a), False) for a in cfg["analysis"]["interpolation_alphas"]]
+    probes = [(interp_name(a), {"alpha": a}, lambda u, a=a: scaled(u, a), False) for a in probed_alphas(cfg)]
     probes += [(remove_name(t), {"removed": t}, lambda u, t=t: without_tower(u, t), True) for t in cfg["analysis"]["remove_towers"]]
     records = []
     for name, fields, transform, stream in probes:

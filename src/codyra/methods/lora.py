@@ -20,10 +20,58 @@ class LoRAOptions(MethodOptions):
     dropout: float = option(0.0, minimum=0, exclusive_maximum=1)
 
 
+@dataclass(frozen=True)
+class NormMatchedOptions(LoRAOptions):
+    """Kind ``lora`` alone adds the paper's norm-matched probe (appendix "supp_norm_matched": each
+    rank retrained "with a penalty enforcing a common ||dW||_F", the median of the ranks' natural
+    norms): the task loss plus norm_penalty * (||dW||_F - target)^2, ||dW||_F over all the task's
+    adapted matrices (a summary's ``dW_fro_total``)."""
+
+    norm_target: float | list[str] | None = option(
+        None,
+        exclusive_minimum=0,
+        min_items=1,
+        doc="the task update's ||dW||_F to match; a list of methods: the median of their ||dW||_F on the same task and seed",
+    )
+    norm_penalty: float = option(0.0, minimum=0, doc="weight of the penalty (||dW||_F - norm_target)^2")
+
+    def check(self):
+        if (self.norm_target is None) != (self.norm_penalty == 0):
+            return [("norm_penalty", "norm_target and a norm_penalty > 0 go together (the norm-matched probe); set both or neither")]
+        return []
+
+
+def norm_references(spec: dict) -> list[str]:
+    """The methods whose ||dW||_F a method config's norm target is the median of (none: a number or unset)."""
+    target = spec.get("norm_target")
+    return list(target) if isinstance(target, list) else []
+
+
+def norm_target_value(cfg: dict, methods: list[str], seed: int, task_index: int) -> float:
+    """The median ||dW||_F (``dW_fro_total``) of ``methods``' updates of task ``task_index``, seed ``seed``."""
+    import statistics
+
+    from codyra.io import ResultError, read_json
+    from codyra.paths import SUMMARY_FILE, task_dir
+
+    norms = []
+    for m in methods:
+        path = task_dir(cfg, m, seed, task_index) / SUMMARY_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"norm_target names {m!r}, whose task {task_index} (seed {seed}) is not trained: {path} missing; run snakemake {path}")
+        summary = read_json(path)
+        value = summary.get("dW_fro_total")
+        if summary.get("method") != m or summary.get("seed") != seed or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ResultError(f"{path} has no finite dW_fro_total of ({m}, seed {seed}): norm_target needs low-rank adapter methods; delete it and rerun its training")
+        norms.append(float(value))
+    return statistics.median(norms)
+
+
 class LoRA(Method):
     kind = "lora"
     gated = False
-    Options = LoRAOptions
+    Options = NormMatchedOptions
+    norm_goal: float | None = None  # the ||dW||_F the norm-matched probe pulls this task's update to
 
     def setup(self, ctx):
         from codyra.adapters.attach import attach_adapters
@@ -50,6 +98,9 @@ class LoRA(Method):
             for t in self.targets
         }
         attach_adapters(model, self.targets, self.adapters)
+        target = getattr(opts, "norm_target", None)
+        if target is not None:
+            self.norm_goal = float(target) if not isinstance(target, list) else norm_target_value(ctx.cfg, target, ctx.seed, ctx.task_index)
         factors = [p for a in self.adapters.values() for p in (a.A, a.B)]
         groups = [{"params": factors, "weight_decay": ctx.weight_decay, "name": "lora_AB"}]
         gates = [a.w for a in self.adapters.values() if a.gated]
@@ -57,9 +108,21 @@ class LoRA(Method):
             groups.append({"params": gates, "weight_decay": 0.0, "name": "gates"})
         return groups
 
+    def frobenius(self):
+        """The task update's ||dW||_F over all adapted matrices (differentiable; 0 at B = 0 with a zero gradient)."""
+        return sum(a.frobenius_sq() for a in self.adapters.values()).clamp_min(1e-12).sqrt()
+
+    def extra_loss(self, ctx, batch, outputs):
+        if self.norm_goal is None:
+            return None
+        return self.options.norm_penalty * (self.frobenius() - self.norm_goal) ** 2
+
     def step_metrics(self):
         ranks = [a.active_rank() for a in self.adapters.values()]
-        return {"active_rank_mean": sum(ranks) / len(ranks), "active_rank_total": float(sum(ranks))}
+        out = {"active_rank_mean": sum(ranks) / len(ranks), "active_rank_total": float(sum(ranks))}
+        if self.norm_goal is not None:
+            out["dW_fro_total"] = self.frobenius().item()
+        return out
 
     def stored_factors(self, name: str, adapter) -> tuple:
         """(A, B, w) of one target's update: the surviving components."""
@@ -101,6 +164,8 @@ class LoRA(Method):
             "dW_fro_total": math.sqrt(sum(m["dW_fro"] ** 2 for m in matrices.values())),
             "matrices": matrices,
         }
+        if self.norm_goal is not None:
+            summary["norm_target"] = self.norm_goal
         return update, summary
 
 

@@ -17,11 +17,12 @@ schedule, where TRACE and TreeLoRA keep one optimizer for the whole stream.
 
 from __future__ import annotations
 
-from codyra.methods.lora import LoRA
+from codyra.methods.lora import LoRA, LoRAOptions
 
 
 class SeqLoRA(LoRA):
     kind = "seqlora"
+    Options = LoRAOptions  # no norm-matched probe: the carried adapter is not one task's update
 
     def setup(self, ctx):
         import torch
