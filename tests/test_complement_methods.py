@@ -95,3 +95,53 @@ def test_moe_adapters_zero_shot_route_is_the_pretrained_model(tiny_run, monkeypa
     pretrained = evaluate_row(cfg, "pretrained", None, 0)
     assert [c["accuracy"] for c in routed] == [c["accuracy"] for c in pretrained]
     assert all(c["routing"]["to_zero_shot"] == 100.0 for c in routed)
+
+
+def test_codyra_rail_fits_rail_on_theta_i_and_keeps_codyras_transfer(tiny_run):
+    from codyra.clip import analytic
+    from codyra.clip.rebuild import rebuild_clip
+    from codyra.methods.rail import RAILOptions
+
+    cfg = tiny_run
+    cfg["method_configs"]["codyra-rail"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_rail", "hidden_dim": 32}
+    for method in ("codyra", "codyra-rail"):
+        for i in (1, 2):
+            summary = train_task(cfg, method, 0, i).summary
+    # RAIL's head after task 2: task 2 absorbed on theta_2's features, from the head after task 1
+    state1 = load_method_state(task_dir(cfg, "codyra-rail", 0, 1))
+    theta_2 = rebuild_clip(cfg, "codyra-rail", 0, 2).model
+    batches, classes = analytic.task_feature_batches(cfg, 0, 2, cfg["train"]["batch_size"], torch.device("cpu"), model=theta_2)
+    expected = analytic.fit(RAILOptions(hidden_dim=32), state1, batches, classes, seed=0)
+    state2 = load_method_state(task_dir(cfg, "codyra-rail", 0, 2))
+    torch.testing.assert_close(state2["W"], expected["W"])
+    assert summary["inference_extra_params"] == 64 * 32 + state2["W"].numel()
+    # the backbone is CoDyRA's: theta_2 equals the plain run's, and the unseen task keeps its accuracy
+    plain = evaluate_row(cfg, "codyra", 0, 2)
+    routed = evaluate_row(cfg, "codyra-rail", 0, 2)
+    assert routed[2]["accuracy"] == plain[2]["accuracy"] and "routing" in routed[0]
+
+
+def test_rail_aggregation_table_pairs_rail_with_codyra_rail_per_variant():
+    import numpy as np
+
+    from codyra import tables
+
+    methods = ["codyra", "rail-primal", "rail-dual", "codyra-rail-primal", "codyra-rail-dual"]
+    kinds = ["codyra", "rail", "rail", "codyra_rail", "codyra_rail"]
+    cfg = {"benchmark": "b", "seeds": [0], "tasks": [{"name": "a"}, {"name": "b"}], "data": {"kind": "mini"}, "methods": methods,
+           "method_configs": {m: {"kind": k} for m, k in zip(methods, kinds, strict=True)}}
+    cfg["method_configs"]["rail-dual"]["variant"] = cfg["method_configs"]["codyra-rail-dual"]["variant"] = "dual"
+    A = {m: [[50, 40], [80, 45], [70, 90]] for m in methods}
+    A["codyra-rail-primal"] = [[50, 40], [85, 50], [80, 95]]
+    runs = {m: [{"A": np.asarray(a, float).tolist(), "seed": 0}] for m, a in A.items()}
+    table = tables.rail_aggregation_table(cfg, runs)
+    assert [(b, m) for b, m, _ in table.rows] == [
+        ("RAIL-Primal", "rail-primal"), ("RAIL-Primal", "codyra-rail-primal"), ("RAIL-Dual", "rail-dual"), ("RAIL-Dual", "codyra-rail-dual")
+    ]
+    stats = {m: [s[0] for s in cells] for _, m, cells in table.stats()}
+    # Transfer: A[1,2]; Average: mean over j of the mean of A[1..N, j]; Last: mean of A[N, :]
+    assert stats["codyra-rail-primal"] == [50.0, pytest.approx(((85 + 80) / 2 + (50 + 95) / 2) / 2), 87.5]
+    assert stats["rail-primal"] == [45.0, pytest.approx(((80 + 70) / 2 + (45 + 90) / 2) / 2), 80.0]
+    assert ("RAIL-Primal", "codyra-rail-primal", 0) in table.best()
+    assert "rail_aggregation" in tables.table_names(cfg)
+    assert "rail_aggregation" not in tables.table_names({**cfg, "methods": methods[:3]})
