@@ -166,7 +166,7 @@ def attach(towers, control: Control, **expert_options) -> list[MoELayer]:
             raise ValueError("MoE-Adapters needs batch-first open_clip transformers (open_clip >= 2.24)")
         for block in tower.resblocks:
             if not isinstance(block.ls_2, nn.Identity):
-                raise ValueError("MoE-Adapters' parallel experts assume a block without layer scale (ls_2 is not the identity)")
+                raise TypeError("MoE-Adapters' parallel experts assume a block without layer scale (ls_2 is not the identity)")
             layer = MoELayer(block.ln_2, block.mlp, block.ln_2.normalized_shape[0], control, **expert_options)
             block.ln_2, block.mlp = nn.Identity(), layer
             layers.append(layer.to(block.ln_1.weight.device))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from codyra.methods.base import stored_row_state
 from codyra.methods.codyra import CoDyRA, CoDyRAOptions
 from codyra.methods.rail import RAILOptions
 
@@ -54,13 +55,8 @@ class CoDyRARAIL(CoDyRA):
     def routed_cells(cls, cfg, method, seed, i, js, device):
         from codyra.clip.analytic import rail_row
         from codyra.clip.rebuild import rebuild_clip
-        from codyra.paths import task_dir
-        from codyra.updates import load_method_state
 
-        state = load_method_state(task_dir(cfg, method, seed, i))
-        if state is None:
-            raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no RAIL state: rerun its training job")
-        options = cls(cfg["method_configs"][method]).options
+        state, options = stored_row_state(cls, cfg, method, seed, i)
         return rail_row(cfg, method, options, seed, i, js, device, state, bundle=rebuild_clip(cfg, method, seed, i))
 
 

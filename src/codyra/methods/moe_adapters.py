@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codyra.methods.base import Method, freeze
+from codyra.methods.base import Method, freeze, stored_row_state
 from codyra.methods.options import MethodOptions, option
 
 
@@ -154,13 +154,9 @@ class MoEAdapters(Method):
     @classmethod
     def routed_cells(cls, cfg, method, seed, i, js, device):
         from codyra.clip.moe_adapters import moe_row
-        from codyra.paths import task_dir
-        from codyra.updates import load_method_state
 
-        state = load_method_state(task_dir(cfg, method, seed, i))
-        if state is None:
-            raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no MoE-Adapters state: rerun its training job")
-        return moe_row(cfg, method, cls(cfg["method_configs"][method]).options, seed, i, js, device, state)
+        state, options = stored_row_state(cls, cfg, method, seed, i)
+        return moe_row(cfg, method, options, seed, i, js, device, state)
 
 
 METHOD = MoEAdapters
