@@ -125,7 +125,8 @@ def test_icl_prompt_is_trace_format_on_a_hand_made_task():
     prefix = icl.TRACE_INSTRUCTIONS["FOMC"]
     examples = [TraceExample(prefix + f"Text {k}.\nAnswer:", "ABC"[k % 3]) for k in range(9)]
     cfg = {"tasks": [{"name": "C-STANCE"}, {"name": "FOMC"}], "llm": {"max_prompt_len": 200, "mini": None}, "method_configs": {"icl": SPECS["icl"]}}
-    shown = ICL.test_prompts(cfg, "icl", 3, 2, examples, _words)
+    shown, prompt_len = ICL.test_prompts(cfg, "icl", 3, 2, examples, _words)
+    assert prompt_len == 200
     # TRACE's draw: seeded per (seed, task), the budget after the instruction and constraint line
     rng = random.Random(derive_seed(3, 2))
     limit = 200 - len((prefix + icl.CONSTRAINED_PROMPT).split())
@@ -137,8 +138,7 @@ def test_icl_prompt_is_trace_format_on_a_hand_made_task():
 
 
 def test_icl_cells_are_evaluated_with_demonstrations_not_copied(tiny_trace):
-    tiny_trace["method_configs"]["icl"] = SPECS["icl"]
-    tiny_trace["llm"]["max_prompt_len"] = 240  # room for two demonstrations (96: none fits the per-sample budget)
+    tiny_trace["method_configs"]["icl"] = {**SPECS["icl"], "max_prompt_len": 240}  # 96: no demonstration fits the budget
     for task in (1, 2):
         assert train_task(tiny_trace, "icl", 0, task).summary["trainable_params"] == 0
     cells = evaluate_row(tiny_trace, "icl", 0, 1, [1, 2])

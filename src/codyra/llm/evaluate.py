@@ -12,6 +12,7 @@ the prompts (SARI's sources) get the task's own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -51,13 +52,15 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     examples = load_split(task_folder(cfg, j), "test")
     prompts, answers = [e.prompt for e in examples], [e.answer for e in examples]
     # what the model is shown: the method may rewrite the prompts (FIX(ICL)'s demonstrations)
-    shown = prompts if method == PRETRAINED else method_class(cfg["method_configs"][method]["kind"]).test_prompts(cfg, method, seed, j, examples, bundle.tokenizer)
+    shown, prompt_len = (prompts, cfg["llm"]["max_prompt_len"]) if method == PRETRAINED else (
+        method_class(cfg["method_configs"][method]["kind"]).test_prompts(cfg, method, seed, j, examples, bundle.tokenizer)
+    )
     llm = cfg["llm"]
     predictions = generate_answers(
         model,
         bundle.tokenizer,
         shown,
-        limits=length_limits(cfg),
+        limits=dataclasses.replace(length_limits(cfg), max_prompt_len=prompt_len),
         max_new_tokens=llm["max_new_tokens"],
         batch_size=cfg["eval"]["batch_size"],
         decoding=llm["decoding"],

@@ -170,10 +170,11 @@ class Method(ABC):
         return cls.for_inference(model, states)
 
     @classmethod
-    def test_prompts(cls, cfg: dict, method: str, seed: int, j: int, examples: list, tokenizer) -> list[str]:
-        """Task j's test prompts as the model is shown them (LM families; ``rewrites_prompts``
-        methods override it): ``examples`` are the task's test examples (``.prompt``, ``.answer``)."""
-        return [e.prompt for e in examples]
+    def test_prompts(cls, cfg: dict, method: str, seed: int, j: int, examples: list, tokenizer) -> tuple[list[str], int]:
+        """(task j's test prompts as the model is shown them, the token length they are cut to)
+        for LM families (``rewrites_prompts`` methods override it); ``examples`` are the task's
+        test examples (``.prompt``, ``.answer``)."""
+        return [e.prompt for e in examples], cfg["llm"]["max_prompt_len"]
 
     @classmethod
     def copies_row0(cls) -> bool:

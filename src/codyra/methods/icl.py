@@ -2,7 +2,8 @@
 ``inference/ICL.py``, ``scripts/ICL.sh``; the selection and format: :mod:`codyra.llm.icl`).
 
 Every cell A[i, j] is theta_0 shown task j's test prompts with ``demonstrations`` examples of
-task j's own test split in front (TRACE draws them from the inference set), chosen once per
+task j's own test split in front, in a prompt of up to ``max_prompt_len`` tokens (ICL.sh
+3584, where training and the other methods' evaluation use 1024) (TRACE draws them from the inference set), chosen once per
 (seed, task): TRACE draws the tasks' demonstrations one after the other from one seeded global
 random state; here each task's draw has its own seed, derive_seed(seed, j), so a cell does not
 depend on which other cells ran. TRACE's ICL.py also cuts some tasks' predictions (NumGLUE at
@@ -22,6 +23,7 @@ from codyra.methods.options import MethodOptions, option
 @dataclass(frozen=True)
 class ICLOptions(MethodOptions):
     demonstrations: int = option(6, minimum=1, doc="examples shown per prompt (TRACE scripts/ICL.sh --demonstrations_num 6)")
+    max_prompt_len: int | None = option(None, minimum=1, doc="prompt tokens with the demonstrations (ICL.sh 3584); null: llm.max_prompt_len")
 
 
 class ICL(Method):
@@ -47,7 +49,8 @@ class ICL(Method):
         from codyra.llm import icl
         from codyra.llm.model import is_mini
 
-        count = cls(cfg["method_configs"][method]).options.demonstrations
+        options = cls(cfg["method_configs"][method]).options
+        max_prompt_len = options.max_prompt_len or cfg["llm"]["max_prompt_len"]
         prompts = [e.prompt for e in examples]
         # the mini TRACE's tasks carry TRACE's names, not its instructions
         prefix = icl.instruction(cfg["tasks"][j - 1]["name"], prompts, {} if is_mini(cfg) else icl.TRACE_INSTRUCTIONS)
@@ -55,10 +58,10 @@ class ICL(Method):
         def n_tokens(text: str) -> int:  # TRACE counts with the tokenizer's special tokens
             return len(tokenizer(text)["input_ids"])
 
-        limit = icl.demonstration_budget(cfg["llm"]["max_prompt_len"], prefix, n_tokens)
+        limit = icl.demonstration_budget(max_prompt_len, prefix, n_tokens)
         pool = [{"prompt": e.prompt, "answer": e.answer} for e in examples]
-        shown = icl.pick_demonstrations(pool, prefix, count, limit, n_tokens, random.Random(derive_seed(seed, j)))
-        return [icl.icl_prompt(p, prefix, shown) for p in prompts]
+        shown = icl.pick_demonstrations(pool, prefix, options.demonstrations, limit, n_tokens, random.Random(derive_seed(seed, j)))
+        return [icl.icl_prompt(p, prefix, shown) for p in prompts], max_prompt_len
 
 
 METHOD = ICL
