@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 
-import pytest
 import torch
 
 from codyra.batches import derive_seed
@@ -21,6 +20,7 @@ from codyra.llm.loss import position_ids
 from codyra.llm.model import pretrained_lm
 from codyra.llm.prompting import PromptedLM, attach_prompts
 from codyra.methods.icl import ICL
+from codyra.methods.l2p import prompt_pool
 from codyra.paths import cell_path, task_dir
 from codyra.trace.data import TraceExample
 from codyra.updates import load_method_state
@@ -66,6 +66,25 @@ def test_prompted_forward_and_generation_match_the_prepended_inputs(tiny_trace):
         nxt = _manual_logits(model, prefix, ids, m)[:, -1].argmax(-1, keepdim=True)
         ids, m = torch.cat([ids, nxt], 1), torch.cat([m, torch.ones_like(nxt)], 1)
     assert torch.equal(out, ids)
+
+
+def test_l2p_pull_term_reaches_the_prompts_through_the_fixed_keys():
+    g = torch.Generator().manual_seed(0)
+    pool, embeds = torch.randn(3, 2, 4, generator=g), torch.randn(2, 5, 4, generator=g)
+    keys = pool.mean(dim=1)
+    module = prompt_pool(pool + 0.5, keys, top_k=1, embedding_key="mean")  # the pool moved since the keys were taken
+    prefix = module(embeds, torch.ones(2, 5))
+    q = torch.nn.functional.normalize(embeds.mean(dim=1), dim=1)
+    k = torch.nn.functional.normalize(keys, dim=1)
+    chosen = (q @ k.T).argmax(dim=1)
+    torch.testing.assert_close(prefix, (pool + 0.5)[chosen])  # the prompts as they are now, chosen by the fixed keys
+    torch.testing.assert_close(module.pull, (k[chosen] * q).sum() / 2)
+    (-0.5 * module.pull).backward()
+    # d/dk (k/|k| . q) = (q - (k^ . q) k^) / |k|, at the fixed keys, / batch, spread over the prompt's 2 tokens
+    expected = torch.zeros(3, 4)
+    for b, p in enumerate(chosen.tolist()):
+        expected[p] += -0.5 * (q[b] - (k[p] @ q[b]) * k[p]) / keys[p].norm() / 2
+    torch.testing.assert_close(module.prompt.grad, (expected / 2).unsqueeze(1).expand(3, 2, 4))
 
 
 def _train_and_evaluate(cfg, method):

@@ -5,7 +5,8 @@ the same file).
 One prompt pool serves the whole stream: created at task 1 (``pool_size`` prompts of
 ``length`` random token embeddings / ``init_scale``), with fixed keys (each prompt's mean at
 creation); every task trains the pool only (the LM is frozen) with the task loss minus
-``pull_coeff`` x the pull constraint. Each sample's query is the mean of its input token
+``pull_coeff`` x the pull constraint (whose gradient reaches the prompts through the keys'
+creation graph, as in TRACE, though the keys' values stay fixed). Each sample's query is the mean of its input token
 embeddings (``embedding_key``); its top-``top_k`` prompts by cosine go in front of it, in
 training and in generation. The selection math is :mod:`codyra.complement.prompts`; the LM
 side (hooks, generation) comes through the family seam and :mod:`codyra.llm.prompting`.
@@ -19,7 +20,6 @@ from dataclasses import dataclass
 
 from codyra.methods.base import Method, freeze
 from codyra.methods.options import MethodOptions, option
-
 
 QUERIES = ("mean", "max", "mean_max")
 
@@ -39,7 +39,7 @@ class L2POptions(MethodOptions):
         return []
 
 
-def _pool_module(prompt, keys, top_k: int, embedding_key: str):
+def prompt_pool(prompt, keys, top_k: int, embedding_key: str):
     import torch
     from torch import nn
 
@@ -55,7 +55,12 @@ def _pool_module(prompt, keys, top_k: int, embedding_key: str):
             self.pull = None
 
         def forward(self, embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            idx, self.pull = prompts.select(prompts.query(embeds, embedding_key), self.keys, top_k)
+            # TRACE takes the keys once as the pool's mean, keeping its graph (hence its backward's
+            # retain_graph=True): their values never move, yet the pull term's gradient reaches the
+            # prompts through them, d key / d prompt = 1 / length
+            means = self.prompt.mean(dim=1)
+            keys = self.keys.to(means.dtype) + (means - means.detach())
+            idx, self.pull = prompts.select(prompts.query(embeds, embedding_key), keys, top_k)
             return prompts.l2p_prefix(self.prompt, idx)
 
     return PromptPool()
@@ -79,7 +84,7 @@ class L2P(Method):
             pool, keys, _, _ = _stored(ctx.previous_state)
             if tuple(pool.shape[:2]) != (o.pool_size, o.length):
                 raise ValueError(f"task {ctx.task_index - 1}'s stored L2P pool is {tuple(pool.shape)}, the config asks pool_size {o.pool_size} x length {o.length}: rerun that task")
-        self.pool = _pool_module(pool, keys, o.top_k, o.embedding_key).to(ctx.device)
+        self.pool = prompt_pool(pool, keys, o.top_k, o.embedding_key).to(ctx.device)
         self.handles = ctx.family.attach_prompts(ctx.model, self.pool)
         return [{"params": [self.pool.prompt], "weight_decay": ctx.weight_decay}]
 
@@ -109,7 +114,7 @@ class L2P(Method):
     def for_inference(cls, model, states):
         from codyra.llm.prompting import PromptedLM
 
-        return PromptedLM(model, _pool_module(*_stored(states[-1])))
+        return PromptedLM(model, prompt_pool(*_stored(states[-1])))
 
 
 def _stored(state):
