@@ -92,7 +92,9 @@ def _with_settings(cfg, method, seed, i, cells):
     """The cells with their settings fingerprint: column j's evaluation settings and those the
     summaries of the updates 1..i record (not the config's: an update trained with other
     settings shows here). Read before any cell is computed; fails early if an update is missing."""
-    updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
+    untrained = method != PRETRAINED and not method_class(cfg["method_configs"][method]["kind"]).trains
+    # a method that never trains evaluates theta_0 (FIX(ICL)): its cells rest on no update
+    updates = [] if untrained else [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
     return ({**cell, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
 
 

@@ -81,7 +81,7 @@ def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
     from codyra.methods import method_class
 
     n = len(cfg["tasks"])
-    copied = method_class(cfg["method_configs"][method]["kind"]).copies_row0()
-    updates = [] if copied else [train_fingerprint(cfg, method, k) for k in range(1, n + 1)]
+    trains = method_class(cfg["method_configs"][method]["kind"]).trains
+    updates = [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else []
     columns = [eval_fingerprint(cfg, j) for j in range(1, n + 1)]
     return [[cell_fingerprint(column, updates[:i]) for column in columns] for i in range(n + 1)]

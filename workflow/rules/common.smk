@@ -61,6 +61,10 @@ def trains(method):
     return method_class(CFG["method_configs"][method]["kind"]).trains
 
 
+def copies_row0(method):
+    return method_class(CFG["method_configs"][method]["kind"]).copies_row0()
+
+
 def run_path(method, seed, *parts):
     return "/".join([RUN.format(method=method, seed=seed), *map(str, parts)])
 

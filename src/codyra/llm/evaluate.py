@@ -44,7 +44,9 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     started = time.time()
     torch.set_num_threads(cfg["eval"]["threads"])
     device = pick_device(device)
-    bundle = pretrained_lm(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i), task=j)
+    trained = method != PRETRAINED and method_class(cfg["method_configs"][method]["kind"]).trains
+    # a method that never trains answers with theta_0 (FIX(ICL): only its prompts differ)
+    bundle = for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i), task=j) if trained else pretrained_lm(cfg)
     # bf16 weights for generation on a GPU (as in training); fp32 on the CPU
     bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
     model = bundle.model.to(device, dtype=torch.bfloat16 if bf16 else torch.float32)
