@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 import torch
 
 from codyra.batches import derive_seed
@@ -53,10 +54,13 @@ def test_prompted_forward_and_generation_match_the_prepended_inputs(tiny_trace):
     input_ids = torch.tensor([[0, 0, 5, 9, 12], [7, 3, 5, 9, 12]])
     mask = (input_ids != 0).long()
     manual = _manual_logits(model, prefix, input_ids, mask)
-    handles = attach_prompts(model, FixedPrefix(prefix))
+    names = {n for n, _ in model.named_parameters()}
+    attached = attach_prompts(model, FixedPrefix(torch.nn.Parameter(prefix)))
+    assert {n for n, _ in model.named_parameters()} - names == {"codyra_prompts.prefix"}  # trains and checkpoints with the model
     hooked = model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids(mask)).logits
-    for handle in handles:
-        handle.remove()
+    attached.remove()
+    assert {n for n, _ in model.named_parameters()} == names
+    torch.testing.assert_close(model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids(mask)).logits, pretrained_lm(tiny_trace).model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids(mask)).logits)
     assert hooked.shape == (2, 5, model.config.vocab_size)  # the prefix positions' logits are dropped
     torch.testing.assert_close(hooked, manual[:, 3:])
     # greedy generation through the wrapper = a manual greedy loop on the prepended inputs
@@ -122,6 +126,26 @@ def test_l2p_trains_one_pool_with_fixed_keys_and_rebuilds_its_cells(tiny_trace):
     assert not torch.equal(first["prompt"], initial)
     assert all(c["method"] == "l2p" and "copied_from" not in c for c in cells)
     _rebuilt_identically(tiny_trace, "l2p", cells)
+
+
+class Killed(Exception):
+    pass
+
+
+def test_l2p_killed_and_resumed_ends_with_the_uninterrupted_pool(tiny_trace, tmp_path):
+    tiny_trace["method_configs"]["l2p"] = SPECS["l2p"]
+
+    def kill_at_5(step):
+        if step == 5:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_task(tiny_trace, "l2p", 0, 1, on_step=kill_at_5)  # checkpoints at steps 2 and 4: the pool with them
+    train_task(tiny_trace, "l2p", 0, 1)
+    fresh = {**tiny_trace, "results": str(tmp_path / "fresh")}
+    train_task(fresh, "l2p", 0, 1)
+    resumed, uninterrupted = (load_method_state(task_dir(c, "l2p", 0, 1)) for c in (tiny_trace, fresh))
+    assert all(torch.equal(resumed[k], uninterrupted[k]) for k in uninterrupted)
 
 
 def test_dualprompt_trains_g_and_the_task_e_prompt_and_answers_with_task_j_e_prompt(tiny_trace):

@@ -2,7 +2,7 @@
 
 A prompt module maps a batch's input embeddings and attention mask to the prefix (B, P, C)
 put in front of them (:mod:`codyra.complement.prompts` holds the selection math). Training
-(:func:`attach_prompts`): hooks on the model itself, so the engine's forward, backend and
+(:func:`attach_prompts`): the prompt module as a submodule and hooks on the model itself, so the engine's forward, backend and
 loss stay those of every method; the logits of the prefix positions are dropped, so the
 family's loss sees the batch's shapes (the prefix labels are the ignore index in the
 references, which is the same loss). Inference (:class:`PromptedLM`): a wrapper whose
@@ -27,23 +27,43 @@ def _prompted_inputs(model: nn.Module, prompts: nn.Module, input_ids: torch.Tens
     return embeds, mask, prefix.shape[1]
 
 
-def attach_prompts(model: nn.Module, prompts: nn.Module) -> list:
+class PromptAttachment:
+    """The prompts attached to a model for training; ``remove()`` leaves the model as it was."""
+
+    NAME = "codyra_prompts"  # the submodule: the backends checkpoint and optimise it with the model
+
+    def __init__(self, model: nn.Module, prompts: nn.Module):
+        if hasattr(model, self.NAME):
+            raise ValueError(f"the model already has prompts attached ({self.NAME}): remove them first")
+        self.model = model
+        model.add_module(self.NAME, prompts)
+        length = {}
+
+        def before(module, args, kwargs):
+            if args or "input_ids" not in kwargs:
+                raise TypeError("a prompted LM is called with keyword input_ids and attention_mask (as the LM family does)")
+            embeds, mask, length["prefix"] = _prompted_inputs(module, prompts, kwargs.pop("input_ids"), kwargs["attention_mask"])
+            kwargs.update(inputs_embeds=embeds, attention_mask=mask, position_ids=position_ids(mask))
+            return args, kwargs
+
+        def after(module, args, kwargs, output):
+            output.logits = output.logits[:, length.pop("prefix") :]
+            return output
+
+        self.hooks = [model.register_forward_pre_hook(before, with_kwargs=True), model.register_forward_hook(after, with_kwargs=True)]
+
+    def remove(self) -> None:
+        for hook in self.hooks:
+            hook.remove()
+        delattr(self.model, self.NAME)
+
+
+def attach_prompts(model: nn.Module, prompts: nn.Module) -> PromptAttachment:
     """Make every forward of ``model`` on ``input_ids`` run on ``prompts``' prefix + the input
-    embeddings, logits returned for the input positions only. Returns the hook handles."""
-    length = {}
-
-    def before(module, args, kwargs):
-        if args or "input_ids" not in kwargs:
-            raise TypeError("a prompted LM is called with keyword input_ids and attention_mask (as the LM family does)")
-        embeds, mask, length["prefix"] = _prompted_inputs(module, prompts, kwargs.pop("input_ids"), kwargs["attention_mask"])
-        kwargs.update(inputs_embeds=embeds, attention_mask=mask, position_ids=position_ids(mask))
-        return args, kwargs
-
-    def after(module, args, kwargs, output):
-        output.logits = output.logits[:, length.pop("prefix") :]
-        return output
-
-    return [model.register_forward_pre_hook(before, with_kwargs=True), model.register_forward_hook(after, with_kwargs=True)]
+    embeddings, logits returned for the input positions only; ``prompts`` becomes a submodule
+    of ``model`` (as in TRACE, ``model.model.prompt``), so its parameters train, checkpoint and
+    resume with the model's."""
+    return PromptAttachment(model, prompts)
 
 
 class PromptedLM(nn.Module):

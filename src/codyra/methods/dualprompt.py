@@ -65,14 +65,13 @@ class DualPrompt(Method):
                 )
         self.e_prompts, self.task = e_prompts.clone(), ctx.task_index - 1
         self.prefix = _prefix_module(g_prompt, e_prompts[self.task]).to(ctx.device)
-        self.handles = ctx.family.attach_prompts(ctx.model, self.prefix)
+        self.attached = ctx.family.attach_prompts(ctx.model, self.prefix)
         return [{"params": list(self.prefix.parameters()), "weight_decay": ctx.weight_decay}]
 
     def finish(self, model):
         from codyra.updates import TaskUpdate
 
-        for handle in self.handles:
-            handle.remove()
+        self.attached.remove()
         self.e_prompts[self.task] = self.prefix.e_prompt.detach().cpu()
         self.state = {"g_prompt": self.prefix.g_prompt.detach().cpu().float(), "e_prompts": self.e_prompts.float()}
         g, e = self.prefix.g_prompt.numel(), self.prefix.e_prompt.numel()

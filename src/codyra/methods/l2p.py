@@ -85,19 +85,18 @@ class L2P(Method):
             if tuple(pool.shape[:2]) != (o.pool_size, o.length):
                 raise ValueError(f"task {ctx.task_index - 1}'s stored L2P pool is {tuple(pool.shape)}, the config asks pool_size {o.pool_size} x length {o.length}: rerun that task")
         self.pool = prompt_pool(pool, keys, o.top_k, o.embedding_key).to(ctx.device)
-        self.handles = ctx.family.attach_prompts(ctx.model, self.pool)
+        self.attached = ctx.family.attach_prompts(ctx.model, self.pool)
         return [{"params": [self.pool.prompt], "weight_decay": ctx.weight_decay}]
 
     def extra_loss(self, ctx, batch, outputs):
         return -self.options.pull_coeff * self.pool.pull
 
     def finish(self, model):
-        from codyra.updates import TaskUpdate
-
-        for handle in self.handles:
-            handle.remove()
         import torch
 
+        from codyra.updates import TaskUpdate
+
+        self.attached.remove()
         o = self.options
         self.state = {
             "prompt": self.pool.prompt.detach().cpu().float(),
