@@ -12,7 +12,7 @@ import logging
 
 from codyra.cells import read_cell
 from codyra.family import family_of
-from codyra.fingerprints import cell_fingerprint, eval_fingerprint
+from codyra.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
@@ -92,9 +92,11 @@ def _with_settings(cfg, method, seed, i, cells):
     """The cells with their settings fingerprint: column j's evaluation settings and those the
     summaries of the updates 1..i record (not the config's: an update trained with other
     settings shows here). Read before any cell is computed; fails early if an update is missing."""
-    untrained = method != PRETRAINED and not method_class(cfg["method_configs"][method]["kind"]).trains
-    # a method that never trains evaluates theta_0 (FIX(ICL)): its cells rest on no update
-    updates = [] if untrained else [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
+    if method != PRETRAINED and not method_class(cfg["method_configs"][method]["kind"]).trains:
+        # theta_0 (FIX(ICL)): no update; the method's config stands for each of them
+        updates = untrained_settings(cfg, method) * i
+    else:
+        updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
     return ({**cell, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
 
 

@@ -189,3 +189,6 @@ def test_icl_cells_are_evaluated_with_demonstrations_not_copied(tiny_trace):
     assert all(r["prompt"].count("Answer:") == 3 for r in rows)  # two demonstrations, then the test prompt
     # row 0 stays the pretrained model's
     assert "copied_from" in evaluate_row(tiny_trace, "icl", 0, 0, [1])[0]
+    # its cells rest on its config: another number of demonstrations is other settings
+    tiny_trace["method_configs"]["icl"]["demonstrations"] = 3
+    assert expected_cell_fingerprints(tiny_trace, "icl")[1] != [c["settings"] for c in cells]

@@ -2,7 +2,7 @@
 from codyra.benchmarks import own_pretraining
 from codyra.config import ConfigError, config_from_files, fingerprint, load_config, resolve_job
 from codyra.data.presence import require_benchmark_data
-from codyra.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint
+from codyra.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
 from codyra.jobs import job_version, train_rule
 from codyra.methods import method_class
 from codyra.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR

@@ -80,7 +80,8 @@ if EVALUATED:
             method="|".join(EVALUATED),
             i=r"[1-9]\d*",
         params:
-            settings=eval_settings(),
+            # an untrained row (FIX(ICL)) has no update inputs: its config's settings rerun it
+            settings=lambda w: eval_settings() if trains(w.method) else [eval_settings(), *untrained_settings(CFG, w.method)],
         threads: CFG["eval"]["threads"]
         group:
             TASK_GROUP
