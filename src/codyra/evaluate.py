@@ -12,7 +12,7 @@ import logging
 
 from codyra.cells import read_cell
 from codyra.family import family_of
-from codyra.fingerprints import cell_fingerprint, eval_fingerprint
+from codyra.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
 from codyra.io import read_json, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
@@ -54,7 +54,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
     """Cells A[i, j] for every j in ``js`` (default: every task), theta_i built once for the row.
 
     Method ``pretrained`` (row 0 only) writes the benchmark's shared row-0 files. Row 0 and every
-    row of a method that never trains equal the pretrained model's row: those cells are copied
+    row of a method that never trains (nor rewrites prompts) equal the pretrained model's row: those cells are copied
     from the shared row-0 files (computing the missing ones first). Each cell is written
     atomically and mirrored by its own MLflow run, as soon as it is done.
     """
@@ -68,7 +68,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
         return [tracked(cfg, PRETRAINED, None, 0, j, lambda j=j: _stored(row0_cell_path(cfg, j), next(cells))) for j in js]
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
-    if i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
+    if i == 0 or method_class(cfg["method_configs"][method]["kind"]).copies_row0():
         missing = [j for j in js if not row0_cell_path(cfg, j).is_file()]
         if missing:
             evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
@@ -92,7 +92,11 @@ def _with_settings(cfg, method, seed, i, cells):
     """The cells with their settings fingerprint: column j's evaluation settings and those the
     summaries of the updates 1..i record (not the config's: an update trained with other
     settings shows here). Read before any cell is computed; fails early if an update is missing."""
-    updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
+    if method != PRETRAINED and not method_class(cfg["method_configs"][method]["kind"]).trains:
+        # theta_0 (FIX(ICL)): no update; the method's config stands for each of them
+        updates = untrained_settings(cfg, method) * i
+    else:
+        updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
     return ({**cell, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
 
 

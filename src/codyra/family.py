@@ -106,6 +106,11 @@ class Family(Protocol):
         """One pass of theta_0's frozen features of task i's training data, labels global over the
         stream: ([(features, labels)], classes of tasks 1..i), for closed-form methods (RAIL)."""
 
+    def attach_prompts(self, model: nn.Module, prompts: nn.Module):
+        """Prepend ``prompts(input embeddings, attention mask)`` -> (B, P, C) to every forward
+        of ``model``, ``prompts`` training as part of it (prompt-pool methods: L2P, DualPrompt);
+        returns a handle whose ``remove()`` restores the model."""
+
     def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
         """Yield the cells A[i, j] (dicts, without settings) of theta_i for j in ``js``."""
 

@@ -71,6 +71,15 @@ def pretrain_fingerprint(cfg: dict) -> str:
     return fingerprint(_settings([cfg["mini"], cfg["model"], _family(cfg), _version("pretrain_mini")]))
 
 
+def untrained_settings(cfg: dict, method: str) -> list[str]:
+    """What stands in for the updates in a cell of a method that never trains: its config where
+    it changes what the model is shown (FIX(ICL)'s demonstrations), else nothing."""
+    from codyra.methods import method_class
+
+    spec = cfg["method_configs"][method]
+    return [fingerprint(_settings(spec))] if method_class(spec["kind"]).rewrites_prompts else []
+
+
 def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:
     """A cell A[i,j]: its column's evaluation settings and the settings of the updates 1..i it used."""
     return fingerprint([eval_settings, update_settings])
@@ -82,6 +91,6 @@ def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
 
     n = len(cfg["tasks"])
     trains = method_class(cfg["method_configs"][method]["kind"]).trains
-    updates = [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else []
+    updates = [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else untrained_settings(cfg, method) * n
     columns = [eval_fingerprint(cfg, j) for j in range(1, n + 1)]
     return [[cell_fingerprint(column, updates[:i]) for column in columns] for i in range(n + 1)]

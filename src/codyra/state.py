@@ -36,9 +36,11 @@ def require_updates(cfg: dict, method: str, seed: int, upto: int) -> list:
     return dirs
 
 
-def for_inference(cfg: dict, method: str, seed: int, upto: int, bundle: Bundle) -> Bundle:
+def for_inference(cfg: dict, method: str, seed: int, upto: int, bundle: Bundle, task: int | None = None) -> Bundle:
     """theta_upto as evaluated: the method's ``for_inference`` hook gets the merged backbone and the
-    stored states of tasks 1..upto (a method keeping modules beside the backbone attaches them)."""
+    stored states of tasks 1..upto (a method keeping modules beside the backbone attaches them);
+    with ``task`` j, its ``for_task`` hook (the model that answers task j's test set)."""
     states = [load_method_state(d) for d in require_updates(cfg, method, seed, upto)]
-    bundle.model = method_class(cfg["method_configs"][method]["kind"]).for_inference(bundle.model, states)
+    cls = method_class(cfg["method_configs"][method]["kind"])
+    bundle.model = cls.for_inference(bundle.model, states) if task is None else cls.for_task(bundle.model, states, task)
     return bundle

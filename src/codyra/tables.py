@@ -12,6 +12,9 @@ each column is marked (bold in Markdown, LaTeX and HTML, ``best = true`` in the 
 - ``A_<method>``: the accuracy matrix, rows i = 0..N, columns j = 1..N.
 - ``routing`` (only when a configured method predicts the domain at inference): the router's
   accuracy per task, averaged over the rows i = 1..N of each such method.
+- ``rail_aggregation`` (only with a CoDyRA + RAIL method, kind ``codyra_rail``): the appendix's
+  table "integrating aggregation-based adapters": Transfer / Average / Last of RAIL on the frozen
+  backbone and of CoDyRA + RAIL, a block per RAIL variant, best within each block.
 
 When a configured method belongs to the model-complementation group (frozen backbone plus
 modules kept per task), the tables split methods into the paper's groups (the zero-shot
@@ -290,6 +293,32 @@ def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     return table
 
 
+RAIL_KINDS = ("rail", "codyra_rail")  # RAIL's head on the frozen backbone, then on CoDyRA's
+
+
+def rail_aggregation_methods(cfg: dict) -> dict[str, list[str]]:
+    """{RAIL variant: its rail methods, then its codyra_rail methods}; {} without a codyra_rail method."""
+    kinds = {m: cfg["method_configs"][m]["kind"] for m in cfg["methods"]}
+    if RAIL_KINDS[1] not in kinds.values():
+        return {}
+    blocks: dict[str, list[str]] = {}
+    for kind in RAIL_KINDS:
+        for m in (m for m in cfg["methods"] if kinds[m] == kind):
+            variant = method_class(kind)(cfg["method_configs"][m]).options.variant
+            blocks.setdefault(variant, []).append(m)
+    return blocks
+
+
+def rail_aggregation_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    columns = ["Transfer", "Average", "Last"]
+    table = Table("rail_aggregation", f"{cfg['benchmark']}: CoDyRA + RAIL's aggregation-based adapters, mean over tasks (%) ± std over seeds", columns)
+    for variant, methods in rail_aggregation_methods(cfg).items():
+        for method in methods:
+            summaries = [summarize(m["A"]) for m in runs[method]]
+            table.rows.append((f"RAIL-{variant.title()}", method, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
+    return table
+
+
 def matrix_table(cfg: dict, method: str, matrices: list[dict]) -> Table:
     tasks = [t["name"] for t in cfg["tasks"]]
     stack = np.asarray([m["A"] for m in matrices], dtype=float)  # (seeds, N+1, N)
@@ -304,7 +333,8 @@ def table_names(cfg: dict) -> list[str]:
     """The tables ``write_tables`` produces for ``cfg`` (the workflow declares them as outputs)."""
     trace = ["table2"] if cfg["data"]["kind"] == "trace" else []
     routing = ["routing"] if routed_methods(cfg) else []
-    return ["table1", "forgetting", *trace, *routing, *(f"A_{m}" for m in cfg["methods"])]
+    rail = ["rail_aggregation"] if rail_aggregation_methods(cfg) else []
+    return ["table1", "forgetting", *trace, *routing, *rail, *(f"A_{m}" for m in cfg["methods"])]
 
 
 def write_table(out: Path, table: Table) -> None:
@@ -321,6 +351,8 @@ def write_tables(cfg: dict) -> Path:
         tables.append(table2(cfg, runs))
     if routed_methods(cfg):
         tables.append(routing_table(cfg, runs))
+    if rail_aggregation_methods(cfg):
+        tables.append(rail_aggregation_table(cfg, runs))
     tables += [matrix_table(cfg, m, matrices) for m, matrices in runs.items()]
     assert [t.name for t in tables] == table_names(cfg)
     out = tables_dir(cfg)

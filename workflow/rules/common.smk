@@ -2,7 +2,7 @@
 from codyra.benchmarks import own_pretraining
 from codyra.config import ConfigError, config_from_files, fingerprint, load_config, resolve_job
 from codyra.data.presence import require_benchmark_data
-from codyra.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint
+from codyra.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
 from codyra.jobs import eval_rule, job_group, job_version, train_rule
 from codyra.methods import method_class
 from codyra.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
@@ -83,6 +83,10 @@ def codyra_cli(log_path, *argv, threads=None):
 
 def trains(method):
     return method_class(CFG["method_configs"][method]["kind"]).trains
+
+
+def copies_row0(method):
+    return method_class(CFG["method_configs"][method]["kind"]).copies_row0()
 
 
 def run_path(method, seed, *parts):

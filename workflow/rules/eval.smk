@@ -1,11 +1,12 @@
 # Cells A[i,j]. A job evaluates a whole row: theta_i is built once and scores every task j.
 # Row 0 (the pretrained model) is evaluated once per benchmark; every (method, seed) gets a
-# copy, and so does every row of a method that never trains: copies are local jobs.
+# copy, and so does every row of a method that never trains (unless it rewrites the prompts,
+# FIX(ICL): its rows are evaluated on theta_0, with no update): copies are local jobs.
 # On a cluster, the training tasks and rows of a run form group jobs (JOB_GROUP, common.smk: one
 # SLURM job per CLIP run, per LM task); a local run ignores groups.
 
-TRAINED = [m for m in CFG["methods"] if trains(m)]
-COPIED = [m for m in CFG["methods"] if not trains(m)]
+EVALUATED = [m for m in CFG["methods"] if not copies_row0(m)]
+COPIED = [m for m in CFG["methods"] if copies_row0(m)]
 
 
 def eval_settings():
@@ -63,12 +64,12 @@ if COPIED:
 
 def row_inputs(w):
     inputs = common_inputs()
-    # the update files too: a row reads them, and a changed one must rerun the row
-    inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", f) for k in range(1, int(w.i) + 1) for f in ("summary.json", "update.safetensors")]
+    if trains(w.method):  # the update files too: a row reads them, and a changed one must rerun the row
+        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", f) for k in range(1, int(w.i) + 1) for f in ("summary.json", "update.safetensors")]
     return inputs
 
 
-if TRAINED:
+if EVALUATED:
 
     rule:
         # LLM rows get their own rule name (codyra.jobs.JOBS): profiles give generation its hours
@@ -79,10 +80,11 @@ if TRAINED:
         output:
             [CELL_PATTERN.format(method="{method}", seed="{seed}", i="{i}", j=j) for j in TASKS],
         wildcard_constraints:
-            method="|".join(TRAINED),
+            method="|".join(EVALUATED),
             i=r"[1-9]\d*",
         params:
-            settings=eval_settings(),
+            # an untrained row (FIX(ICL)) has no update inputs: its config's settings rerun it
+            settings=lambda w: eval_settings() if trains(w.method) else [eval_settings(), *untrained_settings(CFG, w.method)],
         threads: CFG["eval"]["threads"]
         group:
             JOB_GROUP

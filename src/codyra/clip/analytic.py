@@ -86,9 +86,10 @@ def train_batches(n: int, batch_size: int, seed: int, task_index: int) -> list[l
     return [keys[s : s + batch_size] for s in range(0, n, batch_size)]
 
 
-def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int, device) -> tuple[list, int]:
-    """(one pass of theta_0's image features of task i's training set with labels global over the
-    stream, classes of tasks 1..i): what RAIL fits on."""
+def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int, device, model=None) -> tuple[list, int]:
+    """(one pass of the image features of task i's training set with labels global over the
+    stream, classes of tasks 1..i): what RAIL fits on. The features are theta_0's, or ``model``'s
+    (CoDyRA + RAIL: theta_i, the backbone right after task i)."""
     from codyra.clip.benchmarks import build_tasks
     from codyra.clip.model import pretrained_clip
 
@@ -96,21 +97,22 @@ def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int,
     tasks = build_tasks(cfg, bundle.image)
     offset = sum(t.num_classes for t in tasks[: task_index - 1])
     data = tasks[task_index - 1].train_set()
-    model = bundle.model.to(device).eval()
+    model = (bundle.model if model is None else model).to(device).eval()
     batches = image_features(model, data, train_batches(len(data), batch_size, seed, task_index), cfg, device, cfg["train"]["precision"])
     return [(f, y + offset) for f, y in batches], offset + tasks[task_index - 1].num_classes
 
 
 @torch.no_grad()
-def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], device, state: dict):
-    """Yield the cells A[i, j] of theta_0 + RAIL's adapter after task i (``state``), each with its routing summary."""
+def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], device, state: dict, bundle=None):
+    """Yield the cells A[i, j] of theta_0 (or ``bundle``'s model: CoDyRA + RAIL's theta_i) + RAIL's
+    adapter after task i (``state``), each with its routing summary."""
     from codyra.clip.benchmarks import build_tasks
     from codyra.clip.model import pretrained_clip
     from codyra.clip.zeroshot import label_space_classifier
     from codyra.data.registry import label_space
 
     started = time.time()
-    bundle = pretrained_clip(cfg)
+    bundle = pretrained_clip(cfg) if bundle is None else bundle
     model = bundle.model.to(device).eval()
     tasks = build_tasks(cfg, bundle.image)
     union = label_space(tasks)

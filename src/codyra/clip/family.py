@@ -44,6 +44,9 @@ class ClipFamily:
 
         return task_feature_batches(cfg, seed, task_index, batch_size, device)
 
+    def attach_prompts(self, model, prompts):
+        raise ValueError("prompt-pool methods (L2P, DualPrompt) prepend token prompts to a language model: they run on TRACE benchmarks only")
+
     def cells(self, cfg, method, seed, i, js, device):
         from codyra.clip.evaluate import clip_cells
 

@@ -47,12 +47,19 @@ def route_learned(domains: torch.Tensor, learned: int) -> torch.Tensor:
 
 
 class DomainAutoencoder(nn.Module):
-    """MoE-Adapters' per-task autoencoder: Linear -> ReLU -> Linear -> Sigmoid."""
+    """MoE-Adapters' per-task autoencoder: Linear -> ReLU -> Linear -> Sigmoid (``nn.Linear``'s
+    default init, drawn from ``generator`` when given)."""
 
-    def __init__(self, input_dim: int, code_dim: int):
+    def __init__(self, input_dim: int, code_dim: int, generator: torch.Generator | None = None):
         super().__init__()
         self.encoder = nn.Sequential(nn.Linear(input_dim, code_dim), nn.ReLU())
         self.decoder = nn.Sequential(nn.Linear(code_dim, input_dim), nn.Sigmoid())
+        if generator is not None:
+            with torch.no_grad():
+                for linear in (self.encoder[0], self.decoder[0]):
+                    nn.init.kaiming_uniform_(linear.weight, a=5**0.5, generator=generator)
+                    bound = 1 / linear.in_features**0.5
+                    linear.bias.uniform_(-bound, bound, generator=generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.encoder(x))
@@ -64,13 +71,37 @@ def reconstruction_losses(autoencoders, features: torch.Tensor) -> torch.Tensor:
     return torch.stack([nn.functional.mse_loss(ae(inputs), inputs) for ae in autoencoders])
 
 
-def ddas_route(losses: torch.Tensor, threshold: float) -> int:
+def ddas_route(losses: torch.Tensor, threshold: float | torch.Tensor) -> int:
     """The batch's task (0-based): the autoencoder with the lowest loss (the first on ties, as the
-    reference's strict ``<`` scan), or ZERO_SHOT when that loss exceeds ``threshold``."""
+    reference's strict ``<`` scan), or ZERO_SHOT when that loss exceeds ``threshold`` (one value,
+    as the reference, or one per task: the winner's)."""
     if losses.numel() == 0:
         return ZERO_SHOT
     best = int(torch.argmin(losses))  # torch.argmin returns the first minimum
-    return best if float(losses[best]) <= threshold else ZERO_SHOT
+    limit = float(threshold[best]) if isinstance(threshold, torch.Tensor) else threshold
+    return best if float(losses[best]) <= limit else ZERO_SHOT
+
+
+def fit_autoencoder(ae: DomainAutoencoder, batches: list[torch.Tensor], iterations: int, lr: float, weight_decay: float, decay_epochs: int) -> float:
+    """Train one task's autoencoder as MoE-Adapters' chooser (``few_shot_AutoEncoder.py``): Adam
+    (lr, weight decay), MSE of the sigmoid-squashed features, one batch per iteration cycling over
+    ``batches`` (one epoch), lr x 0.1 every ``decay_epochs`` epochs. Returns the largest batch loss
+    over the epoch after training: the reference prints it per task to set the threshold by hand."""
+    if not batches:
+        raise ValueError("the DDAS autoencoder got no feature batches")
+    optimizer = torch.optim.Adam(ae.parameters(), lr=lr, weight_decay=weight_decay)
+    ae.train()
+    for iteration in range(iterations):
+        epoch = iteration // len(batches)
+        for group in optimizer.param_groups:
+            group["lr"] = lr * 0.1 ** (epoch // decay_epochs)
+        loss = reconstruction_losses([ae], batches[iteration % len(batches)])[0]
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ae.eval()
+    with torch.no_grad():
+        return max(float(reconstruction_losses([ae], b)[0]) for b in batches)
 
 
 @dataclass

@@ -4,12 +4,15 @@ theta_i and score them with the task's metric (0-100, :func:`codyra.trace.metric
 ``codyra.evaluate`` owns the cell protocol (index checks, row 0 shared by every method and
 copied for methods that never train, the JSON file, MLflow) and asks the family for the
 cells (:func:`lm_cells`) where a CLIP benchmark would classify images. The predictions are
-kept beside the cell file, ``A_{i}_{j}.predictions.jsonl`` (prompt, answer, prediction),
-for inspection.
+kept beside the cell file, ``A_{i}_{j}.predictions.jsonl`` (the prompt as shown, answer,
+prediction), for inspection. theta_i is the method's model for task j (``Method.for_task``),
+shown the prompts the method makes of task j's (``Method.test_prompts``); metrics that read
+the prompts (SARI's sources) get the task's own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -23,6 +26,7 @@ from codyra.io import write_text
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import length_limits, pretrained_lm, task_folder
 from codyra.llm.rebuild import rebuild_lm
+from codyra.methods import method_class
 from codyra.paths import PRETRAINED, cell_path, row0_cell_path
 from codyra.state import for_inference
 from codyra.trace.data import load_split
@@ -40,19 +44,25 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     started = time.time()
     torch.set_num_threads(cfg["eval"]["threads"])
     device = pick_device(device)
-    bundle = pretrained_lm(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i))
+    trained = method != PRETRAINED and method_class(cfg["method_configs"][method]["kind"]).trains
+    # a method that never trains answers with theta_0 (FIX(ICL): only its prompts differ)
+    bundle = for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i), task=j) if trained else pretrained_lm(cfg)
     # bf16 weights for generation on a GPU (as in training); fp32 on the CPU
     bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
     model = bundle.model.to(device, dtype=torch.bfloat16 if bf16 else torch.float32)
     task = cfg["tasks"][j - 1]["name"]
     examples = load_split(task_folder(cfg, j), "test")
     prompts, answers = [e.prompt for e in examples], [e.answer for e in examples]
+    # what the model is shown: the method may rewrite the prompts (FIX(ICL)'s demonstrations)
+    shown, prompt_len = (prompts, cfg["llm"]["max_prompt_len"]) if method == PRETRAINED else (
+        method_class(cfg["method_configs"][method]["kind"]).test_prompts(cfg, method, seed, j, examples, bundle.tokenizer)
+    )
     llm = cfg["llm"]
     predictions = generate_answers(
         model,
         bundle.tokenizer,
-        prompts,
-        limits=length_limits(cfg),
+        shown,
+        limits=dataclasses.replace(length_limits(cfg), max_prompt_len=prompt_len),
         max_new_tokens=llm["max_new_tokens"],
         batch_size=cfg["eval"]["batch_size"],
         decoding=llm["decoding"],
@@ -65,7 +75,7 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
         task, predictions, answers, prompts, llm["accuracy_mode"], llm["rouge_mode"], llm["similarity"]
     )
     cell_file = row0_cell_path(cfg, j) if method == PRETRAINED else cell_path(cfg, method, seed, i, j)
-    rows = [{"prompt": p, "answer": a, "prediction": q} for p, a, q in zip(prompts, answers, predictions)]
+    rows = [{"prompt": p, "answer": a, "prediction": q} for p, a, q in zip(shown, answers, predictions)]
     write_text(predictions_path(cell_file), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return cell_record(
         cfg,

@@ -48,6 +48,11 @@ class CausalLMFamily:
     def feature_pass(self, cfg, seed, task_index, batch_size, device):
         raise ValueError("closed-form methods (RAIL) fit frozen image features: they run on CLIP benchmarks only")
 
+    def attach_prompts(self, model, prompts):
+        from codyra.llm.prompting import attach_prompts
+
+        return attach_prompts(model, prompts)
+
     def cells(self, cfg, method, seed, i, js, device):
         from codyra.llm.evaluate import lm_cells
 

@@ -31,14 +31,15 @@ CONSTRAINED_PROMPT = "Following the above examples to accomplish the task withou
 MAX_DRAWS = 10_000
 
 
-def instruction(task: str, prompts: list[str]) -> str:
-    """The instruction prefix of ``task``: TRACE's line where it has one, else the lines every
-    prompt shares (tasks TRACE's table lacks, e.g. 20Minuten and the mini tasks). Every prompt
-    must start with it: TRACE strips its length blindly, we refuse a mismatch."""
+def instruction(task: str, prompts: list[str], known: dict[str, str] = TRACE_INSTRUCTIONS) -> str:
+    """The instruction prefix of ``task``: its line in ``known`` (TRACE's) where it has one, else
+    the lines every prompt shares (tasks TRACE's table lacks, e.g. 20Minuten, and the mini
+    TRACE's tasks, which have TRACE's names but their own instructions: pass ``known={}``).
+    Every prompt must start with it: TRACE strips its length blindly, we refuse a mismatch."""
     if not prompts:
         raise ValueError(f"task {task!r} has no prompts")
-    if task in TRACE_INSTRUCTIONS:
-        prefix = TRACE_INSTRUCTIONS[task]
+    if task in known:
+        prefix = known[task]
     else:
         common = os.path.commonprefix(prompts)
         prefix = common[: common.rfind("\n") + 1]

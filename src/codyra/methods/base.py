@@ -106,6 +106,9 @@ class Method(ABC):
     # True: the method fits in closed form on one pass of the task's frozen features (the
     # family's ``feature_pass``) through ``absorb``, instead of gradient steps (RAIL)
     closed_form: ClassVar[bool] = False
+    # True: evaluation rewrites task j's test prompts through ``test_prompts`` (FIX(ICL)'s
+    # demonstrations), so a method that never trains is evaluated, not copied from row 0
+    rewrites_prompts: ClassVar[bool] = False
     # the typed options of the method config (keys besides kind/train), see codyra.methods.options
     Options: ClassVar[type[MethodOptions]] = MethodOptions
 
@@ -159,6 +162,35 @@ class Method(ABC):
         """theta_i as evaluated, from the merged backbone and the stored states of tasks 1..i
         (a method keeping modules beside the backbone, e.g. task routing, attaches them here)."""
         return model
+
+    @classmethod
+    def for_task(cls, model: nn.Module, states: list[dict[str, torch.Tensor] | None], j: int) -> nn.Module:
+        """theta_i as evaluated on task j's test set: ``for_inference``, unless the method is told
+        the test task (DualPrompt as the TRACE table runs it: task j's E-prompt)."""
+        return cls.for_inference(model, states)
+
+    @classmethod
+    def test_prompts(cls, cfg: dict, method: str, seed: int, j: int, examples: list, tokenizer) -> tuple[list[str], int]:
+        """(task j's test prompts as the model is shown them, the token length they are cut to)
+        for LM families (``rewrites_prompts`` methods override it); ``examples`` are the task's
+        test examples (``.prompt``, ``.answer``)."""
+        return [e.prompt for e in examples], cfg["llm"]["max_prompt_len"]
+
+    @classmethod
+    def copies_row0(cls) -> bool:
+        """Whether every row of this method is the pretrained model's row (copied, not evaluated)."""
+        return not cls.trains and not cls.rewrites_prompts
+
+
+def stored_row_state(cls: type[Method], cfg: dict, method: str, seed: int, i: int) -> tuple[dict[str, torch.Tensor], MethodOptions]:
+    """(task i's stored method state, the method's options): what a routed row evaluates from."""
+    from codyra.paths import task_dir
+    from codyra.updates import load_method_state
+
+    state = load_method_state(task_dir(cfg, method, seed, i))
+    if state is None:
+        raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no {cls.kind} state: rerun its training job")
+    return state, cls(cfg["method_configs"][method]).options
 
 
 def freeze(model: nn.Module) -> None:

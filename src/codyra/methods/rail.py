@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codyra.methods.base import Method
+from codyra.methods.base import Method, stored_row_state
 from codyra.methods.options import MethodOptions, option
 
 
@@ -58,13 +58,8 @@ class RAIL(Method):
     @classmethod
     def routed_cells(cls, cfg, method, seed, i, js, device):
         from codyra.clip.analytic import rail_row
-        from codyra.paths import task_dir
-        from codyra.updates import load_method_state
 
-        state = load_method_state(task_dir(cfg, method, seed, i))
-        if state is None:
-            raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no RAIL state: rerun its training job")
-        options = cls(cfg["method_configs"][method]).options
+        state, options = stored_row_state(cls, cfg, method, seed, i)
         return rail_row(cfg, method, options, seed, i, js, device, state)
 
 

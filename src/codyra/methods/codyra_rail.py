@@ -1,0 +1,63 @@
+"""CoDyRA + RAIL (the paper's appendix table "integrating aggregation-based adapters", X-TAIL):
+CoDyRA continually updates the backbone, and RAIL's analytic regression head with its zero-shot
+domain fusion sits on top of the updated representation instead of the frozen one.
+
+Our reading of the appendix, which gives no algorithm: task i trains and merges as CoDyRA; then
+RAIL absorbs task i (its recursion from task i-1's state, ``codyra.clip.analytic.fit``) on the
+image features of theta_i, the backbone right after task i. A cell A[i, j] fuses theta_i's
+zero-shot logits with the regression head after task i, both on theta_i's features, exactly as
+RAIL fuses them on theta_0's. So Transfer is plain CoDyRA's (the paper: 63.1 for both variants,
+CoDyRA's X-TAIL Transfer). The head's options are RAIL's (``codyra.methods.rail``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codyra.methods.base import stored_row_state
+from codyra.methods.codyra import CoDyRA, CoDyRAOptions
+from codyra.methods.rail import RAILOptions
+
+
+@dataclass(frozen=True)
+class CoDyRARAILOptions(CoDyRAOptions, RAILOptions):
+    """CoDyRA's options and RAIL's."""
+
+
+class CoDyRARAIL(CoDyRA):
+    kind = "codyra_rail"
+    group = "complementation"
+    predicts_domain = True
+    Options = CoDyRARAILOptions
+
+    def setup(self, ctx):
+        from codyra.config import resolve_job
+
+        self.job = (ctx.cfg, ctx.seed, ctx.task_index, resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"])
+        self.previous = ctx.previous_state
+        return super().setup(ctx)
+
+    def finish(self, model):
+        from codyra.clip.analytic import extra_params, fit, task_feature_batches
+
+        update, summary = super().finish(model)  # model is theta_i now
+        cfg, seed, task_index, batch_size = self.job
+        device = next(model.parameters()).device
+        batches, classes = task_feature_batches(cfg, seed, task_index, batch_size, device, model=model)
+        self.state = fit(self.options, self.previous, batches, classes, seed)
+        params, memory = extra_params(self.options, self.state, batches[0][0].shape[1])
+        return update, {**summary, "inference_extra_params": params, "inference_memory": memory}
+
+    def state_to_store(self):
+        return self.state
+
+    @classmethod
+    def routed_cells(cls, cfg, method, seed, i, js, device):
+        from codyra.clip.analytic import rail_row
+        from codyra.clip.rebuild import rebuild_clip
+
+        state, options = stored_row_state(cls, cfg, method, seed, i)
+        return rail_row(cfg, method, options, seed, i, js, device, state, bundle=rebuild_clip(cfg, method, seed, i))
+
+
+METHOD = CoDyRARAIL

@@ -1,0 +1,129 @@
+"""L2P (Wang et al., CVPR 2022) on a frozen LM, as TRACE runs it (BeyonderXX/TRACE
+``model/Dynamic_network/L2P.py``, ``training/main.py``; the TRACE table's runs: ZinYY/TreeLoRA,
+the same file).
+
+One prompt pool serves the whole stream: created at task 1 (``pool_size`` prompts of
+``length`` random token embeddings / ``init_scale``), with fixed keys (each prompt's mean at
+creation); every task trains the pool only (the LM is frozen) with the task loss minus
+``pull_coeff`` x the pull constraint (whose gradient reaches the prompts through the keys'
+creation graph, as in TRACE, though the keys' values stay fixed). Each sample's query is the mean of its input token
+embeddings (``embedding_key``); its top-``top_k`` prompts by cosine go in front of it, in
+training and in generation. The selection math is :mod:`codyra.complement.prompts`; the LM
+side (hooks, generation) comes through the family seam and :mod:`codyra.llm.prompting`.
+Task i's state (pool, keys, and the selection rule: top_k, embedding_key) is stored; task i+1
+continues it, theta_i's cells select from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codyra.methods.base import Method, freeze
+from codyra.methods.options import MethodOptions, option
+
+QUERIES = ("mean", "max", "mean_max")
+
+
+@dataclass(frozen=True)
+class L2POptions(MethodOptions):
+    pool_size: int = option(10, minimum=1, doc="prompts in the pool (TRACE main.py args.pool_size = 10)")
+    length: int = option(5, minimum=1, doc="tokens per prompt (args.prompt_length = 5)")
+    top_k: int = option(3, minimum=1, doc="prompts per sample (L2P.__init__ top_k=3)")
+    embedding_key: str = option("mean", choices=QUERIES, doc="query of the input embeddings (embedding_key='mean')")
+    pull_coeff: float = option(0.5, minimum=0, doc="weight of the pull constraint (pull_constraint_coeff=0.5)")
+    init_scale: float = option(100.0, exclusive_minimum=0, doc="random token embeddings divided by this (init_new_prompt: w/100)")
+
+    def check(self):
+        if self.top_k > self.pool_size:
+            return [("top_k", f"must be <= pool_size ({self.pool_size}), got {self.top_k}")]
+        return []
+
+
+def prompt_pool(prompt, keys, top_k: int, embedding_key: str):
+    import torch
+    from torch import nn
+
+    from codyra.complement import prompts
+
+    class PromptPool(nn.Module):
+        """The pool; its forward selects each sample's prompts (the pull term kept for the loss)."""
+
+        def __init__(self):
+            super().__init__()
+            self.prompt = nn.Parameter(prompt.clone())
+            self.register_buffer("keys", keys.clone())
+            self.pull = None
+
+        def forward(self, embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            # TRACE takes the keys once as the pool's mean, keeping its graph (hence its backward's
+            # retain_graph=True): their values never move, yet the pull term's gradient reaches the
+            # prompts through them, d key / d prompt = 1 / length
+            means = self.prompt.mean(dim=1)
+            keys = self.keys.to(means.dtype) + (means - means.detach())
+            idx, self.pull = prompts.select(prompts.query(embeds, embedding_key), keys, top_k)
+            return prompts.l2p_prefix(self.prompt, idx)
+
+    return PromptPool()
+
+
+class L2P(Method):
+    kind = "l2p"
+    group = "complementation"
+    Options = L2POptions
+
+    def setup(self, ctx):
+        from codyra.complement import prompts
+
+        o = self.options
+        freeze(ctx.model)
+        if ctx.previous_state is None:
+            embedding = ctx.model.get_input_embeddings().weight.detach().cpu()
+            pool = prompts.random_token_prompts(embedding, o.pool_size, o.length, ctx.generator, scale=o.init_scale)
+            keys = prompts.prompt_keys(pool)
+        else:
+            pool, keys, _, _ = _stored(ctx.previous_state)
+            if tuple(pool.shape[:2]) != (o.pool_size, o.length):
+                raise ValueError(f"task {ctx.task_index - 1}'s stored L2P pool is {tuple(pool.shape)}, the config asks pool_size {o.pool_size} x length {o.length}: rerun that task")
+        self.pool = prompt_pool(pool, keys, o.top_k, o.embedding_key).to(ctx.device)
+        self.attached = ctx.family.attach_prompts(ctx.model, self.pool)
+        return [{"params": [self.pool.prompt], "weight_decay": ctx.weight_decay}]
+
+    def extra_loss(self, ctx, batch, outputs):
+        return -self.options.pull_coeff * self.pool.pull
+
+    def finish(self, model):
+        import torch
+
+        from codyra.updates import TaskUpdate
+
+        self.attached.remove()
+        o = self.options
+        self.state = {
+            "prompt": self.pool.prompt.detach().cpu().float(),
+            "keys": self.pool.keys.cpu().float(),
+            "selection": torch.tensor([o.top_k, QUERIES.index(o.embedding_key)]),
+        }
+        summary = {"trainable_params": self.pool.prompt.numel(), "inference_extra_params": self.pool.prompt.numel() + self.pool.keys.numel()}
+        return TaskUpdate("none"), summary
+
+    def state_to_store(self):
+        return self.state
+
+    @classmethod
+    def for_inference(cls, model, states):
+        from codyra.llm.prompting import PromptedLM
+
+        return PromptedLM(model, prompt_pool(*_stored(states[-1])))
+
+
+def _stored(state):
+    """(pool, keys, top_k, embedding_key) of a stored L2P task state, checked."""
+    if state is None or set(state) != {"prompt", "keys", "selection"}:
+        raise ValueError(f"an L2P task state holds prompt, keys and selection, got {sorted(state or {})}: rerun the task's training job")
+    pool, keys, (top_k, query) = state["prompt"], state["keys"], state["selection"].tolist()
+    if pool.dim() != 3 or keys.shape != (pool.shape[0], pool.shape[2]) or not 1 <= top_k <= pool.shape[0] or not 0 <= query < len(QUERIES):
+        raise ValueError(f"corrupt L2P state: pool {tuple(pool.shape)}, keys {tuple(keys.shape)}, selection {[top_k, query]}: rerun the task's training job")
+    return pool, keys, top_k, QUERIES[query]
+
+
+METHOD = L2P
