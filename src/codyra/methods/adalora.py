@@ -207,6 +207,11 @@ class AdaLoRA(LoRA):
         tinit, tfinal = round(o.tinit * total), round(o.tfinal * total)
         if tinit >= total - tfinal:
             raise ValueError(f"adalora: tinit {o.tinit} and tfinal {o.tfinal} of {total} steps leave no step to allocate in")
+        if total - tfinal < 2:  # the final allocation ranks by the EMAs of the steps before it
+            raise ValueError(
+                f"adalora: a task of {total} step(s) with tfinal {o.tfinal} has no step before its final allocation to "
+                "estimate importance from; give the task more steps (train.iterations or epochs) or lower tfinal"
+            )
         self.allocator = RankAllocator(self.adapters, o.target_r, total, tinit, tfinal, o.delta_t, o.beta1, o.beta2)
         return groups
 

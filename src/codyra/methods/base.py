@@ -106,6 +106,10 @@ class Method(ABC):
     # True: the method fits in closed form on one pass of the task's frozen features (the
     # family's ``feature_pass``) through ``absorb``, instead of gradient steps (RAIL)
     closed_form: ClassVar[bool] = False
+    # False: after_step updates only the method's own state (counters, statistics, buffers), never a
+    # trainable parameter, so DeepSpeed ZeRO needs no fp32 master-weight round trip after each step
+    # (True: it rewrites parameters in place; under ZeRO they must form the "gates" group)
+    after_step_rewrites_parameters: ClassVar[bool] = True
     # the typed options of the method config (keys besides kind/train), see codyra.methods.options
     Options: ClassVar[type[MethodOptions]] = MethodOptions
 
