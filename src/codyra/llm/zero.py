@@ -15,6 +15,13 @@ Masters and replicas then agree on every rank, zeros included (0 is exact in bf1
 ``finalize`` checks this at the end of a task (replica digests all-gathered across ranks)
 and the summary records the digests.
 
+A method that reads or edits the step's gradient (``before_optimizer_step``: EWC, GEM, OGD,
+AdaLoRA) gets it as on the plain path: at the accumulation boundary, before ``engine.step()``,
+every trainable parameter's ``.grad`` is its full fp32 gradient reduced over ranks (DeepSpeed's
+``safe_get_full_grad``), and what the method leaves there is written back into this rank's
+gradient partition (``safe_set_full_grad``) before DeepSpeed clips and steps. It costs one
+all-reduce per parameter and a full fp32 gradient per rank.
+
 Checkpoints gather full fp32 parameters and moments into torch AdamW's state-dict layout
 (:mod:`codyra.checkpoint`): rank 0 writes them, every rank reads them back into its own
 fragments, and the same files resume on any number of ranks or on the plain path.

@@ -81,7 +81,7 @@ class RankAllocator:
         grads = {key: p.grad for key, p in self._params()}
         missing = [key for key, g in grads.items() if g is None]
         if missing:
-            raise RuntimeError(f"adalora: no gradient on {missing[:3]} (AdaLoRA needs the plain optimizer backend, not ZeRO)")
+            raise RuntimeError(f"adalora: no gradient on {missing[:3]} this step: AdaLoRA needs one on every adapter (did the forward reach them all?)")
         return {key: g.detach() for key, g in grads.items()}
 
     def update_ipt(self, grads: dict) -> None:

@@ -39,7 +39,7 @@ def truncate_(adapter, b: int, alpha: float) -> None:
 def freeze_lower_(adapter, b: int) -> None:
     """Zero the gradients of components < b - 1 (``frozen`` mode: only the b-th trains)."""
     if adapter.A.grad is None or adapter.B.grad is None:
-        raise RuntimeError("dylora frozen mode needs the adapters' .grad (the plain optimizer backend, not ZeRO)")
+        raise RuntimeError("dylora frozen mode needs every adapter's .grad: one got none this step (did the forward reach it?)")
     adapter.A.grad[: b - 1] = 0.0
     adapter.B.grad[:, : b - 1] = 0.0
 
