@@ -179,3 +179,9 @@ def test_olora_task_2_needs_task_1_state():
 def test_bad_options_name_the_key(spec, message):
     with pytest.raises(ValueError, match=message):
         build_method(spec)
+
+
+def test_adalora_refuses_a_task_without_a_step_before_its_final_allocation():
+    ctx = dataclasses.replace(context(Toy(), 1, None, task_batches(1)), total_steps=1)
+    with pytest.raises(ValueError, match="no step before its final allocation.*train.iterations"):
+        build_method({"kind": "adalora", "rank": 4, "target_r": 2}).setup(ctx)

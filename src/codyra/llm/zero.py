@@ -15,6 +15,13 @@ Masters and replicas then agree on every rank, zeros included (0 is exact in bf1
 ``finalize`` checks this at the end of a task (replica digests all-gathered across ranks)
 and the summary records the digests.
 
+A method that reads or edits the step's gradient (``before_optimizer_step``: EWC, GEM, OGD,
+AdaLoRA) gets it as on the plain path: at the accumulation boundary, before ``engine.step()``,
+every trainable parameter's ``.grad`` is its full fp32 gradient reduced over ranks (DeepSpeed's
+``safe_get_full_grad``), and what the method leaves there is written back into this rank's
+gradient partition (``safe_set_full_grad``) before DeepSpeed clips and steps. It costs one
+all-reduce per parameter and a full fp32 gradient per rank.
+
 Checkpoints gather full fp32 parameters and moments into torch AdamW's state-dict layout
 (:mod:`codyra.checkpoint`): rank 0 writes them, every rank reads them back into its own
 fragments, and the same files resume on any number of ranks or on the plain path.
@@ -89,16 +96,14 @@ class ZeroBackend:
         self.trainables = [p for ps in self.groups for p in ps]
         self.names = [names[id(p)] for p in self.trainables]
         self.gates = [p for g in groups if g.get("name") in PROXIMAL_GROUPS for p in g["params"]]
-        if type(method).after_step is not Method.after_step and not self.gates:
+        overrides_after_step = type(method).after_step is not Method.after_step
+        if overrides_after_step and method.after_step_rewrites_parameters and not self.gates:
             raise ValueError(
                 f"method {method.kind!r} rewrites parameters after each step but has no {PROXIMAL_GROUPS} "
                 "parameter group; under ZeRO only those groups go through the fp32 master weights"
             )
-        if type(method).before_optimizer_step is not Method.before_optimizer_step:
-            raise ValueError(
-                f"method {method.kind!r} edits gradients before the optimizer step, which ZeRO-2 takes inside "
-                "the last micro-batch's engine.step(); train it without llm.deepspeed.enabled"
-            )
+        # a method reading or editing the step's gradients (EWC, GEM, OGD, AdaLoRA, DyLoRA frozen)
+        self.exposes_gradients = type(method).before_optimizer_step is not Method.before_optimizer_step
         scalars = [n for n, p in model.named_parameters() if p.dim() == 0]
         if scalars:  # deepspeed.initialize's broadcast views every parameter as bytes and fails on these
             raise ValueError(f"DeepSpeed cannot broadcast the 0-dim parameter(s) {scalars}; give them shape [1]")
@@ -132,10 +137,42 @@ class ZeroBackend:
         # The caller already normalised the loss over the whole step; DeepSpeed steps the optimizer
         # itself on every gradient_accumulation_steps-th engine.step() and only counts the others.
         self.engine.backward(loss, scale_wrt_gas=False)
-        self.engine.step()
+        if self.exposes_gradients and self.engine.is_gradient_accumulation_boundary():
+            self._expose_gradients()  # step() writes them back and steps
+        else:
+            self.engine.step()
 
     def step(self) -> None:
-        """Done by the last micro-batch's ``engine.step()`` (an accumulation boundary)."""
+        """At an accumulation boundary with exposed gradients: write the method's edits back into
+        the partitioned gradients, then ``engine.step()``; otherwise the last micro-batch's
+        ``engine.step()`` already stepped."""
+        if self.exposes_gradients:
+            self._return_gradients()
+            self.engine.step()
+
+    @torch.no_grad()
+    def _expose_gradients(self) -> None:
+        """Give every trainable parameter its full fp32 gradient of the step in ``.grad`` (reduced
+        over ranks, identical on every rank), as on the plain path, for ``before_optimizer_step``.
+        ZeRO-2 keeps only this rank's partition of it; DeepSpeed's ``safe_get_full_grad`` gathers
+        it (TRACE's GEM and OGD read gradients the same way)."""
+        from deepspeed.utils import safe_get_full_grad
+
+        full = [safe_get_full_grad(p) for p in self.trainables]
+        for p, grad in zip(self.trainables, full):
+            p.grad = None if grad is None else grad.detach().float().clone()
+
+    @torch.no_grad()
+    def _return_gradients(self) -> None:
+        """Write each ``.grad`` (as the method left it) into this rank's gradient partition."""
+        from deepspeed.utils import safe_set_full_grad
+
+        grads = [p.grad for p in self.trainables]
+        for p in self.trainables:
+            p.grad = None  # so that safe_set_full_grad writes the partition, not this full copy
+        for p, grad in zip(self.trainables, grads):
+            if grad is not None:
+                safe_set_full_grad(p, grad)
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         torch.distributed.all_reduce(tensor)

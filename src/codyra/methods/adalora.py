@@ -81,7 +81,7 @@ class RankAllocator:
         grads = {key: p.grad for key, p in self._params()}
         missing = [key for key, g in grads.items() if g is None]
         if missing:
-            raise RuntimeError(f"adalora: no gradient on {missing[:3]} (AdaLoRA needs the plain optimizer backend, not ZeRO)")
+            raise RuntimeError(f"adalora: no gradient on {missing[:3]} this step: AdaLoRA needs one on every adapter (did the forward reach them all?)")
         return {key: g.detach() for key, g in grads.items()}
 
     def update_ipt(self, grads: dict) -> None:
@@ -119,6 +119,27 @@ class RankAllocator:
         with torch.no_grad():
             for name, mask in keep.items():
                 self.adapters[name].w.masked_fill_(~mask, 0.0)
+
+    def state(self) -> dict:
+        """The allocator's mid-task tensors: the EMAs (until the final allocation clears them) and
+        the final pattern (once set), for a resumed job to continue bit-identically."""
+        out = {f"ipt.{n}.{part}": t for (n, part), t in self.exp_avg_ipt.items()}
+        out.update({f"unc.{n}.{part}": t for (n, part), t in self.exp_avg_unc.items()})
+        out.update({f"pattern.{n}": keep for n, keep in (self.pattern or {}).items()})
+        return out
+
+    def load_state(self, state: dict, device) -> None:
+        """Inverse of :meth:`state` (the checkpoint's tensors arrive on the CPU)."""
+        keys = [key for key, _ in self._params()]
+        for prefix, ema in (("ipt", "exp_avg_ipt"), ("unc", "exp_avg_unc")):
+            names = {key: f"{prefix}.{key[0]}.{key[1]}" for key in keys}
+            found = {key: state[name].to(device) for key, name in names.items() if name in state}
+            if found and len(found) != len(keys):
+                raise ValueError(
+                    f"adalora: the checkpoint holds {len(found)} of {len(keys)} {prefix} EMAs; delete its checkpoint folder to restart the task"
+                )
+            setattr(self, ema, found)
+        self.pattern = {n: state[f"pattern.{n}"].to(device) for n in self.adapters if f"pattern.{n}" in state} or None
 
     def step(self, step: int, grads: dict | None = None) -> int:
         """PEFT's ``AdaLoraModel.update_and_allocate(step)`` after the optimizer step, with the step's
@@ -186,6 +207,11 @@ class AdaLoRA(LoRA):
         tinit, tfinal = round(o.tinit * total), round(o.tfinal * total)
         if tinit >= total - tfinal:
             raise ValueError(f"adalora: tinit {o.tinit} and tfinal {o.tfinal} of {total} steps leave no step to allocate in")
+        if total - tfinal < 2:  # the final allocation ranks by the EMAs of the steps before it
+            raise ValueError(
+                f"adalora: a task of {total} step(s) with tfinal {o.tfinal} has no step before its final allocation to "
+                "estimate importance from; give the task more steps (train.iterations or epochs) or lower tfinal"
+            )
         self.allocator = RankAllocator(self.adapters, o.target_r, total, tinit, tfinal, o.delta_t, o.beta1, o.beta2)
         return groups
 
@@ -201,6 +227,12 @@ class AdaLoRA(LoRA):
 
     def step_metrics(self):
         return {**super().step_metrics(), "budget": float(getattr(self, "budget", 0))}
+
+    def checkpoint_state(self):
+        return self.allocator.state()
+
+    def restore_checkpoint(self, state, step):
+        self.allocator.load_state(state, next(iter(self.adapters.values())).A.device)
 
 
 METHOD = AdaLoRA

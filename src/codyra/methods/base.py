@@ -109,6 +109,10 @@ class Method(ABC):
     # True: evaluation rewrites task j's test prompts through ``test_prompts`` (FIX(ICL)'s
     # demonstrations), so a method that never trains is evaluated, not copied from row 0
     rewrites_prompts: ClassVar[bool] = False
+    # False: after_step updates only the method's own state (counters, statistics, buffers), never a
+    # trainable parameter, so DeepSpeed ZeRO needs no fp32 master-weight round trip after each step
+    # (True: it rewrites parameters in place; under ZeRO they must form the "gates" group)
+    after_step_rewrites_parameters: ClassVar[bool] = True
     # the typed options of the method config (keys besides kind/train), see codyra.methods.options
     Options: ClassVar[type[MethodOptions]] = MethodOptions
 

@@ -39,7 +39,7 @@ def truncate_(adapter, b: int, alpha: float) -> None:
 def freeze_lower_(adapter, b: int) -> None:
     """Zero the gradients of components < b - 1 (``frozen`` mode: only the b-th trains)."""
     if adapter.A.grad is None or adapter.B.grad is None:
-        raise RuntimeError("dylora frozen mode needs the adapters' .grad (the plain optimizer backend, not ZeRO)")
+        raise RuntimeError("dylora frozen mode needs every adapter's .grad: one got none this step (did the forward reach it?)")
     adapter.A.grad[: b - 1] = 0.0
     adapter.B.grad[:, : b - 1] = 0.0
 
@@ -57,6 +57,7 @@ class DyLoRAOptions(LoRAOptions):
 
 class DyLoRA(LoRA):
     kind = "dylora"
+    after_step_rewrites_parameters = False  # after_step sets the gate buffer and scale
     Options = DyLoRAOptions
 
     @property
@@ -77,12 +78,15 @@ class DyLoRA(LoRA):
         return groups
 
     def _draw(self) -> None:
+        self._truncate(sample_rank(self.rank_generator, self.options.rank_min, self.options.rank))
+
+    def _truncate(self, b: int) -> None:
         import torch
 
-        self.b = sample_rank(self.rank_generator, self.options.rank_min, self.options.rank)
+        self.b = b
         with torch.no_grad():
             for adapter in self.adapters.values():
-                truncate_(adapter, self.b, self.alpha)
+                truncate_(adapter, b, self.alpha)
 
     def before_optimizer_step(self, ctx):
         if self.options.frozen:
@@ -95,6 +99,17 @@ class DyLoRA(LoRA):
 
     def step_metrics(self):
         return {"sampled_rank": float(self.b)}
+
+    def checkpoint_state(self):
+        """The rank stream after the draw for the next step, and that draw (the truncation is a
+        buffer and a scale, not a trained parameter: the checkpoint's parameters do not hold it)."""
+        import torch
+
+        return {"rank_generator": self.rank_generator.get_state(), "sampled_rank": torch.tensor(self.b)}
+
+    def restore_checkpoint(self, state, step):
+        self.rank_generator.set_state(state["rank_generator"])
+        self._truncate(int(state["sampled_rank"]))
 
     def finish(self, model):
         import torch

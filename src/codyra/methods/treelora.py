@@ -124,6 +124,7 @@ class TreeLoRAOptions(LoRAOptions):
 
 class TreeLoRA(LoRA):
     kind = "treelora"
+    after_step_rewrites_parameters = False  # after_step counts rounds
     Options = TreeLoRAOptions
 
     def setup(self, ctx):
@@ -171,6 +172,24 @@ class TreeLoRA(LoRA):
 
     def after_step(self, step, total_steps):
         self.rounds, self.picks = self.rounds + 1, None
+
+    def checkpoint_state(self):
+        """The accumulators so far and, from task 2 on, the bandit's statistics and its sampling
+        stream (the tree and earlier accumulators are rebuilt from stored state; rounds = steps)."""
+        state = {f"{n}.accumulated": acc for n, acc in zip(self.names, self.accumulated, strict=True)}
+        if self.bandit is not None:
+            b = self.bandit
+            state.update({"bandit.sim": b.sim, "bandit.counts": b.counts, "bandit.generator": b.generator.get_state()})
+        return state
+
+    def restore_checkpoint(self, state, step):
+        self.rounds = step
+        for n, acc in zip(self.names, self.accumulated, strict=True):
+            acc.copy_(state[f"{n}.accumulated"])
+        if self.bandit is not None:
+            self.bandit.sim.copy_(state["bandit.sim"])
+            self.bandit.counts.copy_(state["bandit.counts"])
+            self.bandit.generator.set_state(state["bandit.generator"])
 
     def state_to_store(self):
         import torch
