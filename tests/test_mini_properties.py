@@ -26,7 +26,7 @@ CHEAP_MINI = {
     "test_per_task": 200,
     "train_per_task": 1000,
 }
-CHEAP_ITERATIONS = 60
+CHEAP_ITERATIONS = 100
 METHODS = ("full-ft", "lora-r16")
 PARTLY_KNOWN = ("shade",)  # named in many captions: zero-shot far above chance
 
@@ -67,23 +67,23 @@ def test_no_task_is_saturated_and_the_designed_ones_are_partly_known(streams):
 
 def test_the_tasks_are_learnt(streams):
     # Measured in this setting (gains A[j,j] - A[0,j] of digits, position, texture, shape,
-    # shade): full-ft 6.5, 2.0, 7.5, -0.5, 34.0; lora-r16 7.5, 4.5, 21.0, -1.5, 27.5.
+    # shade): full-ft 13.5, 8.5, 24.5, 12.0, 29.5; lora-r16 14.0, 15.5, 38.0, 6.0, 29.5.
     # Learning is weaker than in the default grid (README), but no task may get worse
     # than this and the last task must be clearly learnt.
     _, results = streams
     for method, result in results.items():
         gains = _gains(result)
-        assert gains["shade"] >= 20 and sum(g >= 2 for g in gains.values()) >= 3, (method, gains)
-        assert sum(gains.values()) >= 30, (method, gains)
-    assert _gains(results["lora-r16"])["texture"] >= 10, _gains(results["lora-r16"])
+        assert gains["shade"] >= 20 and sum(g >= 5 for g in gains.values()) >= 4, (method, gains)
+        assert sum(gains.values()) >= 60, (method, gains)
+    assert _gains(results["lora-r16"])["texture"] >= 20, _gains(results["lora-r16"])
 
 
 def test_sequential_training_forgets_and_learning_pays(streams):
-    # Measured in this setting: Forgetting full-ft 2.2, lora-r16 5.8; Last above zero-shot's
-    # Last by 8.1 and 7.2. A task made trivial (nothing to forget) or unlearnable (nothing
+    # Measured in this setting: Forgetting full-ft 9.2, lora-r16 16.1; Last above zero-shot's
+    # Last by 10.2 and 7.7. A task made trivial (nothing to forget) or unlearnable (nothing
     # to gain) moves these towards 0.
     _, results = streams
     for method, result in results.items():
         A = result["A"]
-        assert forgetting(A) > 0 and _mean(A[-1]) - _mean(A[0]) >= 4, (method, forgetting(A), A)
-    assert forgetting(results["lora-r16"]["A"]) >= 3, results["lora-r16"]["A"]
+        assert forgetting(A) >= 4 and _mean(A[-1]) - _mean(A[0]) >= 5, (method, forgetting(A), A)
+    assert forgetting(results["lora-r16"]["A"]) >= 8, results["lora-r16"]["A"]

@@ -170,9 +170,10 @@ def digit_pools(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return order[:DIGITS_TEST_POOL], order[DIGITS_TEST_POOL:]
 
 
-def render_digit(index: int, rng: np.random.Generator) -> np.ndarray:
-    """scikit-learn digit ``index`` as light strokes on a random texture, upscaled 8x8 -> 32x32."""
+def render_digit(index: int, rng: np.random.Generator, background: str | None = None) -> np.ndarray:
+    """scikit-learn digit ``index`` as light strokes on ``background`` (a texture; None: a random
+    one), upscaled 8x8 -> 32x32."""
     stroke = np.kron(sklearn_digits()[0][index] / 16.0, np.ones((SIZE // 8, SIZE // 8)))
-    grey = texture(TEXTURES[rng.integers(len(TEXTURES))], rng)
+    grey = texture(background or TEXTURES[rng.integers(len(TEXTURES))], rng)
     canvas = grey * (1 - stroke) + 0.95 * stroke + rng.normal(0, 0.02, stroke.shape)
     return _to_uint8(np.repeat(canvas[..., None], 3, axis=2))

@@ -1,8 +1,14 @@
 """The mini benchmark's classification tasks, generated in memory from a seed.
 
-Each scene task fixes one or two scene attributes per class (``SceneTask.classes``); the
-digits task draws scikit-learn's bundled handwritten digits. What the pretrained model knows
-of each task is decided by the pretraining captions (see ``codyra.mini.clip.corpus``).
+Each scene task fixes one or two scene attributes per class (``SceneTask.classes``) and may
+fix others for all its images (``SceneTask.domain``); the digits task draws scikit-learn's
+bundled handwritten digits. What the pretrained model knows of each task is decided by the
+pretraining captions (see ``codyra.mini.clip.corpus``).
+
+Stream tasks draw their images from a domain of their own (small objects on plain grey, tiny
+objects on textures, large centred shapes, ...), as MTIL's datasets differ from each other:
+when every task showed the same random scenes, training one attribute erased every other one
+and no method kept anything of earlier tasks (README, "The mini benchmark").
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ CHROMATIC = ("red", "orange", "yellow", "green", "blue", "purple")
 class SceneTask:
     classes: tuple[tuple[str, dict], ...]  # (class name, the scene attributes it fixes)
     templates: tuple[str, ...]
+    domain: tuple[tuple[str, object], ...] = ()  # attributes fixed for every image of the task
 
 
 def _single(attribute: str, values, **extra) -> tuple[tuple[str, dict], ...]:
@@ -50,31 +57,36 @@ SCENE_TASKS = {
     "shade": SceneTask(
         tuple((f"{tone} {c}", {"colour": c, "tone": tone}) for tone in ("dark", "light") for c in CHROMATIC),
         OBJECT_TEMPLATES,
+        domain=(("count", 1), ("texture", "plain"), ("size", "large")),
     ),
     "hue": SceneTask(_single("colour", HUES, tone="normal"), OBJECT_TEMPLATES),
     "position": SceneTask(
-        _single("position", POSITIONS, count=1),
+        _single("position", POSITIONS),
         ("a photo of a shape in the {}.", "an object in the {}."),
+        domain=(("count", 1), ("texture", "plain"), ("size", "small")),
     ),
     "texture": SceneTask(
         _single("texture", TEXTURES),
         ("a photo of a shape on a {} background.", "an object on a {} background."),
+        domain=(("count", 1), ("size", "tiny")),
     ),
     "size": SceneTask(
         _single("size", SIZES, count=1),
         ("a photo of a {} shape.", "a picture of a {} object."),
     ),
-    # well known from the captions (the default config's held-out tasks)
     "shape": SceneTask(
         _single("shape", SHAPES),
         ("a photo of a {}.", "a picture of a {}.", "an image of a {}."),
+        domain=(("count", 1), ("texture", "plain"), ("size", "large"), ("position", "center")),
     ),
+    # well known from the captions (the default config's held-out tasks)
     "colour": SceneTask(_single("colour", COLOURS, tone="normal"), OBJECT_TEMPLATES),
     "count": SceneTask(
         tuple((name, {"count": k}) for k, name in enumerate(COUNTS, start=1)),
         ("a photo of {} shapes.", "a picture of {} objects."),
     ),
 }
+DIGITS_BACKGROUND = "plain"  # the task's own domain; the pretraining corpus draws digits on every texture
 DIGIT_TEMPLATES = ("a photo of a handwritten {}.", "a picture of the digit {}.", "an image of a handwritten {}.")
 _SPLIT_IDS = {"train": 1, "test": 2}
 
@@ -103,7 +115,8 @@ def _scene_split(name: str, split: str, n: int, seed: int) -> tuple[np.ndarray, 
     rng = np.random.default_rng([seed, TASK_NAMES.index(name), _SPLIT_IDS[split]])
     labels = np.arange(n) % len(classes)
     rng.shuffle(labels)
-    images = [render(random_scene(rng, **classes[label][1]), rng) for label in labels]
+    domain = dict(SCENE_TASKS[name].domain)
+    images = [render(random_scene(rng, **domain, **classes[label][1]), rng) for label in labels]
     return np.stack(images), labels
 
 
@@ -112,7 +125,7 @@ def _digit_split(split: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]
     test_pool, train_pool = digit_pools(seed)
     chosen = test_pool[:n] if split == "test" else train_pool
     rng = np.random.default_rng([seed, TASK_NAMES.index("digits"), _SPLIT_IDS[split]])
-    images = np.stack([render_digit(k, rng) for k in chosen])
+    images = np.stack([render_digit(k, rng, DIGITS_BACKGROUND) for k in chosen])
     return images, sklearn_digits()[1][chosen].astype(np.int64)
 
 

@@ -1,0 +1,80 @@
+#!/usr/bin/env python
+"""Check a finished mini CLIP grid against the properties the embedded benchmark is designed for.
+
+Reads ``<results>/<method>/seed<s>/matrix.json`` of every run and the pretrained row's cells (for
+each task's number of classes), prints each property with its measured value, and exits 1 when
+one fails. The thresholds are those the README's "The mini benchmark" states:
+
+- no task saturated before training: zero-shot A[0, j] <= 85 on every task, and >= 2x chance on
+  at least 3 tasks;
+- every task learnable: A[j, j] - A[0, j] >= 15 on at least 4 of 5 tasks (seed mean), for each
+  of the learning methods checked (default full-ft and lora-r16);
+- sequential fine-tuning forgets: full-ft Forgetting (paper) >= 5;
+- learning pays: the seed-mean Last of each learning method >= zero-shot's Last + 10.
+
+Usage: python scripts/mini-properties.py [results/mini] [--methods full-ft lora-r16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from codyra.metrics import forgetting
+
+
+def load_runs(root: Path, method: str) -> list[np.ndarray]:
+    paths = sorted((root / method).glob("seed*/matrix.json"))
+    if not paths:
+        raise SystemExit(f"no {root / method}/seed*/matrix.json: run `snakemake --cores 2 all_tables` first")
+    return [np.asarray(json.loads(p.read_text())["A"], dtype=float) for p in paths]
+
+
+def chance_levels(root: Path, n: int) -> np.ndarray:
+    cells = [root / "pretrained" / "cells" / f"A_0_{j}.json" for j in range(1, n + 1)]
+    if missing := [str(c) for c in cells if not c.is_file()]:
+        raise SystemExit(f"missing pretrained cells: {', '.join(missing)}")
+    return np.array([100.0 / json.loads(c.read_text())["num_classes"] for c in cells])
+
+
+def check(root: Path, methods: list[str]) -> list[tuple[str, str, bool]]:
+    """(property, measured value, holds) for every property of the module docstring."""
+    runs = {m: load_runs(root, m) for m in methods}
+    zero_shot = runs[methods[0]][0][0]
+    n = len(zero_shot)
+    chance = chance_levels(root, n)
+    above = zero_shot / chance
+    rows = [
+        ("zero-shot A[0,j] <= 85 on every task", " ".join(f"{a:.1f}" for a in zero_shot), bool((zero_shot <= 85).all())),
+        (">= 2x chance on >= 3 tasks", " ".join(f"{r:.2f}x" for r in above), int((above >= 2).sum()) >= 3),
+    ]
+    for method, matrices in runs.items():
+        A = np.mean(matrices, axis=0)
+        gains = np.array([A[j + 1, j] - A[0, j] for j in range(n)])
+        rows.append((f"{method}: A[j,j] - A[0,j] >= 15 on >= 4 tasks", " ".join(f"{g:+.1f}" for g in gains), int((gains >= 15).sum()) >= 4))
+        lift = float(np.mean([m[-1].mean() - m[0].mean() for m in matrices]))
+        rows.append((f"{method}: Last - zero-shot Last >= 10", f"{lift:+.1f}", lift >= 10))
+    if "full-ft" in runs:
+        f = float(np.mean([forgetting(m) for m in runs["full-ft"]]))
+        rows.append(("full-ft Forgetting (paper) >= 5", f"{f:.1f}", f >= 5))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="?", default="results/mini", type=Path, help="a mini grid's results folder (default results/mini)")
+    parser.add_argument("--methods", nargs="+", default=["full-ft", "lora-r16"], help="learning methods to check (default full-ft lora-r16)")
+    args = parser.parse_args()
+    rows = check(args.results, args.methods)
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, holds in rows:
+        print(f"{'ok  ' if holds else 'FAIL'} {name:<{width}}  {value}")
+    return 0 if all(holds for _, _, holds in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
