@@ -66,7 +66,12 @@ def job_group(cfg: dict) -> str:
     start-up than on work; one task (training i and row i) for causal LMs, whose tasks hold 4
     GPUs for hours: a whole run would outlast partition time limits, and a requeue would redo it all."""
     unit = cfg.get("cluster_job") or ("task" if _causal_lm(cfg) else "run")
-    return {"run": "run-{method}-seed{seed}", "task": "task-{method}-seed{seed}-{i}"}[unit]
+    return {"run": RUN_GROUP, "task": "task-{method}-seed{seed}-{i}"}[unit]
+
+
+# The group of a job that belongs to a whole run rather than to one of its tasks (the forward
+# probes of theta_N): the run's job when runs are the unit, a job of its own per run otherwise.
+RUN_GROUP = "run-{method}-seed{seed}"
 
 
 def rule_for(command: str, method: str | None, cfg: dict) -> str:

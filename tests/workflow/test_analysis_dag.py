@@ -22,7 +22,9 @@ def test_paper_target_of_the_default_config(tmp_path):
     assert {k: v for k, v in counts.items() if k.startswith("analysis_")} == {**{f"analysis_{a}": 1 for a in analyses}, "analysis_rank": len(adapters)}
     assert counts["probe"] == len(trained) * seeds  # one forward job per run: every alpha and removed encoder
     assert counts["grad_conflict"] == 1  # at theta_0, shared by the methods
-    assert counts["heldout"] == methods * seeds * (n + 1) and counts["paper"] == 1
+    # held-out rows: forward jobs for trained runs after task i >= 1, local copies of theta_0's files otherwise
+    assert counts["heldout"] == len(trained) * seeds * n and counts["paper"] == 1
+    assert counts["copy_heldout_row0"] == methods * seeds * (n + 1) - len(trained) * seeds * n
     assert counts["train_task"] == len(trained) * seeds * n  # the grid itself, as all_tables builds it
 
 
@@ -35,7 +37,9 @@ def test_analysis_jobs_on_slurm(tmp_path):
            "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--profile", str(REPO / "profiles" / "slurm"), "paper"]
     out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
     submitted = out["submissions_by_rule"]
-    assert submitted["probe"] == 2 * 2 and submitted["grad_conflict"] == 1  # (codyra, full-ft) x 2 seeds
+    # a run's forward jobs (training, rows, held-out rows, probe) are one job of one GPU; (codyra, full-ft) x 2 seeds
+    assert submitted["eval_row+heldout+probe+train_task"] == 2 * 2 and submitted["grad_conflict"] == 1
+    assert not {"heldout", "probe", "copy_heldout_row0"} & set(submitted)  # nothing of a run queued alone; copies are local
     assert {r: submitted[r] for r in ("analysis_drift", "analysis_magnitude", "analysis_cka", "analysis_rank")} == dict.fromkeys(("analysis_drift", "analysis_magnitude", "analysis_cka", "analysis_rank"), 1)
-    assert out["resources"]["analysis_drift"]["gpu"] == 0 and out["resources"]["probe"]["gpu"] == 1
+    assert out["resources"]["analysis_drift"]["gpu"] == 0 and out["resources"]["eval_row+heldout+probe+train_task"]["gpu"] == 1
     assert not {"analysis_cost", "analysis_significance", "analysis_compare", "paper"} & set(submitted)  # run locally

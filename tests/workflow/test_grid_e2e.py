@@ -159,8 +159,9 @@ def test_heldout_target_adds_only_heldout_jobs(finished_grid):
     cfg = {**raw, "heldout_tasks": ["shape", "texture"]}  # held-out tasks change no cell or update
     result = snakemake(workdir, cfg, "--cores", "2", "all_heldout")
     counts = job_counts(result.stdout + result.stderr)
-    n, runs = len(cfg["tasks"]), len(cfg["methods"]) * len(cfg["seeds"])
-    assert counts == {"heldout_row0": 1, "heldout": runs * (n + 1), "all_heldout": 1}
+    n, runs, seeds = len(cfg["tasks"]), len(cfg["methods"]) * len(cfg["seeds"]), len(cfg["seeds"])
+    trained_runs = runs - seeds  # zeroshot's rows, and row 0 of every run, copy theta_0's files
+    assert counts == {"heldout_row0": 1, "heldout": trained_runs * n, "copy_heldout_row0": runs * (n + 1) - trained_runs * n, "all_heldout": 1}
     loaded = load_config(cfg)
     for name in cfg["heldout_tasks"]:
         theta0 = json.loads(row0_heldout_path(loaded, name).read_text())["accuracy"]

@@ -27,7 +27,7 @@ def analysis_files(name, method=None):
 
 
 def update_files(methods):
-    return [run_path(m, s, f"task{i}", f) for m in methods for s in CFG["seeds"] for i in TASKS for f in ("summary.json", "update.safetensors")]
+    return [f for m in methods for s in CFG["seeds"] for f in run_updates(m, s)]
 
 
 MATRICES = [run_path(m, s, "matrix.json") for m in CFG["methods"] for s in CFG["seeds"]]
@@ -98,13 +98,15 @@ if "probes" in ANALYSES and PROBES:
 
     rule probe:
         input:
-            unpack(lambda w: {**common_inputs(), "updates": update_files([w.method])}),
+            unpack(lambda w: {**common_inputs(), "updates": run_updates(w.method, w.seed)}),
         output:
             [PROBE_PATTERN.replace("{probe}", p) for p in PROBES],
         params:
             settings=lambda w: fingerprint([heldout_fingerprint(CFG), eval_settings(), CFG["analysis"]]),
             version=job_version("probe"),
         threads: CFG["eval"]["threads"]
+        group:
+            RUN_GROUP  # on a cluster, in the job of its run, like the run's rows
         log:
             f"{LOGS}/probes/{{method}}/seed{{seed}}.log",
         run:

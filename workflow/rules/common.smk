@@ -3,7 +3,7 @@ from codyra.benchmarks import own_pretraining
 from codyra.config import ConfigError, config_from_files, fingerprint, load_config, resolve_job
 from codyra.data.presence import require_benchmark_data
 from codyra.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
-from codyra.jobs import eval_rule, job_group, job_version, train_rule
+from codyra.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule
 from codyra.methods import method_class
 from codyra.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
 
@@ -91,6 +91,11 @@ def copies_row0(method):
 
 def run_path(method, seed, *parts):
     return "/".join([RUN.format(method=method, seed=seed), *map(str, parts)])
+
+
+def run_updates(method, seed, upto=N):
+    """The stored files theta_upto of a run is rebuilt from: its tasks' updates and summaries."""
+    return [run_path(method, seed, f"task{k}", f) for k in range(1, int(upto) + 1) for f in ("summary.json", "update.safetensors")]
 
 
 def common_inputs():

@@ -65,7 +65,7 @@ if COPIED:
 def row_inputs(w):
     inputs = common_inputs()
     if trains(w.method):  # the update files too: a row reads them, and a changed one must rerun the row
-        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", f) for k in range(1, int(w.i) + 1) for f in ("summary.json", "update.safetensors")]
+        inputs["updates"] = run_updates(w.method, w.seed, w.i)
     return inputs
 
 

@@ -23,27 +23,47 @@ rule heldout_row0:
         codyra_cli(log[0], "heldout", "--method", "pretrained", "--i", 0, threads=threads)
 
 
-def heldout_inputs(w):
-    inputs = common_inputs()
-    if trains(w.method) and int(w.i) > 0:
-        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", f) for k in range(1, int(w.i) + 1) for f in ("summary.json", "update.safetensors")]
-    else:
-        inputs["row0"] = ROW0_HELDOUT_FILES
-    return inputs
+HELDOUT_TRAINED = [m for m in CFG["methods"] if trains(m)]
 
 
-rule heldout:
+# Row 0 of every run, and every row of a method that never trains, is a copy of theta_0's
+# files: a local job (never queued); rule heldout takes precedence where it applies.
+localrules:
+    copy_heldout_row0,
+
+
+rule copy_heldout_row0:
     input:
-        unpack(heldout_inputs),
+        ROW0_HELDOUT_FILES,
     output:
         [HELDOUT_PATTERN.replace("{name}", name) for name in HELDOUT_TASKS],
-    params:
-        settings=heldout_fingerprint(CFG),
-    threads: CFG["eval"]["threads"]
     log:
         f"{LOGS}/heldout/{{method}}/seed{{seed}}/H_{{i}}.log",
     run:
-        codyra_cli(log[0], "heldout", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, threads=threads)
+        codyra_cli(log[0], "heldout", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i)
+
+
+if HELDOUT_TRAINED:
+
+    ruleorder: heldout > copy_heldout_row0
+
+    rule heldout:
+        input:
+            unpack(lambda w: {**common_inputs(), "updates": run_updates(w.method, w.seed, w.i)}),
+        output:
+            [HELDOUT_PATTERN.replace("{name}", name) for name in HELDOUT_TASKS],
+        wildcard_constraints:
+            method="|".join(HELDOUT_TRAINED),
+            i=r"[1-9]\d*",
+        params:
+            settings=heldout_fingerprint(CFG),
+        threads: CFG["eval"]["threads"]
+        group:
+            JOB_GROUP  # on a cluster, in the job of its run (or task), like the row of cells it extends
+        log:
+            f"{LOGS}/heldout/{{method}}/seed{{seed}}/H_{{i}}.log",
+        run:
+            codyra_cli(log[0], "heldout", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, threads=threads)
 
 
 localrules:
