@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
+
 import torch
+
+log = logging.getLogger(__name__)
 
 
 def pick_device(device: str | None = None) -> torch.device:
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    picked = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if picked.type == "cpu":
+        warn_if_cpu_unpinned()
+    return picked
+
+
+@functools.cache
+def warn_if_cpu_unpinned() -> None:
+    """Say so when torch ran a CPU kernel before `import codyra` pinned them (codyra/__init__.py):
+    its numbers then depend on the machine's instruction set."""
+    wanted = os.environ.get("ATEN_CPU_CAPABILITY", "default").upper()
+    used = torch.backends.cpu.get_cpu_capability()
+    if wanted != "DEFAULT" and used != wanted:
+        log.warning(
+            "torch's CPU kernels use %s, not the %s that codyra pins: torch ran before codyra was imported, "
+            "so CPU results will differ between machines; import codyra before running torch",
+            used,
+            wanted,
+        )
 
 
 def autocast(device: torch.device, precision: str):

@@ -154,6 +154,16 @@ def test_a_failed_job_shows_its_log_tail_and_leaves_no_result(tmp_path):
     assert not any(cell_path(loaded, "codyra", 0, i, j).exists() for i in range(4) for j in range(1, 4))
 
 
+def test_a_grid_with_one_more_seed_schedules_that_seed_in_one_run(finished_grid):
+    workdir, raw, _ = finished_grid
+    cfg = {**raw, "seeds": [*raw["seeds"], 7]}
+    result = snakemake(workdir, cfg, "-n", "all_tables")
+    counts = job_counts(result.stdout + result.stderr)
+    trained = len(cfg["methods"]) - 1  # zeroshot trains nothing
+    assert counts["train_task"] == trained * len(cfg["tasks"]) and "mlflow_init" not in counts
+    assert counts["tables"] == 1
+
+
 def test_heldout_target_adds_only_heldout_jobs(finished_grid):
     workdir, raw, _ = finished_grid
     cfg = {**raw, "heldout_tasks": ["shape", "texture"]}  # held-out tasks change no cell or update
@@ -170,3 +180,21 @@ def test_heldout_target_adds_only_heldout_jobs(finished_grid):
             assert [r["i"] for r in rows] == list(range(n + 1)) and rows[0]["accuracy"] == theta0
             if method == "zeroshot":
                 assert {r["accuracy"] for r in rows} == {theta0}
+
+
+def test_report_of_the_paper_target_shows_every_analysis_with_its_caption(finished_grid, tmp_path):
+    # Last in this file: it adds the analyses' files to the shared grid.
+    from .test_targets import embedded_results
+
+    workdir, raw, _ = finished_grid
+    cfg = {**raw, "heldout_tasks": ["shape"], "analysis": {"cost_reference": "full-ft"}}  # captions show a value the config sets ...
+    snakemake(workdir, cfg, "--cores", "2", "paper")
+    report = tmp_path / "report.html"
+    snakemake(workdir, cfg, "--report", str(report), "paper")
+    html = report.read_text()
+    files = {name for _, name, _ in embedded_results(html)}
+    assert {"drift.html", "drift.png", "cost.html", "cka.html", "interpolation.html", "remove_modules.html", "significance.html"} <= files
+    assert {"heldout_tracking.html", "general_capability.html", "paper_vs_reproduced.html", "rank_codyra.html"} <= files
+    assert "cost_reference</tt> (full-ft)" in html
+    alphas = load_config(cfg)["analysis"]["interpolation_alphas"]  # ... and one only its default gives
+    assert str(alphas) in html

@@ -45,6 +45,7 @@ try:
     CFG = load_config(_raw_config())  # schema + semantic checks, before any job runs
 except ConfigError as err:
     raise WorkflowError(f"configuration error (nothing was run):\n{err}")
+config.update(CFG)  # report captions read snakemake.config: give them the validated values, defaults filled in
 if CFG["check_data"]:  # cheap presence checks: a missing dataset fails here, not when its jobs start
     try:
         require_benchmark_data(CFG)
