@@ -35,6 +35,23 @@ def test_fingerprint_changes_only_with_the_job(tiny_cfg):
     assert fingerprint(resolve_job(tiny_cfg, "codyra", 1)) != a
 
 
+def test_reference_data_is_a_setting_of_zscl_only(tiny_cfg_dict):
+    from codyra.fingerprints import eval_fingerprint, heldout_fingerprint, train_fingerprint
+
+    tiny_cfg_dict["methods"].append("zscl")
+    tiny_cfg_dict["method_configs"]["zscl"] = {"kind": "zscl"}
+    plain = load_config(tiny_cfg_dict)
+    tiny_cfg_dict["data"]["reference"] = {"kind": "mini-corpus", "size": 50}
+    with_reference = load_config(tiny_cfg_dict)
+    for method in ("codyra", "full-ft", "lora-r4"):  # a grid that adds ZSCL keeps these runs ...
+        assert train_fingerprint(with_reference, method, 2) == train_fingerprint(plain, method, 2)
+    assert eval_fingerprint(with_reference, 1) == eval_fingerprint(plain, 1)  # ... and every cell
+    assert heldout_fingerprint(with_reference) == heldout_fingerprint(plain)
+    assert train_fingerprint(with_reference, "zscl", 1) != train_fingerprint(plain, "zscl", 1)
+    tiny_cfg_dict["data"]["reference"]["size"] = 60
+    assert train_fingerprint(load_config(tiny_cfg_dict), "zscl", 1) != train_fingerprint(with_reference, "zscl", 1)
+
+
 @pytest.mark.parametrize(
     "mutate, message",
     [

@@ -27,6 +27,16 @@ def _family(cfg: dict) -> dict:
     return {"llm": cfg["llm"]} if cfg["model"]["family"] == "causal_lm" else {}
 
 
+def _data(cfg: dict, method: str | None = None) -> dict:
+    """The data settings; the reference data only where ``method`` trains on it (ZSCL): evaluations
+    and every other method read none, and hold it as null (the default), so a grid that adds ZSCL
+    (config/mini_baselines.yaml) shares the default grid's runs and cells."""
+    from codyra.methods import method_class
+
+    reads = method is not None and method_class(cfg["method_configs"][method]["kind"]).reads_reference_data
+    return {**cfg["data"], "reference": cfg["data"]["reference"] if reads else None}
+
+
 def _version(rule: str) -> str:
     # Code changes are invisible to Snakemake: the code version of the job is part of its fingerprint.
     from codyra.jobs import job_version
@@ -45,7 +55,7 @@ def train_fingerprint(cfg: dict, method: str, i: int) -> str:
                 "job": resolve_job(cfg, method, i),
                 "task": cfg["tasks"][i - 1]["name"],
                 "model": cfg["model"],
-                "data": cfg["data"],
+                "data": _data(cfg, method),
                 "mini": cfg["mini"] if own_pretraining(cfg) else None,
                 "family": _family(cfg),
                 "version": _version(train_rule(cfg)),
@@ -58,12 +68,12 @@ def eval_fingerprint(cfg: dict, j: int) -> str:
     """Everything besides the model state that determines a cell of column j."""
     union = cfg["data"]["label_space"] == "union"
     tasks = [t["name"] for t in cfg["tasks"]] if union else cfg["tasks"][j - 1]["name"]
-    return fingerprint(_settings([cfg["eval"], cfg["data"], cfg["model"], _family(cfg), tasks, _version("eval_row")]))
+    return fingerprint(_settings([cfg["eval"], _data(cfg), cfg["model"], _family(cfg), tasks, _version("eval_row")]))
 
 
 def heldout_fingerprint(cfg: dict) -> str:
     """Everything besides the model state that determines a row of held-out accuracies."""
-    return fingerprint(_settings([cfg["eval"], cfg["data"], cfg["model"], cfg["heldout_tasks"], _version("heldout")]))
+    return fingerprint(_settings([cfg["eval"], _data(cfg), cfg["model"], cfg["heldout_tasks"], _version("heldout")]))
 
 
 def pretrain_fingerprint(cfg: dict) -> str:

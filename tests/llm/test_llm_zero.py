@@ -171,6 +171,8 @@ def test_zero2_gives_gradient_methods_the_plain_step_gradient(tiny_trace_dict, t
         return load_file(str(task_dir(cfg, method, 0, 2) / METHOD_STATE_FILE))
 
     # GEM's QP (its active set, its dual solution) amplifies the paths' summation-order rounding
-    # (measured 1.1e-5 after 6 steps), and its memories are bf16; a lost projection would be O(1)
-    assert relative_error(deltas(plain), deltas(zero)) < (1e-4 if method == "gem" else 1e-5)
+    # (measured 1.1e-5 after 6 steps), and its memories are bf16; so does Adam's division for EWC's
+    # near-zero gradient entries (1.2e-5 with AVX2 kernels, codyra/__init__.py). A lost
+    # projection, penalty or Fisher term would be O(1)
+    assert relative_error(deltas(plain), deltas(zero)) < (1e-4 if method in ("gem", "ewc") else 1e-5)
     assert relative_error(state(plain), state(zero)) < (1e-2 if method == "gem" else 1e-5)

@@ -164,6 +164,20 @@ def test_a_grid_with_one_more_seed_schedules_that_seed_in_one_run(finished_grid)
     assert counts["tables"] == 1
 
 
+def test_adding_zscl_and_its_reference_data_reruns_no_other_run(finished_grid):
+    workdir, raw, _ = finished_grid
+    cfg = {
+        **raw,
+        "methods": [*raw["methods"], "zscl"],
+        "method_configs": {**raw["method_configs"], "zscl": {"kind": "zscl"}},
+        "data": {**raw["data"], "reference": {"kind": "mini-corpus", "size": 50}},
+    }
+    result = snakemake(workdir, cfg, "-n", "all_tables")
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts["train_task"] == len(cfg["tasks"]) * len(cfg["seeds"])  # zscl's tasks, nothing else
+    assert "eval_row0" not in counts and "zscl/seed0/task1" in result.stdout
+
+
 def test_heldout_target_adds_only_heldout_jobs(finished_grid):
     workdir, raw, _ = finished_grid
     cfg = {**raw, "heldout_tasks": ["shape", "texture"]}  # held-out tasks change no cell or update

@@ -109,6 +109,9 @@ class Method(ABC):
     # True: evaluation rewrites task j's test prompts through ``test_prompts`` (FIX(ICL)'s
     # demonstrations), so a method that never trains is evaluated, not copied from row 0
     rewrites_prompts: ClassVar[bool] = False
+    # True: training reads the reference data (``data.reference``, ZSCL's), which is then part of
+    # its settings; other methods' fingerprints hold it as null, so adding ZSCL to a grid reruns nothing else
+    reads_reference_data: ClassVar[bool] = False
     # False: after_step updates only the method's own state (counters, statistics, buffers), never a
     # trainable parameter, so DeepSpeed ZeRO needs no fp32 master-weight round trip after each step
     # (True: it rewrites parameters in place; under ZeRO they must form the "gates" group)

@@ -85,6 +85,7 @@ class _Keyed:
 class ZSCL(FullFineTune):
     kind = "zscl"
     Options = ZSCLOptions
+    reads_reference_data = True
 
     def setup(self, ctx):
         import torch
