@@ -14,7 +14,8 @@ rule mlflow_init:
         # input, and when the marker must be remade Snakemake 9.27 schedules it alone: jobs below
         # a rerun job are masked from their own checks (missing outputs included), then skipped
         # because their only link to it is ancient (dag.py, update_needrun). A fingerprint of
-        # the methods and seeds therefore made every grid that adds a method stop after this job.
+        # the methods and seeds therefore made every grid that adds a method stop after this job;
+        # a changed tracking setting still does, once (the next invocation goes on).
         store=fingerprint(CFG["tracking"]),
     log:
         f"{LOGS}/mlflow_init.log",
