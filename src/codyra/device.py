@@ -22,14 +22,17 @@ def pick_device(device: str | None = None) -> torch.device:
 def warn_if_cpu_unpinned() -> None:
     """Say so when torch ran a CPU kernel before `import codyra` pinned them (codyra/__init__.py):
     its numbers then depend on the machine's instruction set."""
-    wanted = os.environ.get("ATEN_CPU_CAPABILITY", "default").upper()
+    from codyra import CPU_NUMERICS
+
+    pinned = CPU_NUMERICS["ATEN_CPU_CAPABILITY"].upper()
     used = torch.backends.cpu.get_cpu_capability()
-    if wanted != "DEFAULT" and used != wanted:
+    # only where the pin is asked for and the kernels are wider (a CPU without AVX2 runs narrower ones either way)
+    if os.environ.get("ATEN_CPU_CAPABILITY", "").upper() == pinned and used.startswith("AVX512"):
         log.warning(
             "torch's CPU kernels use %s, not the %s that codyra pins: torch ran before codyra was imported, "
             "so CPU results will differ between machines; import codyra before running torch",
             used,
-            wanted,
+            pinned,
         )
 
 
