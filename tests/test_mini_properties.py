@@ -66,10 +66,10 @@ def test_no_task_is_saturated_and_the_designed_ones_are_partly_known(streams):
 
 
 def test_the_tasks_are_learnt(streams):
-    # Measured in this setting (gains A[j,j] - A[0,j] of digits, position, texture, shape,
-    # shade): full-ft 15.5, 11.0, 30.5, 10.5, 33.0; lora-r16 19.0, 17.5, 59.5, -1.0, 32.0.
-    # Learning is weaker than in the default grid (README), but no task may get worse
-    # than this and the last task must be clearly learnt.
+    # Measured in this setting (gains A[j,j] - A[0,j] of texture, shape, position, shade,
+    # digits): full-ft 25.0, 6.5, 5.5, 32.0, 8.5; lora-r16 26.0, 5.5, 9.5, 33.0, 16.0.
+    # Learning is weaker than in the default grid (README), but at most one task may gain
+    # less than 5 points, and shade (and lora-r16's texture) must be clearly learnt.
     _, results = streams
     for method, result in results.items():
         gains = _gains(result)
@@ -79,8 +79,8 @@ def test_the_tasks_are_learnt(streams):
 
 
 def test_sequential_training_forgets_and_learning_pays(streams):
-    # Measured in this setting: Forgetting full-ft 14.6, lora-r16 17.4; Last above zero-shot's
-    # Last by 8.4 and 11.5. A task made trivial (nothing to forget) or unlearnable (nothing
+    # Measured in this setting: Forgetting full-ft 6.4, lora-r16 10.9; Last above zero-shot's
+    # Last by 10.4 and 9.3. A task made trivial (nothing to forget) or unlearnable (nothing
     # to gain) moves these towards 0.
     _, results = streams
     for method, result in results.items():
