@@ -13,13 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
+from safetensors.torch import load_file
 
 from codyra.config import load_config
 from codyra.engine import train_task
 from codyra.evaluate import evaluate_cell, evaluate_row0
 from codyra.metrics import forgetting, overall_performance
 from codyra.mini.trace.pretrain import pretrain_mini_lm
+from codyra.mini.trace.tokenizer import load_tokenizer
+from codyra.paths import MINI_PRETRAINED
 from codyra.trace.metrics import TRACE_TASKS
 
 pytestmark = pytest.mark.slow
@@ -56,6 +60,19 @@ def stream_matrix(mini_trace, zero_shot):
     for j in range(1, N):
         A[N][j - 1] = evaluate_cell(mini_trace, METHOD, 0, N, j)["accuracy"]
     return A
+
+
+def test_the_tasks_cues_stay_apart_in_theta_0(mini_trace):
+    # The cues only the benchmark's prompts use never occur in pretraining. With the input
+    # embedding tied to the output layer, their rows got only the same softmax push and ended
+    # one vector (cosine 0.98 to 0.99 in the default grid's theta_0), and each task rewrote the
+    # answer format of every earlier one. Untied they keep their random, near-orthogonal rows.
+    weights = Path(MINI_PRETRAINED.format(results=mini_trace["results"], benchmark=mini_trace["benchmark"]))
+    tokenizer = load_tokenizer(weights.parent)
+    ids = [tokenizer.convert_tokens_to_ids(cue) for cue in ("Stance:", "Summary:", "Simplified:")]
+    rows = torch.nn.functional.normalize(load_file(weights)["model.embed_tokens.weight"][ids], dim=1)
+    cosine = rows @ rows.T
+    assert cosine[~torch.eye(len(ids), dtype=torch.bool)].abs().max() < 0.5, cosine
 
 
 def test_every_task_is_new_to_the_pretrained_lm(zero_shot):
