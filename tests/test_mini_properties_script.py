@@ -66,3 +66,25 @@ def test_the_command_exits_1_on_a_failed_property_and_names_a_missing_grid(tmp_p
     assert done.returncode == 1 and "FAIL >= 2x chance on >= 3 tasks" in done.stdout
     with pytest.raises(SystemExit, match="snakemake --cores 2 all_tables"):
         load_script().check(tmp_path, ["codyra"])
+
+
+def test_a_mini_trace_grid_is_checked_against_its_own_properties(tmp_path):
+    # 8 tasks; zero-shot 0 on four, 40 on four: OP 20, so the bar is 30.
+    zero = [0.0] * 4 + [40.0] * 4
+    diagonal = [30.0] * 4 + [70.0, 50.0, 50.0, 51.0]  # gains +30 x 5, +10, +10, +11: 5 of 8 >= 20
+    lora = [zero] + [diagonal[:i] + zero[i:] for i in range(1, 8)] + [[20.0] * 4 + [60.0, 50.0, 50.0, 51.0]]
+    write_grid(tmp_path, {"lora-r8-qv": [lora], "seqlora-r8-qv": [[zero] * 9]}, classes=())
+    for j in range(1, 9):
+        cell = tmp_path / "pretrained" / "cells" / f"A_0_{j}.json"
+        cell.parent.mkdir(parents=True, exist_ok=True)
+        cell.write_text(json.dumps({"metric": "accuracy"}))
+    script = load_script()
+    assert script.is_trace(tmp_path)
+    rows = {name: (value, holds) for name, value, holds in script.check_trace(tmp_path, ["lora-r8-qv", "seqlora-r8-qv"])}
+    assert rows["lora-r8-qv: A[j,j] - A[0,j] >= 20 on >= 6 of 8 tasks"] == ("+30.0 " * 5 + "+10.0 +10.0 +11.0", False)
+    # Forgetting: (10 x 5 + 0 + 0) / 7; OP: (4 x 20 + 60 + 2 x 50 + 51) / 8 = 36.375
+    assert rows["lora-r8-qv: Forgetting (paper) >= 5"] == ("7.1", True)
+    assert rows["lora-r8-qv: OP > zero-shot OP + 10"] == ("36.4 vs 30.0", True)
+    assert rows["seqlora-r8-qv: OP > zero-shot OP + 10"] == ("20.0 vs 30.0", False)
+    done = subprocess.run([sys.executable, SCRIPT, tmp_path, "--methods", "lora-r8-qv"], check=False, capture_output=True, text=True)
+    assert done.returncode == 1 and "FAIL lora-r8-qv: A[j,j] - A[0,j] >= 20 on >= 6 of 8 tasks" in done.stdout
