@@ -22,11 +22,11 @@ def load_script():
     return module
 
 
-def write_grid(root, matrices: dict, classes=(10, 5, 4)):
-    for j, k in enumerate(classes, start=1):
+def write_grid(root, matrices: dict, cells=({"num_classes": 10}, {"num_classes": 5}, {"num_classes": 4})):
+    for j, content in enumerate(cells, start=1):
         cell = root / "pretrained" / "cells" / f"A_0_{j}.json"
         cell.parent.mkdir(parents=True, exist_ok=True)
-        cell.write_text(json.dumps({"num_classes": k}))
+        cell.write_text(json.dumps(content))
     for method, runs in matrices.items():
         for seed, A in enumerate(runs):
             path = root / method / f"seed{seed}" / "matrix.json"
@@ -73,11 +73,7 @@ def test_a_mini_trace_grid_is_checked_against_its_own_properties(tmp_path):
     zero = [0.0] * 4 + [40.0] * 4
     diagonal = [30.0] * 4 + [70.0, 50.0, 50.0, 51.0]  # gains +30 x 5, +10, +10, +11: 5 of 8 >= 20
     lora = [zero] + [diagonal[:i] + zero[i:] for i in range(1, 8)] + [[20.0] * 4 + [60.0, 50.0, 50.0, 51.0]]
-    write_grid(tmp_path, {"lora-r8-qv": [lora], "seqlora-r8-qv": [[zero] * 9]}, classes=())
-    for j in range(1, 9):
-        cell = tmp_path / "pretrained" / "cells" / f"A_0_{j}.json"
-        cell.parent.mkdir(parents=True, exist_ok=True)
-        cell.write_text(json.dumps({"metric": "accuracy"}))
+    write_grid(tmp_path, {"lora-r8-qv": [lora], "seqlora-r8-qv": [[zero] * 9]}, cells=[{"metric": "accuracy"}] * 8)
     script = load_script()
     assert script.is_trace(tmp_path)
     rows = {name: (value, holds) for name, value, holds in script.check_trace(tmp_path, ["lora-r8-qv", "seqlora-r8-qv"])}
