@@ -35,11 +35,13 @@ import numpy as np
 
 from codyra.metrics import forgetting
 
+RUN_THE_GRID = "run the grid first: `snakemake --cores 2 all_tables` (mini TRACE: add `--configfile config/mini_trace.yaml`)"
+
 
 def load_runs(root: Path, method: str) -> list[np.ndarray]:
     paths = sorted((root / method).glob("seed*/matrix.json"))
     if not paths:
-        raise SystemExit(f"no {root / method}/seed*/matrix.json: run `snakemake --cores 2 all_tables` first")
+        raise SystemExit(f"no {root / method}/seed*/matrix.json: {RUN_THE_GRID}")
     return [np.asarray(json.loads(p.read_text())["A"], dtype=float) for p in paths]
 
 
@@ -50,7 +52,7 @@ TRACE_METHODS = ["lora-r8-qv", "seqlora-r8-qv", "lora-r16-all"]  # TRACE's LoRA 
 def pretrained_cell(root: Path, j: int) -> dict:
     cell = root / "pretrained" / "cells" / f"A_0_{j}.json"
     if not cell.is_file():
-        raise SystemExit(f"missing pretrained cell {cell}: run the grid first")
+        raise SystemExit(f"missing pretrained cell {cell}: {RUN_THE_GRID}")
     return json.loads(cell.read_text())
 
 
