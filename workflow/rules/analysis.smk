@@ -49,7 +49,7 @@ ANALYSIS_INPUTS = {
 ANALYSIS_INPUTS["norm_matched"] = ANALYSIS_INPUTS["ablations"]
 # the comparison reads our tables' CSVs: the paper's headline tables and the analyses it compares
 COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG)]
-COMPARED += [f"{TABLES}/{t}.csv" for t in ("drift", "magnitude", "cka") if t in ANALYSES]
+COMPARED += [f"{TABLES}/{t}.csv" for a in ("drift", "magnitude", "cka", "retention") if a in ANALYSES for t in outputs(CFG, a)[0]]
 ANALYSIS_INPUTS["compare"] = COMPARED
 # analyses of small files (tables, summaries, JSON) run in the Snakemake process; the others are CPU jobs
 LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations", "norm_matched")]

@@ -1,15 +1,26 @@
-"""Paper vs reproduced (issue 18 item 9).
+"""Paper vs reproduced.
 
-Paper benchmarks: per method and metric, the published number, ours (mean ± std over seeds),
-the difference, and a flag where |difference| > 2 x spread, spread = sqrt(std_ours^2 +
-std_paper^2) (the paper's std where it reports one, TRACE). The mini benchmarks
-(own pretrained theta_0) cannot match the paper's numbers; there the comparison is
-qualitative: per metric, the order of the methods both have, ours against the paper's,
-with the fraction of concordant pairs and Kendall's tau.
+The config's paper benchmark (``published.yaml``'s ``benchmarks``) is the one with its data kind
+and shots; its numbers apply when the config also trains the paper's task order (and, for TRACE,
+one of Table 2's backbones). Its tables are those whose ``benchmark`` it is: Table 1's layout
+(Transfer / Average / Last per task), the appendix tables of means, forgetting, drift, update
+magnitude, CKA and held-out retention (X-TAIL), TRACE's OP and Forgetting.
+
+Paper benchmarks: per metric, EVERY configured method with its status: ``compared`` (the
+published number, ours as mean ± std over seeds, the difference, and a flag where |difference| >
+2 x spread, spread = sqrt(std_ours^2 + std_paper^2), the paper's std where it reports one),
+``no published row`` (the paper has no such method: the kind's ``paper_row`` is None, or an
+ablation variant), ``no published number`` (the paper's tables for this benchmark lack it), or
+``not run`` (our table has no value). A published cell the paper contradicts elsewhere (its row's
+``inconsistent`` note) is shown and flagged, never judged ok or DIFFERS. Per-task and per-step
+breakdowns are listed where compared. The mini benchmarks (own pretrained theta_0) cannot match
+the paper's numbers; there the comparison is qualitative, against X-TAIL's tables (CLIP) or
+LLaMA-2's TRACE block: per metric, the order of the methods both have, ours against the
+paper's, with the fraction of concordant pairs and Kendall's tau.
 
 Our numbers come from the CSV tables the DAG wrote (``table1``, ``forgetting``, ``table2``,
-``drift``, ``magnitude``, ``cka``). Our methods map to the paper's rows by kind (``LoRA (r=16)``
-for kind lora with rank 16), or explicitly by config key ``analysis.paper_names``.
+``drift``, ``magnitude``, ``cka``, ``general_capability``, ``heldout_tracking``). A method's paper
+row is its kind's ``paper_row`` (codyra.methods.base), or config key ``analysis.paper_names``.
 """
 
 from __future__ import annotations
@@ -17,55 +28,130 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from codyra.analysis.common import PlainTable
-from codyra.analysis.published import mean_std, table, value
+from codyra.analysis.published import benchmarks, inconsistency, mean_std, table, tables_of, value
 from codyra.benchmarks import own_pretraining
+from codyra.methods import method_class
+from codyra.methods.options import parse_options
+from codyra.tables import method_layout
 
-KIND_NAMES = {
-    "zeroshot": "Zero-shot", "codyra": "CoDyRA", "seqlora": "SeqLoRA", "lwf": "LwF", "zscl": "ZSCL", "wiseft": "WiSE-FT",
-    "icarl": "iCaRL", "ewc": "EWC", "gem": "GEM", "ogd": "OGD", "olora": "O-LoRA", "treelora": "TreeLoRA",
-    "inflora": "InfLoRA", "l2p": "L2P", "dualprompt": "DualPrompt", "hidelora": "HiDeLoRA",
-}  # fmt: skip
-TRACE_BLOCKS = {
-    "llama-2-7b-chat": "meta-llama / LLaMA-2-7B-Chat",
-    "gemma-2b-it": "google / Gemma-2B-it",
-    "llama-3.2-1b-instruct": "meta-llama / LLaMA-3-1B-Instruct",
-}
+COMPARED, NO_ROW, NO_NUMBER, NOT_RUN = "compared", "no published row", "no published number", "not run"
+PAPER_COLUMNS = {"StanfordCars": "Cars", "ImageNet": "ImageNet-1k"}  # our task name -> the paper's column, where they differ
+LAYOUT_TABLES = ("table1", "forgetting", "table2")  # our tables labelling methods as codyra.tables.method_layout (dagger)
+ACCURACY_TABLES = ("few_mtil", "full_mtil", "few_xtail")  # Table 1's layout: blocks Transfer / Average / Last, a column per task
+MEANS_TABLES = ("supp_olora_treelora", "supp_adalora", "supp_ours+rail")  # columns Transfer / Average / Last (means over tasks)
+ZERO_SHOT_BLOCK = "CLIP zero-shot reference"  # a zero-shot model's Average and Last equal its zero-shot accuracy
 
 
-def paper_name(cfg: dict, method: str) -> str | None:
-    """The paper's row of ``method``; None for an ablation variant (the paper's rows are the defaults)."""
+def paper_row(cfg: dict, method: str) -> tuple[str | None, str]:
+    """(the paper's row of ``method``, or None and why it has none)."""
     from codyra.sweeps import variant_names
 
-    spec = cfg["method_configs"][method]
     explicit = cfg["analysis"].get("paper_names", {})
     if method in explicit:
-        return explicit[method]
+        return explicit[method], ""
     if method in variant_names(cfg):
-        return None
-    if spec["kind"] == "lora":
-        return f"LoRA (r={spec.get('rank', 16)})"
-    return KIND_NAMES.get(spec["kind"])
+        return None, "an ablation variant (the paper's rows are the defaults)"
+    spec = cfg["method_configs"][method]
+    cls = method_class(spec["kind"])
+    if "paper_row" not in vars(cls):
+        return None, f"method kind {spec['kind']} declares no paper_row (codyra.methods.{spec['kind']})"
+    declared = cls.paper_row
+    if declared is None:
+        return None, f"the paper has no row for method kind {spec['kind']}"
+    options = parse_options(cls.Options, spec, kind=spec["kind"])
+    values = {f.name: getattr(options, f.name) for f in fields(options)}
+    return declared.format(**{k: _Text(v) if isinstance(v, str) else v for k, v in values.items()}), ""
+
+
+class _Text(str):
+    """A text option in a ``paper_row`` template: ``{variant:title}`` prints it title-cased."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        return self.title() if spec == "title" else super().__format__(spec)
+
+
+@dataclass(frozen=True)
+class Setting:
+    benchmark: str | None  # the paper's benchmark nearest the config (None: none of its data kind and shots)
+    block: str  # TRACE: Table 2's block of the backbone
+    why_not: str | None  # why the paper's numbers do not apply to the config, None where they do
+
+
+def paper_setting(cfg: dict) -> Setting:
+    """The paper benchmark a config reproduces: by data kind and shots (or ``analysis.paper_benchmark``),
+    its numbers applying only to the paper's task order and backbones. A mini benchmark is ranked
+    against X-TAIL (CLIP) or TRACE's LLaMA-2 block, whatever its tasks."""
+    kind, mini = cfg["data"]["kind"], own_pretraining(cfg) is not None
+    name = cfg["analysis"].get("paper_benchmark")
+    if name is not None and name not in benchmarks():
+        raise ValueError(f"config key analysis.paper_benchmark: {name!r} is not one of the paper's benchmarks ({', '.join(benchmarks())})")
+    if name is None and mini:
+        name = "trace" if kind == "trace" else "xtail-16shot"
+    if name is None:
+        shots = cfg["data"].get("fewshot")
+        name = next((n for n, b in benchmarks().items() if b["data"] == kind and b.get("fewshot") == shots), None)
+        if name is None:
+            return Setting(None, "", f"the paper reports no {kind} benchmark with fewshot {shots}")
+    bench = benchmarks()[name]
+    blocks = list(bench.get("backbones", {}))
+    block = next((b for b, model in bench.get("backbones", {}).items() if model == cfg["model"].get("name")), blocks[0] if mini and blocks else "")
+    if mini:
+        return Setting(name, block, None)
+    tasks = [PAPER_COLUMNS.get(t["name"], t["name"]) for t in cfg["tasks"]]
+    if tasks != bench["tasks"]:
+        return Setting(name, block, f"the paper's {name} numbers are for the task order {', '.join(bench['tasks'])}; this config trains {', '.join(tasks)}")
+    if blocks and not block:
+        return Setting(name, block, f"the paper's {name} numbers are for the backbones {', '.join(bench['backbones'].values())}; this config's model is {cfg['model'].get('name')}")
+    return Setting(name, block, None)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the paper prints a metric: a table's cell at (block, row, column); row or column None = the method's."""
+
+    table: str
+    block: str
+    row: str | None
+    column: str | None
+    only: str | None = None  # the cell holds this paper row's number only (row and column fixed)
+
+
+@dataclass(frozen=True)
+class Published:
+    source: Source
+    name: str  # the method's name in that table
+    mean: float
+    std: float | None
+    inconsistent: str | None
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str
-    table: str  # the paper's table label
-    block: str
-    row: str | None  # None: the paper's row is the method (else the method is the column)
-    column: str | None  # None: the paper's column is the method
+    sources: tuple[Source, ...]  # the first that has the method's number gives it
     ours: tuple[str, str, str | None, str | None]  # (our CSV table, block, row, column); None = the method
     higher_is_better: bool = True
+    detail: bool = False  # a per-task or per-step breakdown: listed where compared
 
-    def published(self, name: str):
-        try:
-            return mean_std(value(self.table, self.row or name, self.column or name, self.block))
-        except KeyError:
-            return None
+    def published(self, name: str) -> Published | None:
+        for s in self.sources:
+            if s.only is not None and s.only != name:
+                continue
+            alias = table(s.table).get("aliases", {}).get(name, name)
+            row, column = s.row or alias, s.column or alias
+            try:
+                stat = mean_std(value(s.table, row, column, s.block))
+            except KeyError:
+                continue
+            if stat is not None:
+                return Published(s, alias, *stat, inconsistency(s.table, row, column, s.block))
+        return None
 
 
 def read_csv_table(path: Path) -> dict[tuple[str, str, str], tuple[float, float, int]]:
@@ -76,68 +162,124 @@ def read_csv_table(path: Path) -> dict[tuple[str, str, str], tuple[float, float,
         return {(r["block"], r["row"], r["column"]): (float(r["mean"]), float(r["std"]), int(r["n_seeds"])) for r in csv.DictReader(f) if r["mean"] != ""}
 
 
-PAPER_COLUMNS = {"StanfordCars": "Cars"}  # our task name -> the paper's column, where they differ
+def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
+    def sources(*candidates: Source) -> tuple[Source, ...]:
+        return tuple(s for s in candidates if s.table in tables)
 
-
-def headline_metrics(cfg: dict, per_task: bool = False) -> list[Metric]:
-    """The paper's headline metrics (Table 1 blocks and Forgetting; TRACE's OP and Forgetting),
-    with ``per_task`` also Table 1's per-dataset columns."""
-    if cfg["data"]["kind"] == "trace":
-        block = TRACE_BLOCKS.get(cfg["benchmark"].removeprefix("trace-"), TRACE_BLOCKS["llama-2-7b-chat"])
-        return [Metric(m, "llm_cl", block, m, None, ("table2", "", m, None), m == "OP") for m in ("OP", "Forgetting")]
-    reference = cfg["analysis"].get("paper_table") or {"xtail": "few_xtail", "mtil": "few_mtil" if cfg["data"].get("fewshot") else "full_mtil"}.get(cfg["data"]["kind"], "few_xtail")
-    columns = [(t["name"], PAPER_COLUMNS.get(t["name"], t["name"])) for t in cfg["tasks"]] if per_task else []
-    columns = [(ours, paper) for ours, paper in columns if paper in table(reference)["columns"]] + [("Average", "Average")]
-    out = [Metric(b if ours == "Average" else f"{b} / {ours}", reference, b, None, paper, ("table1", b, None, ours)) for b in ("Transfer", "Average", "Last") for ours, paper in columns]
-    out.append(Metric("Forgetting", "bwt_main", "", "Forgetting", None, ("forgetting", "", None, "Forgetting"), False))
+    tasks = [t["name"] for t in cfg["tasks"]]
+    accuracy = next((t for t in ACCURACY_TABLES if t in tables), None)
+    columns = table(accuracy)["columns"] if accuracy else []
+    out = []
+    for block in ("Transfer", "Average", "Last"):
+        for ours in [*tasks, "Average"]:
+            paper = PAPER_COLUMNS.get(ours, ours)
+            if ours != "Average" and paper not in columns:
+                continue
+            candidates = [Source("supp_training_stability", "", f"CoDyRA {block}", paper, only="CoDyRA")]
+            if accuracy:
+                candidates.append(Source(accuracy, block, None, paper))
+                if block != "Transfer":
+                    candidates.append(Source(accuracy, ZERO_SHOT_BLOCK, None, paper))
+            if ours == "Average":
+                candidates += [Source(t, "", None, block) for t in MEANS_TABLES]
+            name = block if ours == "Average" else f"{block} / {ours}"
+            out.append(Metric(name, sources(*candidates), ("table1", block, None, ours), detail=ours != "Average"))
+    out.append(Metric("Forgetting", sources(Source("bwt_main", "", "Forgetting", None)), ("forgetting", "", None, "Forgetting"), False))
+    steps = table("drift")["columns"]  # after tasks 1, 2, 4, ..., 10
+    out.append(Metric("Drift (last task)", sources(Source("drift", "", None, steps[-1])), ("drift", "", None, f"{len(tasks)}: {tasks[-1]}"), False))
+    out += [Metric(f"Drift after task {t}", sources(Source("drift", "", None, t)), ("drift", "", None, f"{t}: {tasks[int(t) - 1]}"), False, True) for t in steps[:-1] if int(t) <= len(tasks)]
+    for name, ours, norm_lowest, stability in (
+        ("Effective rank per task", "eff. rank", "Effective Rank", "eff-rank"),
+        ("Frobenius dW per task", "Frobenius dW (task)", "||DeltaW||_F", "||DeltaW||_F"),
+        ("Spectral norm of A", "spectral A", None, "||A||_2"),
+        ("Spectral norm of B", "spectral B", None, "||B||_2"),
+    ):
+        candidates = ([Source("norm_lowest", "", None, norm_lowest)] if norm_lowest else []) + [Source("supp_norm_stability", "", None, stability)]
+        out.append(Metric(name, sources(*candidates), ("magnitude", "", None, ours), False))
+    out.append(Metric("CKA (mean)", sources(Source("supp_cka", "", "Mean", None)), ("cka", "", None, "Mean"), False))
+    pairs = [r["row"] for r in table("supp_cka")["rows"] if r["row"] != "Mean"]  # "1--2", ...
+    out += [Metric(f"CKA {p}", sources(Source("supp_cka", "", p, None)), ("cka", "", None, p.replace("--", "-")), False, True) for p in pairs if int(p.split("--")[1]) <= len(tasks)]
+    out.append(Metric("Held-out average", sources(Source("unseen_transfer", "", None, "Average")), ("general_capability", "", None, "Average")))
+    for name in cfg["heldout_tasks"]:
+        if PAPER_COLUMNS.get(name, name) in table("unseen_transfer")["columns"]:
+            out.append(Metric(f"Held-out / {name}", sources(Source("unseen_transfer", "", None, PAPER_COLUMNS.get(name, name))), ("general_capability", "", None, name), detail=True))
+    tracking = "Unseen zero-shot (avg.)"
+    out.append(Metric("Held-out average at theta_0", sources(Source("supp_zs_tracking", "", "Pretrained (theta_0)", tracking, only="CoDyRA")), ("heldout_tracking", "Average", None, "theta_0"), detail=True))
+    for row in (r["row"] for r in table("supp_zs_tracking")["rows"] if r["row"].startswith("After task ")):
+        t = int(row.removeprefix("After task "))
+        if t <= len(tasks):
+            out.append(Metric(f"Held-out average {row.lower()}", sources(Source("supp_zs_tracking", "", row, tracking, only="CoDyRA")), ("heldout_tracking", "Average", None, f"after {t}"), detail=True))
     return out
 
 
-def metrics(cfg: dict) -> list[Metric]:
-    """The headline metrics and, for CLIP, the analyses the paper reports for CoDyRA vs LoRA."""
-    out = headline_metrics(cfg)
+def metrics(cfg: dict, setting: Setting) -> list[Metric]:
+    """Every metric the paper reports for the config's model family, with its sources among the
+    tables of the config's benchmark (none where the paper's numbers do not apply)."""
+    tables = tables_of(setting.benchmark) if setting.benchmark and setting.why_not is None else []
     if cfg["data"]["kind"] == "trace":
-        return out
-    last = f"{len(cfg['tasks'])}: {cfg['tasks'][-1]['name']}"
-    out.append(Metric("Drift (last task)", "drift", "", None, "10", ("drift", "", None, last), False))
-    out.append(Metric("Frobenius dW per task", "norm_lowest", "", None, "||DeltaW||_F", ("magnitude", "", None, "Frobenius dW (task)"), False))
-    out.append(Metric("CKA (mean)", "supp_cka", "", "Mean", None, ("cka", "", None, "Mean"), False))
-    return out
+        return [Metric(m, (Source("llm_cl", setting.block, m, None),) if "llm_cl" in tables else (), ("table2", "", m, None), m == "OP") for m in ("OP", "Forgetting")]
+    return _clip_metrics(cfg, tables)
 
 
-def _ours(tables_dir: Path, metric: Metric, method: str, cache: dict):
+def _ours(tables_dir: Path, metric: Metric, label: str, method: str, cache: dict):
+    """Our (mean, std, n_seeds) of ``metric`` for ``method`` (row ``label`` in the dagger-labelled tables), or None."""
     name, block, row, column = metric.ours
     if name not in cache:
         path = tables_dir / f"{name}.csv"
         cache[name] = read_csv_table(path) if path.is_file() else {}
-    return cache[name].get((block, row or method, column or method))
+    own = label if name in LAYOUT_TABLES else method
+    return cache[name].get((block, row or own, column or own))
+
+
+def _status(metric: Metric, row: tuple[str | None, str], ours, setting: Setting) -> tuple[str, Published | None, str]:
+    """(status, the published number or None, note)."""
+    name, why = row
+    if name is None:
+        return NO_ROW, None, why
+    paper = metric.published(name)
+    if paper is None:
+        where = ", ".join(dict.fromkeys(s.table for s in metric.sources)) or f"the tables of {setting.benchmark}"
+        return NO_NUMBER, None, setting.why_not or f"no {name} number in {where}"
+    if ours is None:
+        return NOT_RUN, paper, f"no value in our {metric.ours[0]}.csv"
+    return COMPARED, paper, ""
 
 
 def comparison_table(cfg: dict, tables_dir: Path) -> PlainTable:
     if own_pretraining(cfg):
         return ordering_table(cfg, tables_dir)
+    setting = paper_setting(cfg)
     out = PlainTable(
         "paper_vs_reproduced",
-        f"{cfg['benchmark']}: published (paper) vs reproduced (mean ± std over seeds {cfg['seeds']}); flagged where |difference| > 2 x spread",
-        ["Metric", "Method", "Paper row", "Paper table", "Published", "Ours", "Difference", "Flag"],
+        f"{cfg['benchmark']}: published (paper, {setting.benchmark or 'no benchmark'}) vs reproduced (mean ± std over seeds {cfg['seeds']}); flagged where |difference| > 2 x spread",
+        ["Metric", "Method", "Status", "Paper row", "Paper table", "Published", "Ours", "Difference", "Flag", "Note"],
     )
+    labels = dict(method_layout(cfg, cfg["methods"])[0])
+    rows = {m: paper_row(cfg, m) for m in cfg["methods"]}
     cache: dict = {}
-    for metric in headline_metrics(cfg, per_task=True):  # the paper's analyses ran on other setups than ours
+    for metric in metrics(cfg, setting):
         for method in cfg["methods"]:
-            name = paper_name(cfg, method)
-            paper = metric.published(name) if name else None
-            ours = _ours(tables_dir, metric, method, cache)
-            if paper is None or ours is None:
+            ours = _ours(tables_dir, metric, labels[method], method, cache)
+            status, paper, note = _status(metric, rows[method], ours, setting)
+            if metric.detail and status != COMPARED:
                 continue
-            (p, p_std), (mean, std, _) = paper, ours
-            diff = mean - p
-            spread = math.hypot(std, p_std or 0.0)
-            flag = "DIFFERS" if abs(diff) > 2 * spread else "ok"
-            published = f"{p:.2f}" + (f" ± {p_std:.2f}" if p_std is not None else "")
-            out.rows.append([metric.name, method, name, table(metric.table)["source"], published, f"{mean:.2f} ± {std:.2f}", f"{diff:+.2f}", flag])
-    if not out.rows:
-        out.notes.append("no method of this config has a published counterpart (set analysis.paper_names to map methods to the paper's rows)")
+            cells = ["n/a"] * 4
+            if paper is not None:
+                cells[:2] = [table(paper.source.table)["source"], f"{paper.mean:.2f}" + (f" ± {paper.std:.2f}" if paper.std is not None else "")]
+            if ours is not None:
+                cells[2] = f"{ours[0]:.2f} ± {ours[1]:.2f}"
+            flag = "n/a"
+            if status == COMPARED:
+                diff = ours[0] - paper.mean
+                cells[3] = f"{diff:+.2f}"
+                flag = "paper inconsistent" if paper.inconsistent else "DIFFERS" if abs(diff) > 2 * math.hypot(ours[1], paper.std or 0.0) else "ok"
+                note = paper.inconsistent or ""
+            out.rows.append([metric.name, method, status, paper.name if paper else rows[method][0] or "n/a", *cells, flag, note])
+    if setting.why_not:
+        out.notes.append(f"no published number applies: {setting.why_not}")
+    out.notes.append("per-task and per-step rows are listed where compared; the headline rows list every configured method")
     out.notes.append("spread = sqrt(std_ours^2 + std_paper^2); with one seed and no published std any difference is flagged")
+    out.notes.append("paper inconsistent: the paper prints a contradicting number for this cell elsewhere (Note); the difference is shown, not judged")
     return out
 
 
@@ -158,24 +300,31 @@ def _order(common: list[tuple[str, float, float]], k: int, higher_is_better: boo
 
 
 def ordering_table(cfg: dict, tables_dir: Path) -> PlainTable:
+    setting = paper_setting(cfg)
     out = PlainTable(
         "paper_vs_reproduced",
-        f"{cfg['benchmark']} (mini: its own theta_0 and tasks): order of the methods per metric, paper vs ours (best first)",
+        f"{cfg['benchmark']} (mini: its own theta_0 and tasks): order of the methods per metric, paper ({setting.benchmark}) vs ours (best first)",
         ["Metric", "Paper table", "Paper order", "Our order", "Concordant pairs", "Kendall tau"],
     )
+    labels = dict(method_layout(cfg, cfg["methods"])[0])
+    rows = {m: paper_row(cfg, m) for m in cfg["methods"]}
     cache: dict = {}
-    for metric in metrics(cfg):
-        common = []
+    for metric in (m for m in metrics(cfg, setting) if not m.detail):
+        common, left_out = [], {}
         for method in cfg["methods"]:
-            name = paper_name(cfg, method)
-            paper = metric.published(name) if name else None
-            ours = _ours(tables_dir, metric, method, cache)
-            if paper is not None and ours is not None:
-                common.append((method, paper[0], ours[0]))
+            ours = _ours(tables_dir, metric, labels[method], method, cache)
+            status, paper, _ = _status(metric, rows[method], ours, setting)
+            if status == COMPARED:
+                common.append((method, paper.mean, ours[0], paper.source.table))
+            else:
+                left_out.setdefault(status, []).append(method)
+        if left_out:
+            out.notes.append(f"{metric.name}: " + "; ".join(f"{status}: {', '.join(methods)}" for status, methods in left_out.items()))
         if len(common) < 2:
-            out.notes.append(f"{metric.name}: fewer than two of our methods have a published value in {metric.table}")
+            out.notes.append(f"{metric.name}: fewer than two of our methods have a published value ({', '.join(dict.fromkeys(s.table for s in metric.sources)) or 'no table'})")
             continue
         concordant, pairs, tau = kendall([c[1] for c in common], [c[2] for c in common])
-        orders = [_order(common, k, metric.higher_is_better) for k in (1, 2)]
-        out.rows.append([metric.name, table(metric.table)["source"], *orders, f"{concordant}/{pairs}", "n/a" if tau is None else f"{tau:.2f}"])
+        orders = [_order([c[:3] for c in common], k, metric.higher_is_better) for k in (1, 2)]
+        sources = ", ".join(table(t)["source"] for t in dict.fromkeys(c[3] for c in common))
+        out.rows.append([metric.name, sources, *orders, f"{concordant}/{pairs}", "n/a" if tau is None else f"{tau:.2f}"])
     return out

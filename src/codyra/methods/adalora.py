@@ -188,6 +188,7 @@ class AdaLoRAOptions(LoRAOptions):
 
 class AdaLoRA(LoRA):
     kind = "adalora"
+    paper_row = "AdaLoRA"
     gated = True
     Options = AdaLoRAOptions
 

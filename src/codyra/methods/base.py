@@ -118,6 +118,11 @@ class Method(ABC):
     after_step_rewrites_parameters: ClassVar[bool] = True
     # the typed options of the method config (keys besides kind/train), see codyra.methods.options
     Options: ClassVar[type[MethodOptions]] = MethodOptions
+    # the method's row in the paper's tables (codyra.analysis.compare), with the paper's dagger:
+    # a str.format template of its options ("LoRA (r={rank})"; ":title" title-cases a text option,
+    # "RAIL-{variant:title}†"), or None (the paper has no such row). Every kind declares it in its
+    # own class body, never inherited (a subclass is another row of the paper's tables).
+    paper_row: ClassVar[str | None]
 
     def __init__(self, spec: dict):
         self.options = parse_options(self.Options, spec, kind=self.kind)

@@ -38,6 +38,7 @@ class CoDyRAOptions(LoRAOptions):
 
 class CoDyRA(LoRA):
     kind = "codyra"
+    paper_row = "CoDyRA"
     gated = True
     Options = CoDyRAOptions
     kappa = 0.0

@@ -18,6 +18,7 @@ from codyra.methods.codyra import CoDyRA
 
 class CoDyRADagger(CoDyRA):
     kind = "codyra_dagger"
+    paper_row = "CoDyRA†"
     group = "complementation"
     predicts_domain = True
 

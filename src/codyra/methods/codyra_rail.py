@@ -26,6 +26,7 @@ class CoDyRARAILOptions(CoDyRAOptions, RAILOptions):
 
 class CoDyRARAIL(CoDyRA):
     kind = "codyra_rail"
+    paper_row = "CoDyRA + RAIL-{variant:title}"
     group = "complementation"
     predicts_domain = True
     Options = CoDyRARAILOptions

@@ -44,6 +44,7 @@ def _prefix_module(g_prompt, e_prompt):
 
 class DualPrompt(Method):
     kind = "dualprompt"
+    paper_row = "DualPrompt"
     group = "complementation"
     Options = DualPromptOptions
 

@@ -57,6 +57,7 @@ class DyLoRAOptions(LoRAOptions):
 
 class DyLoRA(LoRA):
     kind = "dylora"
+    paper_row = "DyLoRA"
     after_step_rewrites_parameters = False  # after_step sets the gate buffer and scale
     Options = DyLoRAOptions
 

@@ -93,6 +93,7 @@ class EWCOptions(MethodOptions):
 
 class EWC(FullFineTune):
     kind = "ewc"
+    paper_row = "EWC"
     Options = EWCOptions
 
     def setup(self, ctx):

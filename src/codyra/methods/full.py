@@ -16,6 +16,7 @@ FROZEN = ("logit_scale",)
 
 class FullFineTune(Method):
     kind = "full"
+    paper_row = None  # the paper has no plain full fine-tuning row
 
     def setup(self, ctx):
         from codyra.optim import decay_groups

@@ -44,6 +44,7 @@ class HiDeLoRAOptions(OLoRAOptions):
 
 class HiDeLoRA(OLoRA):
     kind = "hidelora"
+    paper_row = "HiDeLoRA"
     Options = HiDeLoRAOptions
 
     def _previous_subspaces(self, ctx):

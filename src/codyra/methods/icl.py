@@ -28,6 +28,7 @@ class ICLOptions(MethodOptions):
 
 class ICL(Method):
     kind = "icl"
+    paper_row = "FIX(ICL)"
     trains = False
     rewrites_prompts = True
     group = "complementation"  # the paper's TRACE table: model complementation, "no training"

@@ -98,6 +98,7 @@ class InfLoRAOptions(LoRAOptions):
 
 class InfLoRA(LoRA):
     kind = "inflora"
+    paper_row = "InfLoRA"
     Options = InfLoRAOptions
 
     def setup(self, ctx):

@@ -69,6 +69,7 @@ def norm_target_value(cfg: dict, methods: list[str], seed: int, task_index: int)
 
 class LoRA(Method):
     kind = "lora"
+    paper_row = "LoRA (r={rank})"
     gated = False
     Options = NormMatchedOptions
     norm_goal: float | None = None  # the ||dW||_F the norm-matched probe pulls this task's update to

@@ -89,6 +89,7 @@ class LwF(FullFineTune):
     """
 
     kind = "lwf"
+    paper_row = "LwF"
     Options = DistillOptions
 
     def setup(self, ctx):

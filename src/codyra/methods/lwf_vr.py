@@ -56,6 +56,7 @@ class LwFVR(LwF):
     class-prompt features (encoded once per task: the teacher theta_{i-1} is frozen)."""
 
     kind = "lwf_vr"
+    paper_row = "LwF-VR"
     Options = LwFVROptions
 
     def setup(self, ctx):

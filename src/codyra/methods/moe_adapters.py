@@ -57,6 +57,7 @@ class MoEAdaptersOptions(MethodOptions):
 
 class MoEAdapters(Method):
     kind = "moe_adapters"
+    paper_row = "MoE-Adapter†"
     group = "complementation"
     predicts_domain = True
     Options = MoEAdaptersOptions

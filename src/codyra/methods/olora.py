@@ -47,6 +47,7 @@ class OLoRAOptions(LoRAOptions):
 
 class OLoRA(LoRA):
     kind = "olora"
+    paper_row = "O-LoRA"
     Options = OLoRAOptions
 
     def setup(self, ctx):

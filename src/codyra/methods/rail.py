@@ -30,6 +30,7 @@ class RAILOptions(MethodOptions):
 
 class RAIL(Method):
     kind = "rail"
+    paper_row = "RAIL-{variant:title}†"
     group = "complementation"
     predicts_domain = True
     closed_form = True

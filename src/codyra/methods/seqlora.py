@@ -22,6 +22,7 @@ from codyra.methods.lora import LoRA, LoRAOptions
 
 class SeqLoRA(LoRA):
     kind = "seqlora"
+    paper_row = "SeqLoRA"
     Options = LoRAOptions  # no norm-matched probe: the carried adapter is not one task's update
 
     def setup(self, ctx):

@@ -124,6 +124,7 @@ class TreeLoRAOptions(LoRAOptions):
 
 class TreeLoRA(LoRA):
     kind = "treelora"
+    paper_row = "TreeLoRA"
     after_step_rewrites_parameters = False  # after_step counts rounds
     Options = TreeLoRAOptions
 

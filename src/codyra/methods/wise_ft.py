@@ -33,6 +33,7 @@ class WiSEFTOptions(MethodOptions):
 
 class WiSEFT(FullFineTune):
     kind = "wise_ft"
+    paper_row = "WiSE-FT"
     Options = WiSEFTOptions
 
     def finish(self, model):

@@ -7,6 +7,7 @@ from codyra.methods.base import Method
 
 class ZeroShot(Method):
     kind = "zeroshot"
+    paper_row = "Zero-shot"
     trains = False
     group = "reference"
 

@@ -84,6 +84,7 @@ class _Keyed:
 
 class ZSCL(FullFineTune):
     kind = "zscl"
+    paper_row = "ZSCL"
     Options = ZSCLOptions
     reads_reference_data = True
 
