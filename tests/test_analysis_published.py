@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codyra.analysis.compare import comparison_table, kendall, paper_name
-from codyra.analysis.published import mean_std, published, value
+from codyra.analysis.compare import COMPARED, NO_NUMBER, NO_ROW, NOT_RUN, comparison_table, kendall, paper_row
+from codyra.analysis.published import benchmarks, inconsistency, mean_std, published, tables_of, value
 from codyra.config import load_config
+from codyra.methods import available_kinds, method_class
 from codyra.tables import Table, write_table
 
 LLAMA2 = "meta-llama / LLaMA-2-7B-Chat"
@@ -70,44 +71,210 @@ def test_kendall_counts_concordant_pairs():
     assert (concordant, pairs, tau) == (0, 3, pytest.approx(-1.0))
 
 
-def _csv_table(out, name, block, rows: dict[str, list[float]], column):
-    table = Table(name, name, [column])
-    for method, values in rows.items():
-        table.rows.append((block, method, [values]))
+def _write(out, name, cells: dict[tuple[str, str, str], list[float]]):
+    """Our table ``name`` (as codyra.tables writes it) with the per-seed values of (block, row, column) cells."""
+    columns = list(dict.fromkeys(c for _, _, c in cells))
+    table = Table(name, name, columns)
+    for block, row in dict.fromkeys((b, r) for b, r, _ in cells):
+        table.rows.append((block, row, [cells.get((block, row, c)) for c in columns]))
     write_table(out, table)
 
 
-def test_paper_benchmark_comparison_flags_differences_beyond_the_spread(tiny_cfg, tmp_path):
-    cfg = {**tiny_cfg, "benchmark": "trace-llama-2-7b-chat", "data": {**tiny_cfg["data"], "kind": "trace"}, "model": {**tiny_cfg["model"], "pretrained": "x"}}
-    cfg["methods"] = ["codyra", "lora-r4"]
-    table = Table("table2", "t2", ["codyra", "lora-r4"])
-    table.rows.append(("", "OP", [[43.0, 44.0, 45.0], [30.0, 31.0, 32.0]]))  # codyra 44 ± 1 vs 43.82 ± 0.9: ok
-    table.rows.append(("", "Forgetting", [[10.0, 10.0, 10.0], [5.0, 5.0, 5.0]]))  # 10 vs 3.25 ± 0.5: differs
-    write_table(tmp_path, table)
+def _rows(out) -> dict[tuple[str, str], list[str]]:
+    """(metric, method) -> [Status, Paper row, Paper table, Published, Ours, Difference, Flag, Note]."""
+    return {(r[0], r[1]): r[2:] for r in out.rows}
+
+
+XTAIL = ["Aircraft", "Caltech101", "DTD", "EuroSAT", "Flowers", "Food", "MNIST", "OxfordPet", "StanfordCars", "SUN397"]
+MTIL = ["Aircraft", "Caltech101", "CIFAR100", "DTD", "EuroSAT", "Flowers", "Food", "MNIST", "OxfordPet", "StanfordCars", "SUN397"]
+MTIL_ORDER2 = ["StanfordCars", "Food", "MNIST", "OxfordPet", "Flowers", "SUN397", "Aircraft", "Caltech101", "DTD", "EuroSAT", "CIFAR100"]
+SPECS = {
+    "lwf": {"kind": "lwf"},
+    "codyra-dagger": {"kind": "codyra_dagger", "rank": 4},
+    "rail-dual": {"kind": "rail", "variant": "dual"},
+    "moe-adapters": {"kind": "moe_adapters"},
+    "lora-r16": {"kind": "lora", "rank": 16},
+    "olora": {"kind": "olora", "rank": 4},
+    "inflora": {"kind": "inflora", "rank": 4},
+    "zscl": {"kind": "zscl"},
+    "icl": {"kind": "icl"},
+}
+
+
+def _paper_cfg(tiny_cfg, kind, fewshot, tasks, methods, **extra):
+    """tiny_cfg as a paper benchmark (the paper's pretrained model, not the mini's own)."""
+    return {
+        **tiny_cfg,
+        "data": {**tiny_cfg["data"], "kind": kind, "fewshot": fewshot},
+        "model": {**tiny_cfg["model"], "pretrained": "x"},
+        "tasks": [{"name": t} for t in tasks],
+        "methods": methods,
+        "method_configs": {**tiny_cfg["method_configs"], **SPECS},
+        **extra,
+    }
+
+
+def test_every_method_kind_declares_its_published_row():
+    names = set()  # every row, column and alias of the paper's tables
+    for t in published().values():
+        names |= {r["row"] for r in t["rows"]} | set(t["columns"]) | set(t.get("aliases", {}))
+    for kind in available_kinds():
+        cls = method_class(kind)
+        assert "paper_row" in vars(cls), f"{kind} must declare paper_row (its row in the paper's tables, or None)"
+        assert cls.paper_row is None or isinstance(cls.paper_row, str)
+    cfg = {"analysis": {}, "ablations": {}, "method_configs": {f"m-{k}": {"kind": k} for k in available_kinds()}}
+    cfg["method_configs"] |= {"rail-primal": {"kind": "rail", "variant": "primal"}, "rail-dual": {"kind": "rail", "variant": "dual"}}
+    cfg["method_configs"] |= {"codyra-rail-dual": {"kind": "codyra_rail", "variant": "dual"}, "lora-r4": {"kind": "lora", "rank": 4}}
+    rows = {m: paper_row(cfg, m)[0] for m in cfg["method_configs"]}
+    assert {m: r for m, r in rows.items() if r is not None and r not in names} == {}  # each declared row is printed in the paper
+    assert rows["m-wise_ft"] == "WiSE-FT" and rows["m-lwf_vr"] == "LwF-VR" and rows["m-icl"] == "FIX(ICL)"
+    assert rows["m-moe_adapters"] == "MoE-Adapter†" and rows["m-codyra_dagger"] == "CoDyRA†"
+    assert rows["rail-primal"] == "RAIL-Primal†" and rows["rail-dual"] == "RAIL-Dual†" and rows["codyra-rail-dual"] == "CoDyRA + RAIL-Dual"
+    assert rows["lora-r4"] == "LoRA (r=4)" and rows["m-lora"] == "LoRA (r=16)"
+    assert rows["m-full"] is None and rows["m-sora"] is None
+
+
+def test_a_kind_without_a_declared_row_is_listed_not_dropped(tiny_cfg, monkeypatch):
+    from codyra.analysis import compare
+    from codyra.methods.lora import LoRA
+
+    class Undeclared(LoRA):  # a new method kind that forgot its paper_row
+        kind = "lora"
+
+    monkeypatch.setattr(compare, "method_class", lambda kind: Undeclared)
+    assert paper_row(tiny_cfg, "lora-r4") == (None, "method kind lora declares no paper_row (codyra.methods.lora)")
+
+
+def test_the_papers_inconsistencies_are_marked():
+    marked = set()
+    for label, t in published().items():
+        for r in t["rows"]:
+            for column in t["columns"]:
+                if inconsistency(label, r["row"], column, r["block"]):
+                    marked.add((label, r["block"], r["row"], column))
+
+    def whole(label, block, row):
+        return {(label, block, row, c) for c in published()[label]["columns"]}
+
+    assert marked == (
+        {("few_mtil", "CLIP zero-shot reference", "Zero-shot", "Average"), ("full_mtil", "CLIP zero-shot reference", "Zero-shot", "Average")}
+        | whole("full_mtil", "Transfer", "ZSCL") | whole("full_mtil", "Transfer", "L2P†")
+        | whole("few_xtail", "Last", "LwF") | whole("few_xtail", "Last", "iCaRL")
+    )  # fmt: skip
+    rows = {(label, r["block"], r["row"]): r["values"] for label in ("few_mtil", "full_mtil", "few_xtail") for r in published()[label]["rows"]}
+    assert rows["full_mtil", "Transfer", "ZSCL"] == rows["full_mtil", "Transfer", "L2P†"]
+    assert rows["few_xtail", "Last", "LwF"] == rows["few_xtail", "Last", "iCaRL"]
+    assert (rows["few_mtil", "CLIP zero-shot reference", "Zero-shot"][-1], rows["full_mtil", "CLIP zero-shot reference", "Zero-shot"][-1]) == (65.3, 65.2)
+
+
+def test_each_table_belongs_to_a_benchmark_of_the_paper():
+    assert all(t["benchmark"] is None or t["benchmark"] in benchmarks() for t in published().values())
+    assert tables_of("mtil-5shot") == ["few_mtil", "supp_olora_treelora"]  # no forgetting, drift, CKA or held-out table for MTIL
+    assert tables_of("mtil-full") == ["full_mtil"]
+    assert {"bwt_main", "drift", "norm_lowest", "supp_cka", "unseen_transfer", "few_xtail"} <= set(tables_of("xtail-16shot"))
+    assert benchmarks()["xtail-16shot"]["tasks"] == [{"StanfordCars": "Cars"}.get(t, t) for t in XTAIL]
+
+
+def test_xtail_comparison_lists_every_method_with_its_status(tiny_cfg, tmp_path):
+    methods = ["zeroshot", "codyra", "lwf", "codyra-dagger", "rail-dual", "moe-adapters", "full-ft", "lora-r16"]
+    cfg = _paper_cfg(tiny_cfg, "xtail", 16, XTAIL, methods, heldout_tasks=["CIFAR100", "Places365", "ImageNet"])
+    _write(tmp_path, "table1", {
+        ("Last", "zeroshot", "Average"): [58.0, 59.0], ("Last", "codyra", "Average"): [79.0, 79.4], ("Last", "lwf", "Average"): [60.0, 60.0],
+        ("Last", "codyra-dagger†", "Average"): [80.0, 81.0], ("Last", "codyra-dagger", "Average"): [10.0, 10.0],  # the bare name is not the row
+        ("Last", "rail-dual†", "Average"): [82.0, 83.0], ("Last", "full-ft", "Average"): [50.0, 50.0],
+        ("Last", "codyra", "Aircraft"): [37.0, 38.0],
+    })  # fmt: skip
+    _write(tmp_path, "forgetting", {("", "codyra", "Forgetting"): [2.0, 2.0], ("", "moe-adapters†", "Forgetting"): [5.0, 6.0], ("", "rail-dual†", "Forgetting"): [1.0, 1.0]})
+    _write(tmp_path, "drift", {("", "codyra", f"{t + 1}: {name}"): [3.0 + t / 2, 3.0 + t / 2] for t, name in enumerate(XTAIL)} | {("", "codyra", "10: SUN397"): [7.5, 7.52]})
+    _write(tmp_path, "cka", {("", "codyra", "Mean"): [0.004, 0.004], ("", "lora-r16", "Mean"): [0.009, 0.0094]})
+    _write(tmp_path, "general_capability", {("", "codyra", "Average"): [58.0, 58.0], ("", "rail-dual", "Average"): [56.24, 56.24], ("", "codyra", "ImageNet"): [68.0, 69.0]})
+    rows = _rows(comparison_table(cfg, tmp_path))
+    assert {m for metric, m in rows if metric == "Last"} == set(methods)  # every configured method, each with a status
+    assert rows["Last", "codyra-dagger"][:6] == [COMPARED, "CoDyRA†", "codyra.tex line 708, label tab:few_xtail", "80.90", "80.50 ± 0.71", "-0.40"]
+    assert rows["Last", "codyra"][1:7] == ["CoDyRA", "codyra.tex line 820, label tab:supp_training_stability", "79.20 ± 0.18", "79.20 ± 0.28", "+0.00", "ok"]
+    assert rows["Last", "zeroshot"][3:7] == ["58.50", "58.50 ± 0.71", "+0.00", "ok"]  # a zero-shot model's Last: the zero-shot reference row
+    assert rows["Last", "lwf"][3:6] == ["64.00", "60.00 ± 0.00", "-4.00"]
+    assert rows["Last", "lwf"][6] == "paper inconsistent" and "iCaRL" in rows["Last", "lwf"][7]
+    assert rows["Last", "rail-dual"][:4] == [COMPARED, "RAIL-Dual", "codyra.tex line 990, label tab:supp_ours+rail", "82.40"]
+    assert rows["Last", "full-ft"][0] == NO_ROW and rows["Last", "full-ft"][4] == "50.00 ± 0.00"
+    assert rows["Last", "lora-r16"][:4] == [NOT_RUN, "LoRA (r=16)", "codyra.tex line 708, label tab:few_xtail", "59.40"]
+    assert rows["Last", "moe-adapters"][0] == NOT_RUN
+    assert rows["Last / Aircraft", "codyra"][3:5] == ["37.70 ± 0.42", "37.50 ± 0.71"]
+    assert ("Last / Aircraft", "lwf") not in rows  # a per-task row only where compared
+    assert rows["Forgetting", "codyra"][2:7] == ["codyra.tex line 366, label tab:bwt_main", "1.87", "2.00 ± 0.00", "+0.13", "DIFFERS"]
+    assert rows["Forgetting", "moe-adapters"][:5] == [COMPARED, "MoE-Ad.", "codyra.tex line 366, label tab:bwt_main", "5.43", "5.50 ± 0.71"]
+    assert rows["Forgetting", "rail-dual"][0] == NO_NUMBER and rows["Forgetting", "rail-dual"][-1] == "no RAIL-Dual† number in bwt_main"
+    assert rows["Drift (last task)", "codyra"][3:6] == ["7.51", "7.51 ± 0.01", "+0.00"]
+    assert rows["Drift after task 4", "codyra"][3:6] == ["4.71", "4.50 ± 0.00", "-0.21"]
+    assert rows["Drift (last task)", "lora-r16"][0] == NOT_RUN and rows["Drift (last task)", "zeroshot"][0] == NO_NUMBER
+    assert rows["CKA (mean)", "lora-r16"][3:6] == ["0.0094", "0.0092 ± 0.0003", "-0.0002"]
+    assert rows["Held-out average", "codyra"][3:6] == ["58.00", "58.00 ± 0.00", "+0.00"]
+    assert rows["Held-out average", "rail-dual"][1] == "RAIL†"  # unseen_transfer's RAIL† (no variant named)
+    assert rows["Held-out / ImageNet", "codyra"][3:6] == ["68.52", "68.50 ± 0.71", "-0.02"]
+
+
+def test_mtil_compares_with_its_own_tables_and_has_no_published_forgetting(tiny_cfg, tmp_path):
+    cfg = _paper_cfg(tiny_cfg, "mtil", 5, MTIL, ["zeroshot", "codyra", "olora", "inflora"])
+    _write(tmp_path, "table1", {
+        ("Average", "zeroshot", "Average"): [65.3, 65.3], ("Last", "olora", "Average"): [75.0, 75.2], ("Last", "inflora", "Average"): [70.0, 70.0],
+        ("Last", "codyra", "StanfordCars"): [70.0, 71.0],
+    })  # fmt: skip
+    _write(tmp_path, "forgetting", {("", "codyra", "Forgetting"): [1.9, 1.9]})
+    rows = _rows(comparison_table(cfg, tmp_path))
+    assert rows["Forgetting", "codyra"][0] == NO_NUMBER and rows["Forgetting", "codyra"][4] == "1.90 ± 0.00"  # not X-TAIL's 1.87
+    assert rows["Forgetting", "codyra"][-1] == "no CoDyRA number in the tables of mtil-5shot"
+    assert rows["Average", "zeroshot"][2:7] == ["codyra.tex line 232, label tab:few_mtil", "65.30", "65.30 ± 0.00", "+0.00", "paper inconsistent"]
+    assert "65.2" in rows["Average", "zeroshot"][7]
+    assert rows["Last", "olora"][:5] == [COMPARED, "O-LoRA", "codyra.tex line 800, label tab:supp_olora_treelora", "75.10", "75.10 ± 0.14"]
+    assert rows["Last", "inflora"][0] == NO_NUMBER  # InfLoRA has X-TAIL numbers only
+    assert rows["Drift (last task)", "codyra"][0] == NO_NUMBER  # the paper's drift is X-TAIL's
+    assert rows["Last / StanfordCars", "codyra"][2:6] == ["codyra.tex line 232, label tab:few_mtil", "73.60", "70.50 ± 0.71", "-3.10"]  # the paper's Cars
+
+
+def test_mtil_order_two_has_no_published_numbers(tiny_cfg, tmp_path):
+    cfg = _paper_cfg(tiny_cfg, "mtil", 5, MTIL_ORDER2, ["codyra", "full-ft"])
+    _write(tmp_path, "table1", {("Last", "codyra", "Average"): [78.0, 78.0]})
     out = comparison_table(cfg, tmp_path)
-    rows = {(r[0], r[1]): r for r in out.rows}
-    assert set(rows) == {("OP", "codyra"), ("Forgetting", "codyra")}  # LoRA (r=4) is not in TRACE's table
-    assert rows["OP", "codyra"][4:] == ["43.82 ± 0.90", "44.00 ± 1.00", "+0.18", "ok"]
-    assert rows["Forgetting", "codyra"][6:] == ["+6.75", "DIFFERS"]
+    rows = _rows(out)
+    assert {status for status, *_ in rows.values()} == {NO_NUMBER, NO_ROW}  # never order I's Table 1
+    assert rows["Last", "codyra"][3:5] == ["n/a", "78.00 ± 0.00"]
+    assert rows["Last", "codyra"][-1].startswith("the paper's mtil-5shot numbers are for the task order Aircraft, Caltech101, CIFAR100")
+    assert any("this config trains Cars, Food, MNIST" in n for n in out.notes)
+
+
+def test_full_shot_mtil_flags_zscl_transfer(tiny_cfg, tmp_path):
+    cfg = _paper_cfg(tiny_cfg, "mtil", None, MTIL, ["zscl"])
+    _write(tmp_path, "table1", {("Transfer", "zscl", "Average"): [68.0, 68.0]})
+    row = _rows(comparison_table(cfg, tmp_path))["Transfer", "zscl"]
+    assert row[2:7] == ["codyra.tex line 907, label supp:full_mtil", "53.20", "68.00 ± 0.00", "+14.80", "paper inconsistent"]
+    assert "L2P†" in row[7]
+
+
+def test_trace_comparison_reads_the_backbones_block(tiny_cfg, tmp_path):
+    cfg = _paper_cfg(tiny_cfg, "trace", None, benchmarks()["trace"]["tasks"], ["codyra", "icl", "lora-r4"])
+    cfg["model"]["name"] = "google/gemma-2b-it"
+    table = Table("table2", "t2", ["codyra", "icl", "lora-r4"])
+    table.rows.append(("", "OP", [[33.0, 34.0, 35.0], [32.0, 32.3, 32.6], [30.0, 31.0, 32.0]]))  # codyra 34 ± 1 vs 33.96 ± 1.0: ok
+    table.rows.append(("", "Forgetting", [[10.0, 10.0, 10.0], [1.0, 1.0, 1.0], [5.0, 5.0, 5.0]]))  # 10 vs 7.94 ± 0.8: differs
+    write_table(tmp_path, table)
+    rows = _rows(comparison_table(cfg, tmp_path))
+    assert rows["OP", "codyra"][3:7] == ["33.96 ± 1.00", "34.00 ± 1.00", "+0.04", "ok"]
+    assert rows["Forgetting", "codyra"][5:7] == ["+2.06", "DIFFERS"]
+    assert rows["OP", "icl"][:4] == [COMPARED, "FIX(ICL)", "codyra.tex line 312, label tab:llm_cl", "32.30 ± 0.20"]
+    assert rows["Forgetting", "icl"][0] == NO_NUMBER  # "--" in the paper
+    assert rows["OP", "lora-r4"][0] == NO_NUMBER  # LoRA (r=4) is not in TRACE's table
+    cfg["model"]["name"] = "Qwen/Qwen2-0.5B"
+    rows = _rows(comparison_table(cfg, tmp_path))
+    assert rows["OP", "codyra"][0] == NO_NUMBER and "this config's model is Qwen/Qwen2-0.5B" in rows["OP", "codyra"][-1]
 
 
 def test_mini_comparison_is_the_order_of_methods(tiny_cfg, tmp_path):
-    _csv_table(tmp_path, "table1", "Last", {"codyra": [50.0, 52.0], "lora-r4": [40.0, 41.0], "zeroshot": [30.0, 30.0]}, "Average")
-    out = comparison_table(tiny_cfg, tmp_path)  # the mini benchmark pretrains its own theta_0
+    _write(tmp_path, "table1", {("Last", m, "Average"): v for m, v in {"codyra": [50.0, 52.0], "lora-r4": [40.0, 41.0], "zeroshot": [30.0, 30.0], "full-ft": [45.0, 45.0]}.items()})
+    out = comparison_table(tiny_cfg, tmp_path)  # the mini benchmark pretrains its own theta_0: X-TAIL's tables
     last = next(r for r in out.rows if r[0] == "Last")
-    # few_xtail Last: CoDyRA 79.2 > LoRA (r=4) 58.0; zero-shot has no Last there
-    assert last[2:] == ["codyra > lora-r4", "codyra > lora-r4", "1/1", "1.00"]
-    assert paper_name(tiny_cfg, "lora-r4") == "LoRA (r=4)" and paper_name(tiny_cfg, "full-ft") is None
+    # X-TAIL Last: CoDyRA 79.2 > zero-shot 58.5 (its zero-shot reference) > LoRA (r=4) 58.0
+    assert last[2:] == ["codyra > zeroshot > lora-r4", "codyra > lora-r4 > zeroshot", "2/3", "0.33"]
+    assert "Last: no published row: full-ft" in out.notes
+    assert paper_row(tiny_cfg, "lora-r4") == ("LoRA (r=4)", "") and paper_row(tiny_cfg, "full-ft")[0] is None
     swept = load_config({**tiny_cfg, "ablations": {"k": {"method": "codyra", "vary": {"kappa_max": [0.1]}}}})
-    assert paper_name(swept, "codyra-kappa_max-0.1") is None  # a variant is not the paper's CoDyRA
-
-
-def test_mtil_comparison_covers_each_dataset_column(tiny_cfg, tmp_path):
-    cfg = {**tiny_cfg, "data": {**tiny_cfg["data"], "kind": "mtil", "fewshot": 5}, "tasks": [{"name": "Aircraft"}, {"name": "StanfordCars"}], "methods": ["codyra"]}
-    table = Table("table1", "t1", ["Aircraft", "StanfordCars", "Average"])
-    table.rows.append(("Last", "codyra", [[31.0, 32.0], [70.0, 71.0], [50.0, 51.0]]))
-    write_table(tmp_path, table)
-    rows = {r[0]: r for r in comparison_table(cfg, tmp_path).rows}
-    assert set(rows) == {"Last / Aircraft", "Last / StanfordCars", "Last"}  # Table 1 (few_mtil), Cars = StanfordCars
-    assert rows["Last / StanfordCars"][4:7] == ["73.60", "70.50 ± 0.71", "-3.10"]
-    assert rows["Last"][4] == "78.00" and rows["Last"][7] == "DIFFERS"
+    assert paper_row(swept, "codyra-kappa_max-0.1") == (None, "an ablation variant (the paper's rows are the defaults)")

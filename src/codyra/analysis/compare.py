@@ -138,6 +138,7 @@ class Metric:
     ours: tuple[str, str, str | None, str | None]  # (our CSV table, block, row, column); None = the method
     higher_is_better: bool = True
     detail: bool = False  # a per-task or per-step breakdown: listed where compared
+    decimals: int = 2  # as the paper prints it
 
     def published(self, name: str) -> Published | None:
         for s in self.sources:
@@ -195,10 +196,10 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
         ("Spectral norm of B", "spectral B", None, "||B||_2"),
     ):
         candidates = ([Source("norm_lowest", "", None, norm_lowest)] if norm_lowest else []) + [Source("supp_norm_stability", "", None, stability)]
-        out.append(Metric(name, sources(*candidates), ("magnitude", "", None, ours), False))
-    out.append(Metric("CKA (mean)", sources(Source("supp_cka", "", "Mean", None)), ("cka", "", None, "Mean"), False))
+        out.append(Metric(name, sources(*candidates), ("magnitude", "", None, ours), False, decimals=3))
+    out.append(Metric("CKA (mean)", sources(Source("supp_cka", "", "Mean", None)), ("cka", "", None, "Mean"), False, decimals=4))
     pairs = [r["row"] for r in table("supp_cka")["rows"] if r["row"] != "Mean"]  # "1--2", ...
-    out += [Metric(f"CKA {p}", sources(Source("supp_cka", "", p, None)), ("cka", "", None, p.replace("--", "-")), False, True) for p in pairs if int(p.split("--")[1]) <= len(tasks)]
+    out += [Metric(f"CKA {p}", sources(Source("supp_cka", "", p, None)), ("cka", "", None, p.replace("--", "-")), False, True, 4) for p in pairs if int(p.split("--")[1]) <= len(tasks)]
     out.append(Metric("Held-out average", sources(Source("unseen_transfer", "", None, "Average")), ("general_capability", "", None, "Average")))
     for name in cfg["heldout_tasks"]:
         if PAPER_COLUMNS.get(name, name) in table("unseen_transfer")["columns"]:
@@ -263,15 +264,15 @@ def comparison_table(cfg: dict, tables_dir: Path) -> PlainTable:
             status, paper, note = _status(metric, rows[method], ours, setting)
             if metric.detail and status != COMPARED:
                 continue
-            cells = ["n/a"] * 4
+            cells, d = ["n/a"] * 4, metric.decimals
             if paper is not None:
-                cells[:2] = [table(paper.source.table)["source"], f"{paper.mean:.2f}" + (f" ± {paper.std:.2f}" if paper.std is not None else "")]
+                cells[:2] = [table(paper.source.table)["source"], f"{paper.mean:.{d}f}" + (f" ± {paper.std:.{d}f}" if paper.std is not None else "")]
             if ours is not None:
-                cells[2] = f"{ours[0]:.2f} ± {ours[1]:.2f}"
+                cells[2] = f"{ours[0]:.{d}f} ± {ours[1]:.{d}f}"
             flag = "n/a"
             if status == COMPARED:
                 diff = ours[0] - paper.mean
-                cells[3] = f"{diff:+.2f}"
+                cells[3] = f"{diff:+.{d}f}"
                 flag = "paper inconsistent" if paper.inconsistent else "DIFFERS" if abs(diff) > 2 * math.hypot(ours[1], paper.std or 0.0) else "ok"
                 note = paper.inconsistent or ""
             out.rows.append([metric.name, method, status, paper.name if paper else rows[method][0] or "n/a", *cells, flag, note])
