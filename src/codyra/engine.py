@@ -7,6 +7,10 @@ owns the rest: seeding, the method's hooks (:mod:`codyra.methods.base`, in the o
 there), the schedule, history and MLflow metrics, resumable checkpoints, and writing the task
 (update, method state, history, summary last, each atomically).
 
+With ``train.carry_optimizer`` the job starts from the AdamW state task i-1's job ended with
+(stored in its method state, checked against this job's trainable parameters) and stores its
+own: one optimizer through the stream, as TRACE and TreeLoRA train.
+
 Resumable: every ``checkpoint_every`` steps the trainable state, optimizer, scheduler and
 history go to ``task{i}/checkpoint-<key>`` (key: the settings fingerprint and the updates
 the job starts from, so a job never resumes a checkpoint of other settings); batches and
