@@ -1,15 +1,12 @@
 """Model-complementation math: RAIL's closed forms, the domain routers, L2P / DualPrompt prompt
-pools and TRACE's in-context prompts, against hand-computed values and direct solves."""
+pools, against hand-computed values and direct solves."""
 
 from __future__ import annotations
-
-import random
 
 import pytest
 import torch
 
 from codyra.complement import prompts, rail, routing
-from codyra.llm import icl
 
 
 def _task(generator, n, dim, first_class, classes):
@@ -171,24 +168,6 @@ def test_prompt_placement_masks_and_labels():
     assert lab.tolist() == [[-100, -100, -100, -100, -100, 5], [-100, -100, -100, -100, 7, 8]]
     pool = prompts.random_token_prompts(torch.arange(12.0).view(4, 3), 5, 2, torch.Generator().manual_seed(0), scale=100)
     assert pool.shape == (5, 2, 3) and all(any(torch.allclose(row * 100, t) for t in torch.arange(12.0).view(4, 3)) for row in pool.view(-1, 3))
-
-
-def test_icl_prompt_and_demonstrations_as_trace():
-    prefix = icl.TRACE_INSTRUCTIONS["NumGLUE-cm"]
-    pool = [{"prompt": prefix + f"q{i}?\nAnswer:", "answer": str(i % 3)} for i in range(30)]
-    words = lambda text: len(text.split())  # a stand-in tokenizer
-    demos = icl.pick_demonstrations(pool, prefix, 3, limit=60, n_tokens=words, rng=random.Random(0))
-    assert len(demos) == 3 and len({d["answer"] for d in demos}) == 3  # answers distinct
-    assert all(not d["prompt"].startswith("Solve") for d in demos)
-    text = icl.icl_prompt(pool[0]["prompt"], prefix, demos)
-    assert text == prefix + "".join(d["prompt"] + d["answer"] + "\n\n" for d in demos) + "q0?\nAnswer:"
-    # too tight a budget: nothing fits, after TRACE's 10,000 draws
-    assert icl.pick_demonstrations(pool, prefix, 3, limit=6, n_tokens=words, rng=random.Random(0)) == []
-    assert icl.demonstration_budget(100, prefix, words) == 100 - words(prefix + icl.CONSTRAINED_PROMPT)
-    # a task TRACE has no line for: the shared leading lines
-    assert icl.instruction("mini-x", ["Do it.\nText: a\nAnswer:", "Do it.\nText: b\nAnswer:"]) == "Do it.\nText: "[:7]
-    with pytest.raises(ValueError, match="does not start with its instruction"):
-        icl.instruction("FOMC", ["Monetary policy stance?\nText: x"])
 
 
 def test_moe_top_k_gates_and_mixture_by_hand():

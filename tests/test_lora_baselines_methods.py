@@ -41,7 +41,7 @@ def task_batches(task: int) -> list[dict]:
     return batches
 
 
-def context(model, task: int, previous_state, batches) -> TaskContext:
+def context(model, task: int, previous_state, batches, previous_update=None) -> TaskContext:
     """Task ``task`` of a two-task stream (the standalone context with this toy's data and loss)."""
     family = SimpleNamespace(targets=lambda _m: TARGETS, vocabulary=VOCAB)
     base = standalone_context(model, family, torch.Generator().manual_seed(task), 0.0, STEPS)
@@ -49,6 +49,7 @@ def context(model, task: int, previous_state, batches) -> TaskContext:
         base,
         task_index=task,
         previous_state=previous_state,
+        stored_update=base.stored_update if previous_update is None else {task - 1: previous_update}.__getitem__,
         forward=lambda m, b: {"logits": m(b["x"])},
         task_loss=lambda b, o: ((o["logits"] - b["y"]) ** 2).mean(),
         task_batches=lambda: iter(batches),
@@ -56,10 +57,10 @@ def context(model, task: int, previous_state, batches) -> TaskContext:
     )
 
 
-def run_task(spec: dict, model, task: int, previous_state):
+def run_task(spec: dict, model, task: int, previous_state, previous_update=None):
     method = build_method(spec)
     batches = task_batches(task)
-    ctx = context(model, task, previous_state, batches)
+    ctx = context(model, task, previous_state, batches, previous_update)
     optimizer = torch.optim.AdamW(method.setup(ctx), lr=0.02)
     metrics = []
     for step, batch in enumerate(batches, start=1):
@@ -74,7 +75,8 @@ def run_task(spec: dict, model, task: int, previous_state):
         optimizer.zero_grad(set_to_none=True)  # as the engine's backend, before after_step
         method.after_step(step, STEPS)
         metrics.append(method.step_metrics())
-    _, summary = method.finish(model)
+    update, summary = method.finish(model)
+    method.update = update
     state = method.state_to_store()
     assert all(torch.isfinite(t.float()).all() for t in state.values())
     return method, summary_defaults(summary), state, metrics
@@ -83,7 +85,9 @@ def run_task(spec: dict, model, task: int, previous_state):
 SPECS = {
     "olora": {"kind": "olora", "rank": 2},
     "hidelora": {"kind": "hidelora", "rank": 2},
+    "hidelora-merge": {"kind": "hidelora", "rank": 2, "adapter": "per_task_merge", "previous_subspaces": True},
     "treelora": {"kind": "treelora", "rank": 2},
+    "treelora-merge": {"kind": "treelora", "rank": 2, "adapter": "per_task_merge"},
     "inflora": {"kind": "inflora", "rank": 2, "lamb": 0.9},
     "adalora": {"kind": "adalora", "rank": 4, "target_r": 2, "tinit": 0.25, "tfinal": 0.25},
     "dylora": {"kind": "dylora", "rank": 4, "frozen": True, "merge_rank": 3},
@@ -96,13 +100,13 @@ def test_method_runs_two_tasks_through_the_interface(kind):
     torch.manual_seed(0)
     model = Toy()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    _, summary1, state1, _ = run_task(SPECS[kind], model, 1, None)
+    method1, summary1, state1, _ = run_task(SPECS[kind], model, 1, None)
     assert isinstance(summary1["trainable_params"], int) and summary1["trainable_params"] > 0
     assert summary1["inference_extra_params"] >= 0
     changed = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
     assert changed == ["l1.weight", "l2.weight"]  # the update merged, biases untouched
     assert not any(isinstance(m, nn.Linear) and type(m) is not nn.Linear for m in model.modules())  # adapters detached
-    method2, summary2, state2, metrics2 = run_task(SPECS[kind], model, 2, state1 or None)
+    method2, summary2, state2, metrics2 = run_task(SPECS[kind], model, 2, state1 or None, method1.update)
     CHECKS[kind](method2, summary1, summary2, state1, state2, metrics2)
 
 
@@ -113,15 +117,29 @@ def check_olora(method, s1, s2, state1, state2, metrics):
     assert (s1["inference_extra_params"], s2["inference_extra_params"]) == (per_task, 2 * per_task)
 
 
+def continues_task_1_adapter(method) -> bool:
+    """Task 2's update is [A_2; A_1]: it trained task 1's adapter further (``adapter: stream``)."""
+    A = method.update.tensors["l1.A"]
+    return A.shape[0] == 4 and torch.equal(A[2:], method.carried["l1"][0])
+
+
 def check_hidelora(method, s1, s2, state1, state2, metrics):
+    # the reference as run: M = A alone, the one adapter continued
+    assert state2["l2.A"].shape == (2, 8) and method.previous_A == {} and continues_task_1_adapter(method)
+    assert float(method.penalty().detach()) > 0
+
+
+def check_hidelora_merge(method, s1, s2, state1, state2, metrics):
     assert state2["l2.A"].shape == (4, 8) and float(method.penalty().detach()) > 0
+    assert method.update.tensors["l1.A"].shape[0] == 2  # a fresh LoRA, merged
 
 
 def check_treelora(method, s1, s2, state1, state2, metrics):
     assert state1["l1.A_tasks"].shape == (1, 16) and state2["l1.A_tasks"].shape == (2, 16)
     assert torch.equal(state2["l1.A_tasks"][:1], state1["l1.A_tasks"])
-    assert method.bandit.counts.sum() == STEPS * 2  # one pick per step and depth
+    assert method.bandit.counts.sum() == STEPS * 2  # one pick per micro-batch (one per step here) and depth
     assert s2["inference_extra_params"] == 2 * (16 + 16)
+    assert continues_task_1_adapter(method) == (method.options.adapter == "stream")
 
 
 def check_inflora(method, s1, s2, state1, state2, metrics):
@@ -152,7 +170,9 @@ def check_sora(method, s1, s2, state1, state2, metrics):
 CHECKS = {
     "olora": check_olora,
     "hidelora": check_hidelora,
+    "hidelora-merge": check_hidelora_merge,
     "treelora": check_treelora,
+    "treelora-merge": check_treelora,
     "inflora": check_inflora,
     "adalora": check_adalora,
     "dylora": check_dylora,
@@ -174,6 +194,8 @@ def test_olora_task_2_needs_task_1_state():
         ({"kind": "sora", "lambda_schedule": "linear"}, "needs max_lambda and lambda_num"),
         ({"kind": "inflora", "lamb": 1.5}, "lamb: must be <= 1"),
         ({"kind": "treelora", "reg": -1}, "reg: must be >= 0"),
+        ({"kind": "treelora", "adapter": "merged"}, "adapter: must be one of"),
+        ({"kind": "hidelora", "previous_subspaces": True}, "previous_subspaces: stacks earlier tasks' LoRAs.*adapter: per_task_merge"),
     ],
 )
 def test_bad_options_name_the_key(spec, message):
@@ -185,3 +207,34 @@ def test_adalora_refuses_a_task_without_a_step_before_its_final_allocation():
     ctx = dataclasses.replace(context(Toy(), 1, None, task_batches(1)), total_steps=1)
     with pytest.raises(ValueError, match="no step before its final allocation.*train.iterations"):
         build_method({"kind": "adalora", "rank": 4, "target_r": 2}).setup(ctx)
+
+
+def test_treelora_searches_every_micro_batch_and_restarts_every_epoch():
+    """Tree_LoRA.py: per epoch ``new_epoch_init(len(train_dataloader))``, then per micro-batch
+    ``step`` (round t from 0, tmp_reg = reg t / T), ``insert_grad`` (+ n_depth A / T) and
+    ``tree_search``. Here 2 epochs of 2 steps x 3 micro-batches: T = 6."""
+    spec = {"kind": "treelora", "rank": 2, "reg": 0.5}
+    model = Toy()
+    first, _, state1, _ = run_task(spec, model, 1, None)
+    method = build_method(spec)
+    batches = task_batches(2)
+    ctx = dataclasses.replace(context(model, 2, state1, batches, first.update), total_steps=4, steps_per_epoch=2, micro_batches_per_step=3)
+    optimizer = torch.optim.AdamW(method.setup(ctx), lr=0.02)
+    seen, extras = [], []  # A per micro-batch, extra loss per micro-batch
+    for step in range(1, 5):
+        for batch in batches[3 * step - 3 : 3 * step]:
+            seen.append([method.adapters[n].A.detach().clone() for n in ("l1", "l2")])
+            outputs = ctx.forward(model, batch)
+            extra = method.extra_loss(ctx, batch, outputs)
+            extras.append(float(extra.detach()))
+            (ctx.task_loss(batch, outputs) + extra / 3).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        method.after_step(step, 4)
+    # tmp_reg = 0 at each epoch's first micro-batch: no pull; afterwards the term is -tmp_reg * L (R / (R + 1e-5) ~ 1)
+    assert extras[0] == 0 and extras[6] == 0 and all(e < 0 for i, e in enumerate(extras) if i % 6)
+    # the bandit restarted with epoch 2: its 6 rounds x 2 depths of picks, nothing of epoch 1's
+    assert method.epoch == 1 and method.round == 5 and method.bandit.counts.sum() == 12
+    # the stored accumulator: epoch 2's micro-batches only, each adding n_depth * A / T = 2 A / 6
+    expected = sum(2 * A[0].reshape(-1).double() / 6 for A in seen[6:])
+    torch.testing.assert_close(method.state_to_store()["l1.A_tasks"][1], expected.float())

@@ -1,7 +1,8 @@
 """A killed job resumes bit-identically for every method that carries mid-task state beyond the
 trainable parameters and the optimizer (issues 15 and 16): ZSCL's weight ensemble, EWC's running
 Fisher, GEM's step count, OGD's collected gradients, AdaLoRA's importance EMAs and final pattern,
-DyLoRA's rank stream, TreeLoRA's accumulators and bandit; LwF rebuilds its teacher from theta_{i-1}.
+DyLoRA's rank stream, TreeLoRA's accumulators, bandit and round counter (with and without a carried
+optimizer); LwF rebuilds its teacher from theta_{i-1}.
 
 Each method trains tasks 1 and 2 of the tiny mini benchmark (6 steps, checkpoints at steps 2 and 4);
 task 2 is killed after step 5 and resumed after the process's RNG is scrambled, as a fresh process
@@ -34,7 +35,9 @@ METHODS = {
     "adalora-final": ({"kind": "adalora", "rank": 4, "target_r": 2, "tfinal": 0.5}, {"pattern."}),
     "dylora": ({"kind": "dylora", "rank": 4}, {"rank_generator", "sampled_rank"}),
     "dylora-frozen": ({"kind": "dylora", "rank": 4, "frozen": True}, {"rank_generator", "sampled_rank"}),
-    "treelora": ({"kind": "treelora", "rank": 4}, {"bandit.sim", "bandit.counts", "bandit.generator", ".accumulated"}),
+    "treelora": ({"kind": "treelora", "rank": 4}, {"bandit.sim", "bandit.counts", "bandit.generator", ".accumulated", "rounds"}),
+    # task 2 starts from task 1's stored AdamW state; the checkpoint's own optimizer state replaces it on resume
+    "treelora-carry": ({"kind": "treelora", "rank": 4, "train": {"carry_optimizer": True}}, {"bandit.sim", "rounds"}),
 }
 FULL = {"zscl", "ewc", "gem", "lwf"}  # full fine-tuning: the tiny config's full-ft learning rate
 

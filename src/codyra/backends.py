@@ -9,7 +9,9 @@
   resumable checkpoints in the layout of :mod:`codyra.checkpoint` (full fp32 tensors, torch AdamW's
   state layout, the method's mid-task tensors), so a checkpoint resumes on any number of ranks;
 - ``finalize()``: before ``Method.finish``, make the module's trainable parameters hold their
-  exact fp32 values; ``report()``: what the summary records about the backend.
+  exact fp32 values; ``report()``: what the summary records about the backend;
+- ``moments()`` / ``load_moments(moments)``: AdamW's per-parameter state as {parameter name:
+  {"step", "exp_avg", "exp_avg_sq"}} in full fp32, for ``train.carry_optimizer``.
 """
 
 from __future__ import annotations
@@ -62,6 +64,18 @@ class PlainBackend:
 
     def load(self, directory, scheduler) -> tuple[int, list]:
         return load_checkpoint(directory, params=self.params, optimizer=self.optimizer, scheduler=scheduler)
+
+    def moments(self) -> dict:
+        state = self.optimizer.state
+        return {n: {k: v.detach().float().cpu() for k, v in state[p].items()} for n, p in self.params.items() if p in state}
+
+    def load_moments(self, moments: dict) -> None:
+        """Continue from ``moments`` (torch's ``load_state_dict`` puts each slot where AdamW keeps it)."""
+        saved = self.optimizer.state_dict()
+        order = [p for group in self.optimizer.param_groups for p in group["params"]]
+        index = {id(p): i for i, p in enumerate(order)}
+        saved["state"] = {index[id(self.params[n])]: {k: v.clone() for k, v in slots.items()} for n, slots in moments.items()}
+        self.optimizer.load_state_dict(saved)
 
     def finalize(self) -> None:
         """Parameters already are the fp32 values the optimizer produced."""

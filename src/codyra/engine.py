@@ -7,6 +7,10 @@ owns the rest: seeding, the method's hooks (:mod:`codyra.methods.base`, in the o
 there), the schedule, history and MLflow metrics, resumable checkpoints, and writing the task
 (update, method state, history, summary last, each atomically).
 
+With ``train.carry_optimizer`` the job starts from the AdamW state task i-1's job ended with
+(stored in its method state, checked against this job's trainable parameters) and stores its
+own: one optimizer through the stream, as TRACE and TreeLoRA train.
+
 Resumable: every ``checkpoint_every`` steps the trainable state, optimizer, scheduler and
 history go to ``task{i}/checkpoint-<key>`` (key: the settings fingerprint and the updates
 the job starts from, so a job never resumes a checkpoint of other settings); batches and
@@ -34,6 +38,7 @@ from codyra.fingerprints import train_fingerprint
 from codyra.io import read_json, write_text
 from codyra.methods import build_method
 from codyra.methods.base import Method, TaskContext, summary_defaults
+from codyra.optim import pack_optimizer_state, unpack_optimizer_state
 from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
@@ -125,6 +130,7 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         stored_update=lambda k: load_update(task_dir(cfg, method_name, seed, k)),
         total_steps=session.total,
         steps_per_epoch=session.steps_per_epoch,
+        micro_batches_per_step=job["train"]["gradient_accumulation"],
         task_batches=lambda: (batch for micro_batches in session.batches(0) for batch in micro_batches),
         cfg=cfg,
         method_name=method_name,
@@ -140,6 +146,9 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
     ctx = task_context(cfg, method_name, seed, task_index, job, session)
     groups = method.setup(ctx)
     backend = session.backend(groups, method)
+    if hp["carry_optimizer"] and task_index > 1:  # one optimizer through the stream: task i-1's AdamW state
+        shapes = {n: p.shape for n, p in model.named_parameters() if p.requires_grad}
+        backend.load_moments(unpack_optimizer_state(ctx.previous_state, shapes, task_index))
     dropout = seed_adapter_dropout(model, session.device)
     total = session.total
     scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, warmup_cosine(total, hp["warmup_steps"]))
@@ -183,6 +192,7 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
             on_step(step)
     if bar is not None:
         bar.close()
+    carried = pack_optimizer_state(backend.moments()) if hp["carry_optimizer"] else {}
     backend.finalize()
     model.eval()
     if lead:
@@ -190,7 +200,7 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
         if backend.report():
             summary["distributed"] = backend.report()
         summary["step_seconds"] = sum(step_seconds) / len(step_seconds) if step_seconds else None
-        summary = finish_task(cfg, method_name, seed, task_index, job, update, summary, history, started, method.state_to_store())
+        summary = finish_task(cfg, method_name, seed, task_index, job, update, summary, history, started, {**method.state_to_store(), **carried})
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     if backend.world_size > 1:
         torch.distributed.barrier()

@@ -176,3 +176,29 @@ def test_zero2_gives_gradient_methods_the_plain_step_gradient(tiny_trace_dict, t
     # projection, penalty or Fisher term would be O(1)
     assert relative_error(deltas(plain), deltas(zero)) < (1e-4 if method in ("gem", "ewc") else 1e-5)
     assert relative_error(state(plain), state(zero)) < (1e-2 if method == "gem" else 1e-5)
+
+
+def test_zero2_carries_the_optimizer_as_the_plain_path(tiny_trace_dict, tmp_path):
+    """``train.carry_optimizer`` under ZeRO-2: task 2 writes task 1's stored moments and step into
+    its partitions and stores its own gathered ones; update and stored state match the plain path
+    (without the carried moments task 2's Adam steps differ by O(1))."""
+    from safetensors.torch import load_file
+
+    from codyra.paths import METHOD_STATE_FILE, UPDATE_FILE
+
+    tiny_trace_dict["method_configs"]["seqlora"] = {"kind": "seqlora", "rank": 4, "alpha": 16, "placement": ["q_proj", "v_proj"]}
+    tiny_trace_dict["train"]["carry_optimizer"] = True
+    plain = load_config(copy.deepcopy(tiny_trace_dict))
+    train_task(plain, "seqlora", 0, 1)
+    train_task(plain, "seqlora", 0, 2)
+    zero, config = zero_config(tiny_trace_dict, tmp_path, "zero-carry", "fp32")
+    shutil.copytree(task_dir(plain, "seqlora", 0, 1), task_dir(zero, "seqlora", 0, 1))
+    run("-m", "codyra.cli", "train", "--config", str(config), "--method", "seqlora", "--seed", "0", "--task", "2")
+
+    def tensors(cfg, name):
+        return load_file(str(task_dir(cfg, "seqlora", 0, 2) / name))
+
+    state = tensors(zero, METHOD_STATE_FILE)
+    assert {float(v) for k, v in state.items() if k.endswith(".step")} == {12.0}  # 6 steps of task 1, 6 of task 2
+    assert relative_error(tensors(plain, UPDATE_FILE), tensors(zero, UPDATE_FILE)) < 1e-5
+    assert relative_error(tensors(plain, METHOD_STATE_FILE), state) < 1e-5

@@ -75,5 +75,28 @@ def test_merge_per_task_lora_sums_two_adapters(cfg):
 def test_previous_update_of_another_rank_is_refused(cfg):
     train_task(cfg, "seqlora", 0, 1)
     cfg["method_configs"]["seqlora"]["rank"] = 2
-    with pytest.raises(ValueError, match="not a seqlora adapter of rank 2"):
+    with pytest.raises(ValueError, match="not a carried seqlora adapter of rank 2"):
+        train_task(cfg, "seqlora", 0, 2)
+
+
+def test_carry_optimizer_continues_task_1s_adamw_in_task_2(cfg):
+    from codyra.updates import load_method_state
+
+    cfg["train"]["carry_optimizer"] = True
+    for i in (1, 2):
+        train_task(cfg, "seqlora", 0, i)
+    first, second = (load_method_state(task_dir(cfg, "seqlora", 0, i)) for i in (1, 2))
+    steps = cfg["train"]["iterations"]
+    name = next(k for k in first if k.startswith("optimizer.") and k.endswith(".A.step"))
+    # one optimizer through the stream: task 2's AdamW took its steps after task 1's
+    assert float(first[name]) == steps and float(second[name]) == 2 * steps
+    assert {k.rsplit(".", 1)[0] for k in second if k.startswith("optimizer.")} == {
+        k.rsplit(".", 1)[0] for k in first if k.startswith("optimizer.")
+    }
+
+
+def test_carry_optimizer_refuses_a_task_trained_without_it(cfg):
+    train_task(cfg, "seqlora", 0, 1)
+    cfg["train"]["carry_optimizer"] = True
+    with pytest.raises(ValueError, match="task 1's stored method state holds no optimizer state"):
         train_task(cfg, "seqlora", 0, 2)

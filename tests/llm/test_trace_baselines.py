@@ -35,3 +35,21 @@ def test_trace_baseline_trains_two_tasks_from_its_stored_state(tiny_trace, metho
         assert all(second[k].shape[0] == 2 and torch.equal(second[k][0], first[k][0]) for k in first)
     else:
         assert all((second[k] >= first[k]).all() for k in first)
+
+
+@pytest.mark.parametrize("kind", ["treelora", "hidelora"])
+def test_treelora_and_hidelora_carry_one_adapter_and_one_optimizer(tiny_trace, kind):
+    """As ZinYY/TreeLoRA runs them: task 2 trains task 1's adapter further (its update is
+    [A_2; A_1], gates [+s; -s]) with task 1's AdamW state; 2 micro-batches per step."""
+    from codyra.updates import load_method_state, load_update
+
+    tiny_trace["method_configs"][kind] = {"kind": kind, "rank": 4, "alpha": 16, "placement": ["q_proj", "v_proj"]}
+    tiny_trace["train"].update(batch_size=2, gradient_accumulation=2, carry_optimizer=True)
+    for task in (1, 2):
+        assert train_task(tiny_trace, kind, 0, task).summary["steps"] == 6
+    first, second = (load_update(task_dir(tiny_trace, kind, 0, task)) for task in (1, 2))
+    target = next(iter(first.targets))
+    assert torch.equal(second.tensors[f"{target}.A"][4:], first.tensors[f"{target}.A"])
+    assert second.tensors[f"{target}.w"].tolist() == [4.0] * 4 + [-4.0] * 4
+    state = load_method_state(task_dir(tiny_trace, kind, 0, 2))
+    assert {float(v) for k, v in state.items() if k.startswith("optimizer.") and k.endswith(".step")} == {12.0}

@@ -164,20 +164,25 @@ def _words(text):
     return {"input_ids": text.split()}
 
 
-def test_icl_prompt_is_trace_format_on_a_hand_made_task():
-    prefix = icl.TRACE_INSTRUCTIONS["FOMC"]
+def test_icl_prompts_are_treelora_format_on_a_hand_made_task():
+    fmt = icl.FORMATS["treelora"]
+    prefix = fmt.instructions["FOMC"]
     examples = [TraceExample(prefix + f"Text {k}.\nAnswer:", "ABC"[k % 3]) for k in range(9)]
     cfg = {"tasks": [{"name": "C-STANCE"}, {"name": "FOMC"}], "llm": {"max_prompt_len": 200, "mini": None}, "method_configs": {"icl": SPECS["icl"]}}
     shown, prompt_len = ICL.test_prompts(cfg, "icl", 3, 2, examples, _words)
     assert prompt_len == 200
-    # TRACE's draw: seeded per (seed, task), the budget after the instruction and constraint line
+    # the draw: seeded per (seed, task), the budget after the instruction and the examples line
     rng = random.Random(derive_seed(3, 2))
-    limit = 200 - len((prefix + icl.CONSTRAINED_PROMPT).split())
-    demos = icl.pick_demonstrations([{"prompt": e.prompt, "answer": e.answer} for e in examples], prefix, 2, limit, lambda t: len(t.split()), rng)
-    assert len(demos) == 2 and demos[0]["answer"] != demos[1]["answer"]
+    limit = 200 - len((prefix + fmt.constraint).split())
+    demos = icl.pick_demonstrations([{"prompt": e.prompt, "answer": e.answer} for e in examples], "FOMC", prefix, fmt, 2, limit, lambda t: len(t.split()), rng)
+    assert len(demos) == 2
     block = "".join(f"{d['prompt']}{d['answer']}\n\n" for d in demos)
     assert block.startswith("Text ") and block.count("\nAnswer:") == 2  # instruction stripped from each demonstration
-    assert shown == [prefix + block + f"Text {k}.\nAnswer:" for k in range(9)]
+    assert shown == [prefix + fmt.constraint + block + f"Text {k}.\nAnswer:" for k in range(9)]
+    # TRACE's a451f6d format: no examples line
+    cfg["method_configs"]["icl"] = {**SPECS["icl"], "format": "trace-a451f6d"}
+    older, _ = ICL.test_prompts(cfg, "icl", 3, 2, examples, _words)
+    assert all(fmt.constraint not in p and p.startswith(prefix + "Text ") for p in older)
 
 
 def test_icl_cells_are_evaluated_with_demonstrations_not_copied(tiny_trace):

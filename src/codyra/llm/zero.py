@@ -259,6 +259,33 @@ class ZeroBackend:
             group.update({k: v for k, v in saved.items() if k != "params"})
         return step, history
 
+    @torch.no_grad()
+    def moments(self) -> dict:
+        """Full fp32 AdamW state per parameter on every rank (a collective: call it on all ranks)."""
+        gathered = {key: self.gather(self.trainables, key) for key in MOMENTS}
+        out, index = {}, 0
+        for g, params in enumerate(self.groups):
+            step = self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"]
+            for _ in params:
+                out[self.names[index]] = {"step": step.detach().float().cpu().clone(), **{k: gathered[k][index].cpu() for k in MOMENTS}}
+                index += 1
+        return out
+
+    @torch.no_grad()
+    def load_moments(self, moments: dict) -> None:
+        """Every rank writes its fragments of the moments; a group's step is its parameters' (one value)."""
+        for name, p in zip(self.names, self.trainables):
+            for key in MOMENTS:
+                self._write_fragment(p, moments[name][key].to(self.device), key)
+        index = 0
+        for g, params in enumerate(self.groups):
+            steps = {float(moments[n]["step"]) for n in self.names[index : index + len(params)]}
+            if len(steps) > 1:
+                raise ValueError(f"train.carry_optimizer: the carried steps of parameter group {g} differ ({sorted(steps)}); ZeRO keeps one per group")
+            if steps:
+                self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"].fill_(steps.pop())
+            index += len(params)
+
     def _param_groups(self) -> list[dict]:
         """The client optimizer's hyperparameters with torch's parameter numbering."""
         out, start = [], 0

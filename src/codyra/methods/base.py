@@ -66,7 +66,8 @@ class TaskContext:
     ``generator`` seeds the method's own random initialisation (a pure function of (seed,
     task)); ``cfg`` is the full config (for a method that needs e.g. reference data).
     ``total_steps`` / ``steps_per_epoch``: the task's optimizer steps and those of one pass over
-    its training set (rounded up; TRACE's per-epoch quantities: EWC's Fisher, OGD's last epoch).
+    its training set (rounded up; TRACE's per-epoch quantities: EWC's Fisher, OGD's last epoch);
+    ``micro_batches_per_step``: the micro-batches (``extra_loss`` calls) of each step.
     ``task_batches()`` iterates the task's training micro-batches of all its steps, as training
     draws them (a method that needs a pass over the task's data before or after training:
     InfLoRA's input subspaces).
@@ -92,6 +93,7 @@ class TaskContext:
     cfg: dict
     method_name: str
     seed: int
+    micro_batches_per_step: int = 1
 
 
 class Method(ABC):

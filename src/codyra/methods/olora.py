@@ -10,6 +10,10 @@ the same terms in BeyonderXX/TRACE ``model/Regular/O_LoRA.py``):
 with A_prev^m the earlier tasks' down-projections of matrix m stacked row-wise (``lora_A``,
 r_sum x k) and the norms *not* squared (``torch.norm(param, p=2)``). Both references run
 lambda_1 = 0.5 and lambda_2 = 0 (``scripts/order_*.sh``, ``train_llama_lora.sh``).
+ZinYY/TreeLoRA's ``model/Regular/O_LoRA.py`` computes the same terms but has the per-task
+merge into ``lora_A``/``lora_B`` commented out (end of ``train_one_task``), so its O-LoRA trains
+one adapter through the stream against an empty ``lora_A``: effectively SeqLoRA. This method
+follows TRACE and cmnfriend.
 
 The reference keeps every earlier LoRA beside the backbone, unmerged (``lora_A``/``lora_B`` of
 rank r_sum plus ``loranew``). Its forward is linear in them, so merging each task's LoRA into

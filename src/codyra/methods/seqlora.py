@@ -10,20 +10,30 @@ gates [+scale] * r + [-scale] * r (task 1: D_1 alone). Task i reads the first r 
 update i-1 back as its starting adapter and subtracts D_{i-1} from the frozen weights, so the
 base it trains on is theta_0 (up to fp32 rounding) and the adapter carries all of D_{i-1}.
 The summary's ``dW_fro`` is the norm of the task's increment D_i - D_{i-1}.
+:class:`CarriedAdapter` is that mechanism; TreeLoRA and HiDe-LoRA use it too (their
+``adapter: stream``).
 
-Not carried (a documented difference): each task job starts a fresh AdamW state and LR
-schedule, where TRACE and TreeLoRA keep one optimizer for the whole stream.
+Each task job starts a fresh AdamW state unless ``train.carry_optimizer`` is set (TRACE and
+TreeLoRA keep one optimizer for the whole stream): then the moments and step counts of task
+i-1's job continue in task i's.
 """
 
 from __future__ import annotations
 
 from codyra.methods.lora import LoRA, LoRAOptions
 
+# the ``adapter`` option of the methods that may carry theirs (TreeLoRA, HiDe-LoRA)
+ADAPTER_MODES = ("stream", "per_task_merge")
 
-class SeqLoRA(LoRA):
-    kind = "seqlora"
-    paper_row = "SeqLoRA"
-    Options = LoRAOptions  # no norm-matched probe: the carried adapter is not one task's update
+
+class CarriedAdapter:
+    """A LoRA method's adapter carried from task to task (mixed in before :class:`LoRA`):
+    ``carries()`` says whether this run does."""
+
+    kind: str
+
+    def carries(self) -> bool:
+        return True
 
     def setup(self, ctx):
         import torch
@@ -33,7 +43,7 @@ class SeqLoRA(LoRA):
 
         groups = super().setup(ctx)
         self.carried, self.base_blocks = {}, {}
-        if ctx.task_index == 1:
+        if ctx.task_index == 1 or not self.carries():
             return groups
         previous = ctx.stored_update(ctx.task_index - 1)
         params = dict(ctx.model.named_parameters())
@@ -49,8 +59,7 @@ class SeqLoRA(LoRA):
                 block.copy_((block.float().cpu() - delta_from_factors(A, B, w)).to(block.dtype))
         return groups
 
-    @staticmethod
-    def _previous_adapter(previous, name: str, adapter):
+    def _previous_adapter(self, previous, name: str, adapter):
         """(A, B, w) of the adapter the previous task ended with: the first r components of its update."""
         import torch
 
@@ -60,8 +69,8 @@ class SeqLoRA(LoRA):
         A, B, w = tensors[f"{name}.A"][:r], tensors[f"{name}.B"][:, :r], tensors[f"{name}.w"][:r]
         if A.shape != adapter.A.shape or B.shape != adapter.B.shape or not torch.all(w == adapter.scale):
             raise ValueError(
-                f"the previous task's update of {name!r} is not a seqlora adapter of rank {r} and scale "
-                f"{adapter.scale:g} (A {tuple(A.shape)}, gates {w.tolist()[:3]}...): retrain that task with this method"
+                f"the previous task's update of {name!r} is not a carried {self.kind} adapter of rank {r} and scale "
+                f"{adapter.scale:g} (A {tuple(A.shape)}, gates {w.tolist()[:3]}...): retrain that task with this method and options"
             )
         return A, B, w
 
@@ -81,6 +90,12 @@ class SeqLoRA(LoRA):
         for t in self.targets:
             if t.name in self.base_blocks:
                 param_block(params[t.param], t.rows).copy_(self.base_blocks[t.name])
+
+
+class SeqLoRA(CarriedAdapter, LoRA):
+    kind = "seqlora"
+    paper_row = "SeqLoRA"
+    Options = LoRAOptions  # no norm-matched probe: the carried adapter is not one task's update
 
 
 METHOD = SeqLoRA

@@ -1,30 +1,39 @@
 """TreeLoRA (Qian et al. 2025, ZinYY/TreeLoRA ``model/Regular/Tree_LoRA.py`` and its
-``utils/kd_lora_tree.py``): per task a new LoRA whose down-projections are pulled towards those
+``utils/kd_lora_tree.py``): a LoRA whose down-projections are pulled, on each task, towards those
 of the most similar earlier task, chosen per layer by a bandit over a gradient-similarity tree.
 
 What the reference computes (its "grads" are the LoRA A matrices themselves, one per adapted
-matrix = one tree "depth"):
-- every round (micro-batch there, optimizer step here) it adds n_depth * A_d / T to the task's
-  accumulator (``insert_grad`` adds the whole stack once per depth: the factor n_depth);
-- from task 2 on, ``tree_search``: per (earlier task k, depth d) the mean of the negative L1
-  distances |acc_d - G_k,d|_1 recorded for past picks, minus the LCB bonus
-  sqrt(log(2 T (t+1)(t+2))) / sqrt(2 n_kd + 1e-5), negated, plus its minimum; a first task is
-  sampled from softmax(row sums); the tree root's child holding it multiplies its tasks' rows
-  by min(its median similarity, 1.5) (1 for a leaf); the matrix is divided by (max - min +
-  1e-5); per depth an earlier task is sampled from the softmax over tasks; picks are counted and
-  their L1 distances recorded. As written, the code ranks distance + bonus, so its softmax favours
-  the earlier task whose accumulator is *farther* in L1 (the paper describes the nearer one); we
-  follow the code;
-- the regulariser R = -sum_d <A_d, G_{k_d},d> enters as loss - tmp_reg * L * R / (R + 1e-5)
-  (R and L detached in the denominator and factor), tmp_reg = reg * t / T ramping over the task;
-- after the task, the tree: task k's vector is G_k - G_{k-1} (G_1 itself); a node at depth d
-  splits its tasks by similarity to their mean at depth d, >= median left, < median right
-  (an empty side splits the list in halves), down to depth n_depth or single tasks.
+matrix = one tree "depth"), every epoch anew (``Tree_LoRA.py`` ``train_one_task`` calls
+``new_epoch_init``: the accumulator, the bandit statistics and the round counter restart, and
+T = the epoch's micro-batches, ``len(train_dataloader)``):
+- every round (one micro-batch, ``kd_lora_tree.step()`` then ``insert_grad``) it adds
+  n_depth * A_d / T to the task's accumulator (``insert_grad`` adds the whole stack once per
+  depth: the factor n_depth);
+- from task 2 on, every round, ``tree_search``: per (earlier task k, depth d) the mean of the
+  negative L1 distances |acc_d - G_k,d|_1 recorded for past picks, minus the LCB bonus
+  sqrt(log(2 T (t+1)(t+2))) / sqrt(2 n_kd + 1e-5) (t: the round, from 0), negated, plus its
+  minimum; a first task is sampled from softmax(row sums); the tree root's child holding it
+  multiplies its tasks' rows by min(its median similarity, 1.5) (1 for a leaf); the matrix is
+  divided by (max - min + 1e-5); per depth an earlier task is sampled from the softmax over
+  tasks; picks are counted and their L1 distances recorded. As written, the code ranks
+  distance + bonus, so its softmax favours the earlier task whose accumulator is *farther* in
+  L1 (the paper describes the nearer one); we follow the code;
+- the regulariser R = -sum_d <A_d, G_{k_d},d> enters the micro-batch's loss as
+  loss - tmp_reg * L * R / (R + 1e-5) (R and L detached in the denominator and factor),
+  tmp_reg = reg * t / T ramping over the epoch;
+- after the task (``end_task``), the last epoch's accumulator is the task's G_k, and the tree:
+  task k's vector is G_k - G_{k-1} (G_1 itself); a node at depth d splits its tasks by
+  similarity to their mean at depth d, >= median left, < median right (an empty side splits
+  the list in halves), down to depth n_depth or single tasks.
 
-Where it differs: the reference restarts the accumulator, bandit statistics and the ramp every
-epoch and keeps the last epoch's; a task here is one pass of ``T`` optimizer steps. Its adapter
-is never merged between tasks (``loranew`` continues); here each task's LoRA merges like
-O-LoRA's, and the earlier tasks' accumulators are this method's stored state.
+Here an epoch is ``steps_per_epoch`` optimizer steps and T = steps_per_epoch x
+gradient_accumulation micro-batches. The earlier tasks' accumulators are this method's stored
+state. ``adapter: stream`` (the default) trains one adapter through all tasks, never merged
+or re-initialised, as the reference does (``training/main.py`` wraps the model with peft once;
+``loranew`` continues from task to task): :class:`~codyra.methods.seqlora.CarriedAdapter`.
+``adapter: per_task_merge`` is our variant: each task learns a fresh LoRA, merged after the
+task like O-LoRA's. The reference also keeps one optimizer through all tasks:
+``train.carry_optimizer``.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from dataclasses import dataclass
 
 from codyra.methods.lora import LoRA, LoRAOptions
 from codyra.methods.options import option
+from codyra.methods.seqlora import ADAPTER_MODES, CarriedAdapter
 
 
 class TreeNode:
@@ -119,32 +129,45 @@ def scaled_regularizer(R, task_loss, tmp_reg: float):
 
 @dataclass(frozen=True)
 class TreeLoRAOptions(LoRAOptions):
-    reg: float = option(0.5, minimum=0, doc="final weight of the tree regulariser (ramped over the task)")
+    reg: float = option(0.5, minimum=0, doc="final weight of the tree regulariser (ramped over each epoch)")
+    adapter: str = option(
+        "stream", choices=ADAPTER_MODES, doc="stream: one adapter through all tasks (the reference); per_task_merge: ours, a fresh LoRA merged after each task"
+    )
 
 
-class TreeLoRA(LoRA):
+class TreeLoRA(CarriedAdapter, LoRA):
     kind = "treelora"
     paper_row = "TreeLoRA"
-    after_step_rewrites_parameters = False  # after_step counts rounds
+    after_step_rewrites_parameters = False  # after_step counts steps
     Options = TreeLoRAOptions
+
+    def carries(self) -> bool:
+        return self.options.adapter == "stream"
 
     def setup(self, ctx):
         import torch
 
         groups = super().setup(ctx)
-        self.ctx, self.task_index, self.total = ctx, ctx.task_index, ctx.total_steps
+        self.task_index, self.steps_per_epoch = ctx.task_index, ctx.steps_per_epoch
+        self.rounds_per_epoch = ctx.steps_per_epoch * ctx.micro_batches_per_step  # the reference's len(train_dataloader)
         self.names = [t.name for t in self.targets]
         self.previous = self._previous(ctx)
         self.previous_on_device = (
             None if self.previous is None else [p.to(ctx.device, torch.float32) for p in self.previous]
         )
-        self.accumulated = [torch.zeros(self.adapters[n].A.numel(), dtype=torch.float64) for n in self.names]
-        self.rounds, self.picks = 0, None
-        generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=ctx.generator)))
-        self.bandit = None
-        if self.previous is not None:
-            self.bandit = TreeBandit(self.previous, build_tree(self.previous), self.total, generator)
+        self.tree = None if self.previous is None else build_tree(self.previous)
+        self.generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=ctx.generator)))
+        self.steps_done = 0
+        self._new_epoch(0)
         return groups
+
+    def _new_epoch(self, epoch: int) -> None:
+        """``new_epoch_init``: the accumulator, the bandit statistics and the round counter restart."""
+        import torch
+
+        self.epoch, self.round = epoch, -1
+        self.accumulated = [torch.zeros(self.adapters[n].A.numel(), dtype=torch.float64) for n in self.names]
+        self.bandit = None if self.previous is None else TreeBandit(self.previous, self.tree, self.rounds_per_epoch, self.generator)
 
     def _previous(self, ctx):
         """Per depth, the earlier tasks' accumulators (tasks x D_d), or None for task 1."""
@@ -159,38 +182,47 @@ class TreeLoRA(LoRA):
         return [state[f"{n}.A_tasks"].double() for n in self.names]
 
     def extra_loss(self, ctx, batch, outputs):
+        """One round per micro-batch: ``step``, ``insert_grad``, then from task 2 on ``tree_search`` and ``get_loss``."""
+        epoch = self.steps_done // self.steps_per_epoch
+        if epoch != self.epoch:
+            self._new_epoch(epoch)
+        self.round += 1
         A = [self.adapters[n].A for n in self.names]
-        if self.picks is None:  # the step's first micro-batch: the reference's insert_grad and tree_search
-            for acc, a in zip(self.accumulated, A):
-                acc += len(A) * a.detach().reshape(-1).double().cpu() / self.total
-            if self.bandit is not None:
-                self.picks = self.bandit.search(self.rounds, self.accumulated)
+        for acc, a in zip(self.accumulated, A):
+            acc += len(A) * a.detach().reshape(-1).double().cpu() / self.rounds_per_epoch
         if self.bandit is None:
             return None
-        tmp_reg = self.options.reg * self.rounds / self.total
-        R = tree_regularizer(A, self.previous_on_device, self.picks)
+        picks = self.bandit.search(self.round, self.accumulated)
+        tmp_reg = self.options.reg * self.round / self.rounds_per_epoch
+        R = tree_regularizer(A, self.previous_on_device, picks)
         return -scaled_regularizer(R, ctx.task_loss(batch, outputs), tmp_reg)
 
     def after_step(self, step, total_steps):
-        self.rounds, self.picks = self.rounds + 1, None
+        self.steps_done = step
 
     def checkpoint_state(self):
-        """The accumulators so far and, from task 2 on, the bandit's statistics and its sampling
-        stream (the tree and earlier accumulators are rebuilt from stored state; rounds = steps)."""
+        """The epoch's accumulators and round counter and, from task 2 on, the bandit's statistics
+        and its sampling stream (the tree and earlier accumulators are rebuilt from stored state)."""
+        import torch
+
         state = {f"{n}.accumulated": acc for n, acc in zip(self.names, self.accumulated, strict=True)}
+        state["rounds"] = torch.tensor([self.epoch, self.round])
         if self.bandit is not None:
             b = self.bandit
             state.update({"bandit.sim": b.sim, "bandit.counts": b.counts, "bandit.generator": b.generator.get_state()})
         return state
 
     def restore_checkpoint(self, state, step):
-        self.rounds = step
+        epoch, rounds = (int(v) for v in state["rounds"])
+        self.steps_done = step
+        self._new_epoch(epoch)
+        self.round = rounds
         for n, acc in zip(self.names, self.accumulated, strict=True):
             acc.copy_(state[f"{n}.accumulated"])
         if self.bandit is not None:
             self.bandit.sim.copy_(state["bandit.sim"])
             self.bandit.counts.copy_(state["bandit.counts"])
-            self.bandit.generator.set_state(state["bandit.generator"])
+            self.generator.set_state(state["bandit.generator"])
 
     def state_to_store(self):
         import torch
