@@ -2,7 +2,8 @@
 (CoDyRA-dagger): the cells A[i, j] of one row.
 
 The router is the pretrained model's zero-shot classifier over the classes of every task of
-the benchmark (RAIL's domain predictor, see ``codyra.complement.routing``). A test image whose
+the benchmark (RAIL's domain predictor, see ``codyra.complement.routing``; by default with
+RAIL's prompt ``a photo of a {}.`` for every class). A test image whose
 predicted domain is a task k <= i is classified by theta_k (the model right after learning
 task k, rebuilt from the stored updates 1..k); every other image by theta_i. So unseen tasks
 get exactly the plain run's predictions (Transfer unchanged, as the paper notes for
@@ -50,11 +51,12 @@ def _predict(model, classifier, dataset, indices, cfg, device) -> tuple[torch.Te
 
 
 @torch.no_grad()
-def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device):
-    """Yield the cells A[i, j] for j in ``js``, each with its routing summary."""
+def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device, router_prompts: str = "rail"):
+    """Yield the cells A[i, j] for j in ``js``, each with its routing summary; the router embeds the
+    classes with ``router_prompts`` (``codyra.clip.zeroshot.router_space``)."""
     from codyra.clip.benchmarks import build_tasks
     from codyra.clip.model import pretrained_clip
-    from codyra.clip.zeroshot import label_space_classifier
+    from codyra.clip.zeroshot import label_space_classifier, router_space
     from codyra.data.registry import label_space
 
     if i < 1:
@@ -69,7 +71,7 @@ def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device)
     tests = {j: tasks[j - 1].test_set() for j in js}  # checks the image files before any compute
 
     with autocast(device, cfg["eval"]["precision"]):
-        router = label_space_classifier(model, bundle.tokenizer, union, device)
+        router = label_space_classifier(model, bundle.tokenizer, router_space(union, router_prompts), device)
     domain_of = class_domains([t.num_classes for t in tasks])
     routes = {}
     for j in js:

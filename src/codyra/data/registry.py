@@ -21,7 +21,7 @@ For a whole benchmark config (data.kind mtil or xtail):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from codyra.paths import FEWSHOT_MANIFEST, results_path
@@ -129,6 +129,12 @@ class LabelSpace:
         """For each global label, its class name filled into each of its dataset's templates."""
         templates_of = dict(zip(self.datasets, self.templates))
         return [[t.format(classname) for t in templates_of[dataset]] for dataset, classname in self.entries]
+
+    def with_template(self, template: str) -> LabelSpace:
+        """The same classes, every one embedded with the single ``template`` (RAIL's zero-shot head)."""
+        if "{}" not in template:
+            raise ValueError(f"a template must contain '{{}}', got {template!r}")
+        return replace(self, templates=tuple((template,) for _ in self.datasets))
 
     def blocks(self) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
         """(class names, templates) per dataset in label order: one text-embedding batch each."""
