@@ -85,7 +85,9 @@ def build_task(
     root = Path(root).expanduser().absolute()
     splits = load_splits(name, protocol, root)
     train = splits.train
+    full_train_size = None
     if fewshot_k is not None:
+        full_train_size = len(train)
         if manifest_path is None:
             positions = sample_fewshot(train.labels, fewshot_k, fewshot_seed)
         else:
@@ -103,6 +105,8 @@ def build_task(
         templates=templates(name, protocol),
         train_set=_CheckedView(TrainView, train, TrainTransform(image), name, protocol, root),
         test_set=_CheckedView(EvalView, splits.test, EvalTransform(image), name, protocol, root),
+        train_eval_set=_CheckedView(EvalView, train, EvalTransform(image), name, protocol, root),
+        full_train_size=full_train_size,
     )
 
 

@@ -69,7 +69,8 @@ class TaskContext:
     its training set (rounded up; TRACE's per-epoch quantities: EWC's Fisher, OGD's last epoch).
     ``task_batches()`` iterates the task's training micro-batches of all its steps, as training
     draws them (a method that needs a pass over the task's data before or after training:
-    InfLoRA's input subspaces).
+    InfLoRA's input subspaces). ``task`` is the family's description of the task being trained
+    (CLIP: its ``codyra.tasks.ClassificationTask``; None where the family has none).
     """
 
     model: nn.Module
@@ -92,6 +93,7 @@ class TaskContext:
     cfg: dict
     method_name: str
     seed: int
+    task: Any = None
 
 
 class Method(ABC):
