@@ -88,10 +88,11 @@ def test_moe_adapters_ddas_epoch_is_the_whole_splits_loader():
     3,334 training images, 53, though the chooser trains on the 5-shot subset."""
     from types import SimpleNamespace
 
-    from codyra.methods.moe_adapters import MoEAdapters
+    from codyra.methods.moe_adapters import MoEAdapters, ddas_epoch_batches
 
     cfg = paper("mtil_5shot")
+    options = MoEAdapters(cfg["method_configs"]["moe-adapters"]).options
     ctx = SimpleNamespace(task=SimpleNamespace(full_train_size=3334), cfg=cfg, method_name="moe-adapters", task_index=1)
-    assert MoEAdapters(cfg["method_configs"]["moe-adapters"])._epoch_batches(ctx) == 53
-    assert MoEAdapters({**cfg["method_configs"]["moe-adapters"], "ae_epoch": "trained"})._epoch_batches(ctx) is None
-    assert MoEAdapters(cfg["method_configs"]["moe-adapters"])._epoch_batches(SimpleNamespace(task=SimpleNamespace(full_train_size=None))) is None
+    assert ddas_epoch_batches(ctx, options) == 53
+    assert ddas_epoch_batches(ctx, MoEAdapters({**cfg["method_configs"]["moe-adapters"], "ae_epoch": "trained"}).options) is None
+    assert ddas_epoch_batches(SimpleNamespace(task=SimpleNamespace(full_train_size=None)), options) is None  # the whole split trains

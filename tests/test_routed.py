@@ -187,6 +187,7 @@ def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_defau
     from codyra.clip.benchmarks import build_tasks
     from codyra.clip.model import pretrained_clip
     from codyra.data.registry import label_space
+    from codyra.methods.codyra_dagger import CoDyRADagger
     from codyra.methods.rail import RAIL
 
     cfg = tiny_run
@@ -205,7 +206,8 @@ def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_defau
     cfg["method_configs"]["codyra-dagger"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_dagger", "router_prompts": prompts}
     train_task(cfg, "codyra-dagger", 0, 1)
     seen.clear()
-    list(routed.routed_row(cfg, "codyra-dagger", 0, 1, [2], torch.device("cpu"), router_prompts=prompts))
+    options = CoDyRADagger(cfg["method_configs"]["codyra-dagger"]).options
+    list(routed.routed_row(cfg, "codyra-dagger", 0, 1, [2], torch.device("cpu"), options))
     assert seen[0].templates == want  # the router; theta_k's classifiers keep the benchmark's templates
     assert all(space.templates == union.templates[1:2] for space in seen[1:])
 
@@ -221,3 +223,40 @@ def test_router_prompts_reject_an_unknown_choice():
         router_space(space, "clip")
     with pytest.raises(ValueError, match="must contain"):
         space.with_template("a photo")
+
+
+def test_dagger_with_moe_adapters_selector_routes_each_test_batch_as_a_whole(tiny_run):
+    """router: ddas, the other reading of "similar to MoE-Adapters": one autoencoder per task on
+    theta_0's features; evaluation routes each batch of ddas_batch_size test images as a whole
+    (MoE-Adapters' evaluation.py); CoDyRA's training is unchanged."""
+    from codyra.clip import routed
+    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip.model import pretrained_clip
+    from codyra.clip.moe_adapters import image_features, load_ddas
+    from codyra.methods.codyra_dagger import CoDyRADagger
+    from codyra.paths import task_dir
+    from codyra.updates import load_method_state, load_update
+
+    cfg = tiny_run
+    cfg["method_configs"]["dagger-ddas"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_dagger", "router": "ddas", "ae_iterations": 20, "ae_code_dim": 8, "ddas_batch_size": 16}
+    for method in ("codyra", "dagger-ddas"):
+        for i in (1, 2):
+            train_task(cfg, method, 0, i)
+    plain, dagger = load_update(task_dir(cfg, "codyra", 0, 2)), load_update(task_dir(cfg, "dagger-ddas", 0, 2))
+    assert all(torch.equal(plain.tensors[k], dagger.tensors[k]) for k in plain.tensors)  # CoDyRA's training unchanged
+    state = load_method_state(task_dir(cfg, "dagger-ddas", 0, 2))
+    autoencoders, thresholds = load_ddas(state)
+    assert len(autoencoders) == 2 and thresholds.shape == (2,)
+    options = CoDyRADagger(cfg["method_configs"]["dagger-ddas"]).options
+    bundle = pretrained_clip(cfg)
+    test = build_tasks(cfg, bundle.image)[2].test_set()
+    routes = routed._ddas_routes(bundle.model.eval(), test, cfg, torch.device("cpu"), options, state)
+    for start in range(0, len(test), 16):  # by hand: the batch's best autoencoder, or zero-shot above its threshold
+        images = torch.stack([test[k][0] for k in range(start, min(start + 16, len(test)))])
+        with torch.no_grad():
+            losses = routing.reconstruction_losses(autoencoders, image_features(bundle.model, images))
+        best = int(losses.argmin())
+        expected = best if losses[best] <= thresholds[best] else routing.ZERO_SHOT
+        assert routes[start : start + 16].tolist() == [expected] * len(images)
+    (cell,) = evaluate_row(cfg, "dagger-ddas", 0, 2, [3])
+    assert cell["routing"]["router"] == "ddas" and cell["routing"]["samples"] == len(test)

@@ -33,15 +33,9 @@ from codyra.methods.options import MethodOptions, option
 
 
 @dataclass(frozen=True)
-class MoEAdaptersOptions(MethodOptions):
-    experts: int = option(22, minimum=1, doc="experts per block (scripts: experts_num 22)")
-    top_k: int = option(2, minimum=1, doc="experts per sample (args.py --topk 2)")
-    bottleneck: int = option(64, minimum=1, doc="adapter width (args.py --ffn_num 64)")
-    adapter_scale: float = option(0.1, exclusive_minimum=0, doc="adapter output scale (model.py adapter_scalar 0.1)")
-    dropout: float = option(0.1, minimum=0, exclusive_maximum=1, doc="adapter dropout (model.py dropout 0.1)")
-    label_smoothing: float = option(0.2, minimum=0, exclusive_maximum=1, doc="cross-entropy label smoothing (scripts: --ls 0.2)")
-    balance_loss: bool = option(False, doc="add 1e-2 (cv^2 importance + cv^2 load) per block (the reference computes it, never adds it)")
-    freeze_top: int = option(2, minimum=0, doc="experts per block frozen after each task (finetune.py: topk(choose_map, 2))")
+class DDASOptions(MethodOptions):
+    """MoE-Adapters' distribution-discriminative auto-selector (also CoDyRA-dagger's ``router: ddas``)."""
+
     ae_code_dim: int = option(100, minimum=1, doc="DDAS autoencoder code width (few_shot_autoencoder code_dims 100)")
     ae_iterations: int = option(301, minimum=1, doc="DDAS training steps (scripts: --iterations 300; the loop runs range(300 + 1))")
     ae_lr: float = option(0.003, exclusive_minimum=0, doc="DDAS Adam lr (few_shot_AutoEncoder.py 0.003; full-shot AutoEncoder.py 0.01)")
@@ -55,6 +49,18 @@ class MoEAdaptersOptions(MethodOptions):
     ddas_threshold: float | None = option(None, doc="zero-shot above this reconstruction loss (null: per task, calibrated)")
     ddas_batch_size: int = option(128, minimum=1, doc="test images per DDAS routing decision (args.py --batch-size-eval 128)")
 
+
+@dataclass(frozen=True)
+class MoEAdaptersOptions(DDASOptions):
+    experts: int = option(22, minimum=1, doc="experts per block (scripts: experts_num 22)")
+    top_k: int = option(2, minimum=1, doc="experts per sample (args.py --topk 2)")
+    bottleneck: int = option(64, minimum=1, doc="adapter width (args.py --ffn_num 64)")
+    adapter_scale: float = option(0.1, exclusive_minimum=0, doc="adapter output scale (model.py adapter_scalar 0.1)")
+    dropout: float = option(0.1, minimum=0, exclusive_maximum=1, doc="adapter dropout (model.py dropout 0.1)")
+    label_smoothing: float = option(0.2, minimum=0, exclusive_maximum=1, doc="cross-entropy label smoothing (scripts: --ls 0.2)")
+    balance_loss: bool = option(False, doc="add 1e-2 (cv^2 importance + cv^2 load) per block (the reference computes it, never adds it)")
+    freeze_top: int = option(2, minimum=0, doc="experts per block frozen after each task (finetune.py: topk(choose_map, 2))")
+
     def check(self):
         errors = []
         if self.top_k > self.experts:
@@ -62,6 +68,40 @@ class MoEAdaptersOptions(MethodOptions):
         if self.freeze_top > self.experts:
             errors.append(("freeze_top", f"must be <= experts ({self.experts}), got {self.freeze_top}"))
         return errors
+
+
+def ddas_epoch_batches(ctx, options: DDASOptions) -> int | None:
+    """The batches one DDAS epoch counts (None: those it trains on). The reference's loader over
+    the whole training split has ceil(images / --batch-size) batches."""
+    import math
+
+    from codyra.config import resolve_job
+
+    full = getattr(ctx.task, "full_train_size", None)
+    if options.ae_epoch == "trained" or full is None:  # no few-shot subset: the split is what it trains on
+        return None
+    return math.ceil(full / resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"])
+
+
+def fit_selector(ctx, options: DDASOptions, model, generator):
+    """(task i's DDAS autoencoder, its threshold): trained on ``model``'s image features (theta_0's)
+    of the task's training batches, one epoch of them (``few_shot_AutoEncoder.py``)."""
+    import itertools
+
+    import torch
+
+    from codyra.complement.routing import DomainAutoencoder, fit_autoencoder
+
+    o = options
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        batches = itertools.islice(ctx.task_batches(), min(o.ae_iterations, ctx.steps_per_epoch))
+        features = [ctx.forward(model, b)["image_features"].float().detach() for b in batches]
+    model.train(was_training)
+    ae = DomainAutoencoder(features[0].shape[1], o.ae_code_dim, generator=generator).to(features[0].device)
+    worst = fit_autoencoder(ae, features, o.ae_iterations, o.ae_lr, o.ae_weight_decay, o.ae_decay_epochs, ddas_epoch_batches(ctx, o))
+    return ae.cpu(), worst if o.ddas_threshold is None else o.ddas_threshold
 
 
 class MoEAdapters(Method):
@@ -78,7 +118,7 @@ class MoEAdapters(Method):
         o = self.options
         self.task_index = ctx.task_index
         autoencoders, thresholds = load_ddas(ctx.previous_state) if ctx.previous_state else ([], torch.zeros(0))
-        ae, threshold = self._fit_selector(ctx)
+        ae, threshold = fit_selector(ctx, self.options, ctx.model, ctx.generator)  # the model is theta_0: MoE-Adapters never changes it
         self.ddas = ddas_state([*autoencoders, ae], [*thresholds.tolist(), threshold])
         self.autoencoders = [*autoencoders, ae]
 
@@ -97,37 +137,6 @@ class MoEAdapters(Method):
         params = [p for p in ctx.model.parameters() if p.requires_grad]
         self.trainable = sum(p.numel() for p in params)
         return [{"params": params, "weight_decay": ctx.weight_decay}]
-
-    def _fit_selector(self, ctx):
-        """Task i's DDAS autoencoder on theta_0's features of its training batches (the model is
-        still theta_0: MoE-Adapters never changes the backbone)."""
-        import itertools
-
-        import torch
-
-        from codyra.complement.routing import DomainAutoencoder, fit_autoencoder
-
-        o = self.options
-        ctx.model.eval()
-        with torch.no_grad():
-            batches = itertools.islice(ctx.task_batches(), min(o.ae_iterations, ctx.steps_per_epoch))
-            features = [ctx.forward(ctx.model, b)["image_features"].float().detach() for b in batches]
-        ctx.model.train()
-        ae = DomainAutoencoder(features[0].shape[1], o.ae_code_dim, generator=ctx.generator).to(features[0].device)
-        worst = fit_autoencoder(ae, features, o.ae_iterations, o.ae_lr, o.ae_weight_decay, o.ae_decay_epochs, self._epoch_batches(ctx))
-        return ae.cpu(), worst if o.ddas_threshold is None else o.ddas_threshold
-
-    def _epoch_batches(self, ctx) -> int | None:
-        """The batches one DDAS epoch counts (None: those it trains on). The reference's loader
-        over the whole training split has ceil(images / --batch-size) batches."""
-        import math
-
-        from codyra.config import resolve_job
-
-        full = getattr(ctx.task, "full_train_size", None)
-        if self.options.ae_epoch == "trained" or full is None:  # no few-shot subset: the split is what it trains on
-            return None
-        return math.ceil(full / resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"])
 
     def extra_loss(self, ctx, batch, outputs):
         from codyra.methods.full import label_smoothing_correction
