@@ -86,6 +86,11 @@ def test_zscl_ensemble_schedule_matches_zscl_iterations():
     due = [s for s in range(1, 1001) if ensemble_due(s, 1000, 100)]
     assert due == [1, 101, 201, 301, 401, 501, 601, 701, 801, 901, 1000]
     assert [s for s in range(1, 6) if ensemble_due(s, 5, 2)] == [1, 3, 5]
+    # iterations 0..4, every 2: 0, 2, 4 -> after steps 1, 3 and the last (iteration 4 is T)
+    assert [s for s in range(1, 5) if ensemble_due(s, 4, 2)] == [1, 3, 4]
+    # finetune.py l.310: the final iteration T merges only when avg_freq divides T (1,050: not)
+    due = [s for s in range(1, 1051) if ensemble_due(s, 1050, 100)]
+    assert due == [1, 101, 201, 301, 401, 501, 601, 701, 801, 901, 1001]
     with pytest.raises(ValueError):
         ensemble_due(1, 10, 0)
 

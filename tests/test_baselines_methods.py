@@ -41,6 +41,15 @@ def batch_at(step, task):
     return {"images": torch.randn(4, 3, 32, 32, generator=g), "labels": torch.randint(0, 3, (4,), generator=g)}
 
 
+class ImageTask:
+    """The task side LwF reads: its training images under the evaluation transform (6 fixed images)."""
+
+    images = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(7))
+
+    def train_eval_set(self):
+        return [(image, k % 3) for k, image in enumerate(self.images)]
+
+
 def context(model, task_index, previous_state=None, previous_update=None, cfg=None, family=CLIP):
     return TaskContext(
         model=model,
@@ -57,9 +66,10 @@ def context(model, task_index, previous_state=None, previous_update=None, cfg=No
         task_loss=lambda batch, outputs: F.cross_entropy(outputs["logits"], batch["labels"]),
         stored_state=lambda k: previous_state,
         stored_update=lambda k: previous_update,
-        cfg=cfg or {"model": {"name": "codyra-mini"}},
+        cfg=cfg or {"model": {"name": "codyra-mini"}, "data": {"num_workers": 0}},
         method_name="m",
         seed=0,
+        task=ImageTask(),
         total_steps=STEPS,
         steps_per_epoch=2,
         task_batches=lambda: (batch_at(step, task_index) for step in range(STEPS)),
@@ -98,7 +108,8 @@ def weights(model):
 @pytest.mark.parametrize("kind", ["lwf", "lwf_vr", "wise_ft", "ewc", "gem"])
 def test_each_method_runs_two_tasks_and_round_trips_its_state(kind, tmp_path):
     model = tiny_clip()
-    _, update, summary, state = run_task({"kind": kind}, model, 1)
+    spec = {"kind": kind, "distill_batch_size": 4} if kind.startswith("lwf") else {"kind": kind}
+    _, update, summary, state = run_task(spec, model, 1)
     assert summary["trainable_params"] > 0 and update.kind == "delta"
     if state:
         saved = save_update(tmp_path, update, {**summary, "task_index": 1}, state)
@@ -106,7 +117,7 @@ def test_each_method_runs_two_tasks_and_round_trips_its_state(kind, tmp_path):
         loaded = load_method_state(tmp_path)
         assert loaded.keys() == state.keys() and all(torch.equal(loaded[k], state[k]) for k in state)
         state = loaded
-    _, _, _, state2 = run_task({"kind": kind}, model, 2, (state or None, update))
+    _, _, _, state2 = run_task(spec, model, 2, (state or None, update))
     if kind == "gem":  # one memory row per finished task
         first = next(iter(state2))
         assert state2[first].shape[0] == 2 and torch.equal(state2[first][0], state[first][0])
@@ -114,28 +125,76 @@ def test_each_method_runs_two_tasks_and_round_trips_its_state(kind, tmp_path):
         assert all((state2[k] >= state[k]).all() for k in state) and any((state2[k] > state[k]).any() for k in state)
 
 
-def test_lwf_distillation_is_flat_where_the_student_is_the_teacher():
+def test_lwf_distils_on_its_own_batch_of_the_tasks_evaluation_images():
+    """ZSCL's lwf.sh passes --ref-dataset <current task>: finetune.py (l.140-145) reads it with
+    test_preprocess through its own shuffled loader, one batch per step (l.234-246), not the
+    training batch. The student starts at the teacher: the loss is the teachers' self-entropy."""
+    from codyra.batches import StepBatches, derive_seed
+    from codyra.methods.lwf import DISTILL_STREAM
+
     model = tiny_clip()
-    method = build_method({"kind": "lwf"})
+    method = build_method({"kind": "lwf", "distill_batch_size": 4})
     ctx = context(model, 1)
     method.setup(ctx)
-    batch = batch_at(1, 1)
-    outputs = ctx.forward(model, batch)
-    image = outputs["image_features"].detach().requires_grad_(True)
-    extra = method.extra_loss(ctx, batch, {**outputs, "image_features": image})
-    logits = model.logit_scale.exp() * image.detach() @ outputs["text_features"].detach().T
-    entropy = soft_cross_entropy(logits, logits, 2.0) + soft_cross_entropy(logits.T, logits.T, 2.0)
-    assert extra.item() == pytest.approx(entropy.item(), rel=1e-5)  # cross-entropy with itself
-    (grad,) = torch.autograd.grad(extra, image)
-    assert grad.abs().max() < 1e-5  # the student sits at the teacher: no pull yet
+    sampler = StepBatches(6, 4, derive_seed(0, DISTILL_STREAM), 1, 0, STEPS)
+    for step in range(2):  # 6 images in batches of 4: the second batch runs into the next epoch
+        images = ImageTask.images[[index for index, _ in sampler.batch(step)]]
+        batch = batch_at(step + 1, 1)
+        extra = method.extra_loss(ctx, batch, ctx.forward(model, batch))
+        with torch.no_grad():
+            teacher = clip_forward(model, {"images": images})
+        logits = model.logit_scale.exp() * teacher["image_features"] @ teacher["text_features"].T
+        entropy = soft_cross_entropy(logits, logits, 2.0) + soft_cross_entropy(logits.T, logits.T, 2.0)
+        assert extra.item() == pytest.approx(entropy.item(), rel=1e-5)
+        (grad,) = torch.autograd.grad(extra, model.visual.proj)
+        assert grad.abs().max() < 1e-5  # the student sits at the teacher: no pull yet
+    method.restore_checkpoint({}, 1)  # a resumed job draws step 2's batch again
+    assert method.distill.next(ctx.device).shape == (4, 3, 32, 32) and method.distill.step == 2
+
+
+def test_label_smoothing_turns_the_task_loss_into_zscls_smoothed_cross_entropy():
+    """ZSCL's scripts: F.cross_entropy(logits, labels, label_smoothing=0.2) (finetune.py l.224):
+    (1 - 0.2) CE + 0.2 * the mean of -log p over the classes."""
+    logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 1.5, 0.0]])
+    labels = torch.tensor([0, 2])
+    outputs = {"logits": logits, "image_features": torch.zeros(2, 4)}
+    batch = {"labels": labels}
+    method = build_method({"kind": "full", "label_smoothing": 0.2})
+    total = F.cross_entropy(logits, labels) + method.extra_loss(None, batch, outputs)
+    logp = logits.log_softmax(dim=1)
+    by_hand = [-(0.8 * logp[0, 0] + 0.2 / 3 * logp[0].sum()), -(0.8 * logp[1, 2] + 0.2 / 3 * logp[1].sum())]
+    assert total.item() == pytest.approx(float(sum(by_hand) / 2), rel=1e-6)
+    assert build_method({"kind": "full"}).extra_loss(None, batch, outputs) is None
+    with pytest.raises(ValueError, match="needs an image-text model"):
+        method.extra_loss(None, batch, {"logits": logits})
 
 
 def test_lwf_vr_distils_over_random_token_rows():
     model = tiny_clip()
-    method = build_method({"kind": "lwf_vr", "vocabulary_size": 50, "vocabulary_length": 5})
+    method = build_method({"kind": "lwf_vr", "vocabulary_size": 50, "vocabulary_length": 5, "distill_batch_size": 4})
     method.setup(context(model, 1))
     assert method.vocabulary_features.shape == (50, model.text_projection.shape[1])
     assert torch.allclose(method.vocabulary_features.norm(dim=-1), torch.ones(50))
+
+
+def test_lwf_vr_draws_the_same_vocabulary_at_every_task_as_zscl():
+    """ZSCL seeds torch's global generator with 42 at the start of every task's process
+    (main.py l.23) before virtual_vocab draws (helpers.py l.56): every task gets the same rows."""
+    from codyra.methods.lwf_vr import random_vocabulary
+
+    def vocabulary(task_index, seed):
+        method = build_method({"kind": "lwf_vr", "vocabulary_size": 20, "vocabulary_length": 5, "distill_batch_size": 4, "vocabulary_seed": seed})
+        method.setup(context(tiny_clip(), task_index))  # the same teacher: the rows decide
+        return method.vocabulary_features
+
+    assert torch.equal(vocabulary(1, 42), vocabulary(2, 42))
+    assert not torch.equal(vocabulary(1, None), vocabulary(2, None))  # per (seed, task)
+    teacher = tiny_clip().eval()
+    tokenizer = open_clip.get_tokenizer("codyra-mini")
+    rows = random_vocabulary(20, 5, teacher.vocab_size, tokenizer.sot_token_id, tokenizer.eot_token_id, teacher.context_length, torch.Generator().manual_seed(42))
+    with torch.no_grad():
+        expected = F.normalize(teacher.encode_text(rows).float(), dim=-1)
+    torch.testing.assert_close(vocabulary(3, 42), expected)
 
 
 def test_wise_ft_keeps_alpha_of_the_fine_tuned_step():

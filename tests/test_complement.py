@@ -217,3 +217,40 @@ class _Const(torch.nn.Module):
 
     def forward(self, x):
         return torch.full_like(x, self.c)
+
+
+def test_ddas_lr_counts_epochs_over_the_whole_training_split_as_moe_adapters():
+    """few_shot_AutoEncoder.py: exp_lr_scheduler(optimizer, int(iteration / num_batches), 0.003) with
+    num_batches = len(dataset.train_loader), the full split's: Aircraft 3,334 images / 64 -> 53.
+    So the lr stays 0.003 through the 301 steps (epoch <= 5 < 10), where counting the 8 five-shot
+    batches (500 images) would reach epoch 30 by iteration 240: 0.003 x 0.1^3."""
+    assert [routing.ddas_lr(t, 0.003, 10, 53) for t in (0, 240, 300, 529)] == [0.003] * 4
+    assert routing.ddas_lr(530, 0.003, 10, 53) == pytest.approx(3e-4)  # epoch 10
+    assert routing.ddas_lr(240, 0.003, 10, 8) == pytest.approx(3e-6)
+    assert routing.ddas_lr(79, 0.003, 10, 8) == 0.003 and routing.ddas_lr(80, 0.003, 10, 8) == pytest.approx(3e-4)
+
+
+class _Recording(routing.DomainAutoencoder):
+    """Records which batch (its first feature, before the sigmoid) each forward sees."""
+
+    def __init__(self):
+        super().__init__(2, 2, generator=torch.Generator().manual_seed(0))
+        self.seen = []
+
+    def forward(self, x):
+        self.seen.append(round(float(torch.logit(x[0, 0])), 3))
+        return super().forward(x)
+
+
+def test_ddas_batches_restart_at_every_split_epoch_and_when_exhausted():
+    """The reference re-creates its few-shot iterator when iteration % num_batches == 0 (l.199)
+    and when it runs out (l.205): batch (t % num_batches) % len(batches) at iteration t."""
+    batches = [torch.full((2, 2), float(k)) for k in range(3)]
+    ae = _Recording()
+    routing.fit_autoencoder(ae, batches, iterations=12, lr=0.01, weight_decay=0.0, decay_epochs=10, epoch_batches=5)
+    assert ae.seen[:12] == [0, 1, 2, 0, 1, 0, 1, 2, 0, 1, 0, 1]
+    ae = _Recording()
+    routing.fit_autoencoder(ae, batches, iterations=5, lr=0.01, weight_decay=0.0, decay_epochs=10)  # epochs of its own batches
+    assert ae.seen[:5] == [0, 1, 2, 0, 1]
+    with pytest.raises(ValueError, match="at least one batch"):
+        routing.fit_autoencoder(ae, batches, iterations=1, lr=0.01, weight_decay=0.0, decay_epochs=10, epoch_batches=0)

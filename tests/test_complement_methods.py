@@ -103,7 +103,8 @@ def test_codyra_rail_fits_rail_on_theta_i_and_keeps_codyras_transfer(tiny_run):
     from codyra.methods.rail import RAILOptions
 
     cfg = tiny_run
-    cfg["method_configs"]["codyra-rail"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_rail", "hidden_dim": 32}
+    # prompts: dataset, CoDyRA's own zero-shot head (RAIL's 'a photo of a {}.' is the default)
+    cfg["method_configs"]["codyra-rail"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_rail", "hidden_dim": 32, "prompts": "dataset"}
     for method in ("codyra", "codyra-rail"):
         for i in (1, 2):
             summary = train_task(cfg, method, 0, i).summary

@@ -144,7 +144,8 @@ def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regres
     from codyra.methods.rail import RAIL
 
     cfg = tiny_run
-    options = RAIL({"kind": "rail", "variant": variant, "hidden_dim": 64, "precision": "float64"}).options
+    # prompts: dataset, so RAIL's zero-shot head is the benchmark's zero-shot row's
+    options = RAIL({"kind": "rail", "variant": variant, "hidden_dim": 64, "precision": "float64", "prompts": "dataset"}).options
     states, feats = _rail_states(cfg, options, 2)
     if variant == "primal":  # the recursion over two tasks is the joint ridge solve over their features
         w = analytic.expansion(options, 0, feats[0][0].shape[1])
@@ -166,7 +167,7 @@ def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run)
     from codyra.updates import load_method_state
 
     cfg = tiny_run
-    cfg["method_configs"]["rail-primal"] = {"kind": "rail", "hidden_dim": 32}
+    cfg["method_configs"]["rail-primal"] = {"kind": "rail", "hidden_dim": 32, "prompts": "dataset"}  # zero-shot head = the zero-shot row's
     summaries = [train_task(cfg, "rail-primal", 0, i).summary for i in (1, 2)]
     state = load_method_state(task_dir(cfg, "rail-primal", 0, 2))
     # kept at inference: the 64 x 32 expansion and W (32 x the classes of tasks 1..2)
@@ -176,3 +177,86 @@ def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run)
     zero_shot = evaluate_row(cfg, "pretrained", None, 0, [3])[0]["accuracy"]
     assert cells[2]["accuracy"] == zero_shot and all("routing" in c for c in cells)
     assert read_cell(cfg, cell_path(cfg, "rail-primal", 0, 2, 1), "rail-primal", 0, 2, 1)["routing"]["router"] == "zero_shot"
+
+
+@pytest.mark.parametrize("prompts, expected", [("rail", ("a photo of a {}.",)), ("dataset", None)])
+def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_default(tiny_run, monkeypatch, prompts, expected):
+    """RAIL's zero-shot head is ``clip_classifier(classnames, ['a photo of a {}.'])`` for every class
+    (primal_RAIL.py l.234, dual_RAIL.py l.60); ``prompts: dataset`` keeps each dataset's templates."""
+    from codyra.clip import analytic, routed, zeroshot
+    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip.model import pretrained_clip
+    from codyra.data.registry import label_space
+    from codyra.methods.codyra_dagger import CoDyRADagger
+    from codyra.methods.rail import RAIL
+
+    cfg = tiny_run
+    seen = []
+    real = zeroshot.label_space_classifier
+    monkeypatch.setattr(zeroshot, "label_space_classifier", lambda m, t, space, d: seen.append(space) or real(m, t, space, d))
+    options = RAIL({"kind": "rail", "hidden_dim": 16, "prompts": prompts}).options
+    states, _ = _rail_states(cfg, options, 1)
+    list(analytic.rail_row(cfg, "rail", options, 0, 1, [1], torch.device("cpu"), states[0]))
+    union = label_space(build_tasks(cfg, pretrained_clip(cfg).image))
+    want = union.templates if expected is None else tuple(expected for _ in union.datasets)
+    assert seen[0].templates == want and seen[0].entries == union.entries
+    if prompts == "rail":
+        assert seen[0].prompts()[0] == [f"a photo of a {union.entries[0][1]}."]
+    train_task(cfg, "codyra", 0, 1)
+    cfg["method_configs"]["codyra-dagger"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_dagger", "router_prompts": prompts}
+    train_task(cfg, "codyra-dagger", 0, 1)
+    seen.clear()
+    options = CoDyRADagger(cfg["method_configs"]["codyra-dagger"]).options
+    list(routed.routed_row(cfg, "codyra-dagger", 0, 1, [2], torch.device("cpu"), options))
+    assert seen[0].templates == want  # the router; theta_k's classifiers keep the benchmark's templates
+    assert all(space.templates == union.templates[1:2] for space in seen[1:])
+
+
+def test_router_prompts_reject_an_unknown_choice():
+    from codyra.clip.zeroshot import router_space
+    from codyra.data.registry import LabelSpace
+
+    space = LabelSpace(("a",), (0,), (("a", "cat"),), (("a {} here.",),))
+    assert router_space(space, "rail").prompts() == [["a photo of a cat."]]
+    assert router_space(space, "dataset") is space
+    with pytest.raises(ValueError, match="unknown router prompts 'clip'; choose from rail, dataset"):
+        router_space(space, "clip")
+    with pytest.raises(ValueError, match="must contain"):
+        space.with_template("a photo")
+
+
+def test_dagger_with_moe_adapters_selector_routes_each_test_batch_as_a_whole(tiny_run):
+    """router: ddas, the other reading of "similar to MoE-Adapters": one autoencoder per task on
+    theta_0's features; evaluation routes each batch of ddas_batch_size test images as a whole
+    (MoE-Adapters' evaluation.py); CoDyRA's training is unchanged."""
+    from codyra.clip import routed
+    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip.model import pretrained_clip
+    from codyra.clip.moe_adapters import image_features, load_ddas
+    from codyra.methods.codyra_dagger import CoDyRADagger
+    from codyra.paths import task_dir
+    from codyra.updates import load_method_state, load_update
+
+    cfg = tiny_run
+    cfg["method_configs"]["dagger-ddas"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_dagger", "router": "ddas", "ae_iterations": 20, "ae_code_dim": 8, "ddas_batch_size": 16}
+    for method in ("codyra", "dagger-ddas"):
+        for i in (1, 2):
+            train_task(cfg, method, 0, i)
+    plain, dagger = load_update(task_dir(cfg, "codyra", 0, 2)), load_update(task_dir(cfg, "dagger-ddas", 0, 2))
+    assert all(torch.equal(plain.tensors[k], dagger.tensors[k]) for k in plain.tensors)  # CoDyRA's training unchanged
+    state = load_method_state(task_dir(cfg, "dagger-ddas", 0, 2))
+    autoencoders, thresholds = load_ddas(state)
+    assert len(autoencoders) == 2 and thresholds.shape == (2,)
+    options = CoDyRADagger(cfg["method_configs"]["dagger-ddas"]).options
+    bundle = pretrained_clip(cfg)
+    test = build_tasks(cfg, bundle.image)[2].test_set()
+    routes = routed._ddas_routes(bundle.model.eval(), test, cfg, torch.device("cpu"), options, state)
+    for start in range(0, len(test), 16):  # by hand: the batch's best autoencoder, or zero-shot above its threshold
+        images = torch.stack([test[k][0] for k in range(start, min(start + 16, len(test)))])
+        with torch.no_grad():
+            losses = routing.reconstruction_losses(autoencoders, image_features(bundle.model, images))
+        best = int(losses.argmin())
+        expected = best if losses[best] <= thresholds[best] else routing.ZERO_SHOT
+        assert routes[start : start + 16].tolist() == [expected] * len(images)
+    (cell,) = evaluate_row(cfg, "dagger-ddas", 0, 2, [3])
+    assert cell["routing"]["router"] == "ddas" and cell["routing"]["samples"] == len(test)

@@ -135,6 +135,7 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         cfg=cfg,
         method_name=method_name,
         seed=seed,
+        task=getattr(session, "task", None),  # CLIP sessions hold their ClassificationTask
     )
 
 

@@ -47,6 +47,11 @@ class ClassificationTask:
     templates: tuple[str, ...]
     train_set: Callable[[], TrainDataset]
     test_set: Callable[[], EvalDataset]
+    # the training images under the evaluation transform (LwF's distillation batches, as ZSCL
+    # reads the task's training set with its test preprocessing)
+    train_eval_set: Callable[[], EvalDataset]
+    # images in the training split a few-shot subset was drawn from (None: train_set is that split)
+    full_train_size: int | None = None
 
     def __post_init__(self):
         if not self.classnames:

@@ -108,7 +108,7 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
     adapter after task i (``state``), each with its routing summary."""
     from codyra.clip.benchmarks import build_tasks
     from codyra.clip.model import pretrained_clip
-    from codyra.clip.zeroshot import label_space_classifier
+    from codyra.clip.zeroshot import label_space_classifier, router_space
     from codyra.data.registry import label_space
 
     started = time.time()
@@ -120,7 +120,7 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
     learned = sum(sizes[:i])
     own_space = cfg["data"]["label_space"] != "union"
     with autocast(device, cfg["eval"]["precision"]):
-        classifier = label_space_classifier(model, bundle.tokenizer, union, device)
+        classifier = label_space_classifier(model, bundle.tokenizer, router_space(union, options.prompts), device)
     scores = None
     domain_of = class_domains(sizes)
     for j in js:

@@ -7,7 +7,8 @@ the routers of tasks 1..i and the frozen-expert marks (``<layer>.experts.*``, ``
 ``<layer>.noise.*``, ``<layer>.frozen``), and the DDAS autoencoders of tasks 1..i with their
 thresholds (``ddas.<k>.*``, ``ddas.threshold``).
 
-Evaluation (``mtil/src/models/evaluation.py``): each test batch is routed as a whole. Its frozen
+Evaluation (``mtil/src/models/evaluation.py``): each test batch (``--batch-size-eval``, 128) is
+routed as a whole. Its frozen
 theta_0 image features go through every learned task's autoencoder; the best reconstruction
 picks the task k whose router then gates the experts of both towers (image features and the
 class-prompt features), or, above the threshold, the batch is classified by the plain
@@ -137,7 +138,8 @@ def moe_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], d
         task = tasks[j - 1]
         space = label_space([task]) if own_space else union
         offset = 0 if own_space else union.offset(task.name)
-        loader = torch.utils.data.DataLoader(task.test_set(), batch_size=ev["batch_size"], num_workers=cfg["data"]["num_workers"], pin_memory=device.type == "cuda")
+        # DDAS routes a whole batch: batches of the reference's size (options.ddas_batch_size), not eval.batch_size
+        loader = torch.utils.data.DataLoader(task.test_set(), batch_size=options.ddas_batch_size, num_workers=cfg["data"]["num_workers"], pin_memory=device.type == "cuda")
         tally, correct, total = RoutingTally(ROUTER, true_domain=j - 1, learned=i), 0, 0
         for images, labels in loader:
             images = images.to(device, non_blocking=True)

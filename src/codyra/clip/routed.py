@@ -1,9 +1,11 @@
 """Task-agnostic inference with domain prediction for a CLIP run that kept per-task models
 (CoDyRA-dagger): the cells A[i, j] of one row.
 
-The router is the pretrained model's zero-shot classifier over the classes of every task of
-the benchmark (RAIL's domain predictor, see ``codyra.complement.routing``). A test image whose
-predicted domain is a task k <= i is classified by theta_k (the model right after learning
+The router (``router``) is the pretrained model's zero-shot classifier over the classes of
+every task of the benchmark (``zero_shot``: RAIL's domain predictor, see
+``codyra.complement.routing``; by default with RAIL's prompt ``a photo of a {}.`` for every
+class), or MoE-Adapters' autoencoders on theta_0's features, one decision per test batch
+(``ddas``). A test image whose predicted domain is a task k <= i is classified by theta_k (the model right after learning
 task k, rebuilt from the stored updates 1..k); every other image by theta_i. So unseen tasks
 get exactly the plain run's predictions (Transfer unchanged, as the paper notes for
 CoDyRA-dagger) and learned tasks escape later tasks' drift as far as the router is right.
@@ -20,12 +22,17 @@ import torch
 import torch.nn.functional as F
 
 from codyra.cells import cell_record
-from codyra.complement.routing import ZERO_SHOT, RoutingTally, class_domains, route_learned
+from codyra.complement.routing import (
+    ZERO_SHOT,
+    RoutingTally,
+    class_domains,
+    ddas_route,
+    reconstruction_losses,
+    route_learned,
+)
 from codyra.device import autocast
 from codyra.state import require_updates
 from codyra.updates import apply_update, load_update
-
-ROUTER = "zero_shot"
 
 
 @torch.no_grad()
@@ -50,31 +57,56 @@ def _predict(model, classifier, dataset, indices, cfg, device) -> tuple[torch.Te
 
 
 @torch.no_grad()
-def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device):
-    """Yield the cells A[i, j] for j in ``js``, each with its routing summary."""
+def _ddas_routes(model, dataset, cfg, device, options, state: dict) -> torch.Tensor:
+    """(N,) each test image's route: its batch's (``options.ddas_batch_size`` images in order),
+    chosen by the autoencoders of ``state`` on theta_0's features (``codyra.complement.routing``)."""
+    from codyra.clip.moe_adapters import image_features, load_ddas
+
+    autoencoders, thresholds = load_ddas(state)
+    autoencoders = [ae.to(device) for ae in autoencoders]
+    loader = torch.utils.data.DataLoader(dataset, batch_size=options.ddas_batch_size, num_workers=cfg["data"]["num_workers"], pin_memory=device.type == "cuda")
+    routes = []
+    for images, _ in loader:
+        with autocast(device, cfg["eval"]["precision"]):
+            features = image_features(model, images.to(device, non_blocking=True))
+        routes.append(torch.full((len(images),), ddas_route(reconstruction_losses(autoencoders, features), thresholds)))
+    return torch.cat(routes)
+
+
+@torch.no_grad()
+def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device, options, state: dict | None = None):
+    """Yield the cells A[i, j] for j in ``js``, each with its routing summary. ``options``: the
+    method's (``router``, ``router_prompts``, and for ``router: ddas`` the selector's options,
+    whose autoencoders of tasks 1..i are in ``state``)."""
     from codyra.clip.benchmarks import build_tasks
     from codyra.clip.model import pretrained_clip
-    from codyra.clip.zeroshot import label_space_classifier
+    from codyra.clip.zeroshot import label_space_classifier, router_space
     from codyra.data.registry import label_space
 
     if i < 1:
         raise ValueError("routed inference needs a learned task (i >= 1); row 0 is the pretrained model's")
+    if options.router == "ddas" and state is None:
+        raise ValueError("router: ddas routes with the stored autoencoders: pass task i's method state")
     started = time.time()
     dirs = require_updates(cfg, method, seed, i)  # fail before building anything
     bundle = pretrained_clip(cfg)
     model = bundle.model.to(device).eval()
     tasks = build_tasks(cfg, bundle.image)
-    union = label_space(tasks)  # the router's: every domain of the benchmark
+    union = label_space(tasks)  # the zero-shot router's: every domain of the benchmark
     own_space = cfg["data"]["label_space"] != "union"
     tests = {j: tasks[j - 1].test_set() for j in js}  # checks the image files before any compute
 
-    with autocast(device, cfg["eval"]["precision"]):
-        router = label_space_classifier(model, bundle.tokenizer, union, device)
-    domain_of = class_domains([t.num_classes for t in tasks])
     routes = {}
-    for j in js:
-        predicted, _ = _predict(model, router, tests[j], torch.arange(len(tests[j])), cfg, device)
-        routes[j] = route_learned(domain_of[predicted], i)
+    if options.router == "ddas":
+        for j in js:
+            routes[j] = route_learned(_ddas_routes(model, tests[j], cfg, device, options, state), i)
+    else:
+        with autocast(device, cfg["eval"]["precision"]):
+            router = label_space_classifier(model, bundle.tokenizer, router_space(union, options.router_prompts), device)
+        domain_of = class_domains([t.num_classes for t in tasks])
+        for j in js:
+            predicted, _ = _predict(model, router, tests[j], torch.arange(len(tests[j])), cfg, device)
+            routes[j] = route_learned(domain_of[predicted], i)
 
     correct = {j: 0 for j in js}
     for k in range(1, i + 1):
@@ -94,7 +126,7 @@ def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device)
             predicted, labels = _predict(model, classifiers[space], tests[j], chosen.nonzero().flatten(), cfg, device)
             correct[j] += int((predicted == labels + offset).sum())
     for j in js:
-        tally = RoutingTally(ROUTER, true_domain=j - 1, learned=i)
+        tally = RoutingTally(options.router, true_domain=j - 1, learned=i)
         tally.add(routes[j])
         classes = tasks[j - 1].num_classes if own_space else len(union)
         fields = {"num_classes": classes, "num_samples": len(tests[j]), "label_space": cfg["data"]["label_space"], "routing": tally.to_json()}

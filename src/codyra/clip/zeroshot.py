@@ -31,3 +31,17 @@ def label_space_classifier(model, tokenizer, space, device, batch_size: int = 25
     return torch.cat(
         [class_embeddings(model, tokenizer, names, templates, device, batch_size) for names, templates in space.blocks()]
     )
+
+
+ROUTER_PROMPTS = ("rail", "dataset")
+
+
+def router_space(space, prompts: str):
+    """The label space a zero-shot domain predictor (and RAIL's fused head) embeds: ``rail`` =
+    every class with RAIL's single template (``codyra.data.templates.RAIL_TEMPLATE``, as RAIL
+    runs it); ``dataset`` = each class with its own dataset's templates (the benchmark's)."""
+    from codyra.data.templates import RAIL_TEMPLATE
+
+    if prompts not in ROUTER_PROMPTS:
+        raise ValueError(f"unknown router prompts {prompts!r}; choose from {', '.join(ROUTER_PROMPTS)}")
+    return space.with_template(RAIL_TEMPLATE) if prompts == "rail" else space

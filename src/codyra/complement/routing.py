@@ -82,26 +82,50 @@ def ddas_route(losses: torch.Tensor, threshold: float | torch.Tensor) -> int:
     return best if float(losses[best]) <= limit else ZERO_SHOT
 
 
-def fit_autoencoder(ae: DomainAutoencoder, batches: list[torch.Tensor], iterations: int, lr: float, weight_decay: float, decay_epochs: int) -> float:
-    """Train one task's autoencoder as MoE-Adapters' chooser (``few_shot_AutoEncoder.py``): Adam
-    (lr, weight decay), MSE of the sigmoid-squashed features, one batch per iteration cycling over
-    ``batches`` (one epoch), lr x 0.1 every ``decay_epochs`` epochs. Returns the largest batch loss
-    over the epoch after training: the reference prints it per task to set the threshold by hand."""
+def fit_autoencoder(
+    ae: DomainAutoencoder,
+    batches: list[torch.Tensor],
+    iterations: int,
+    lr: float,
+    weight_decay: float,
+    decay_epochs: int,
+    epoch_batches: int | None = None,
+) -> float:
+    """Train one task's autoencoder as MoE-Adapters' chooser (``few_shot_AutoEncoder.py`` lines
+    192-222): Adam (lr, weight decay), MSE of the sigmoid-squashed features, one batch per
+    iteration, lr x 0.1 every ``decay_epochs`` epochs.
+
+    An epoch is ``epoch_batches`` iterations (None: ``len(batches)``). The reference counts it
+    over its full training loader (``num_batches = len(dataset.train_loader)``, line 193; 53 for
+    Aircraft's 3,334 images in batches of 64) while it trains on the 5-shot batches, and restarts
+    their iterator at every such epoch (line 199) as well as when it runs out (line 205): the
+    batch of iteration t is ``batches[(t % epoch_batches) % len(batches)]``.
+
+    Returns the largest batch loss over ``batches`` after training: the reference prints it per
+    task to set the threshold by hand."""
     if not batches:
         raise ValueError("the DDAS autoencoder got no feature batches")
+    per_epoch = len(batches) if epoch_batches is None else epoch_batches
+    if per_epoch < 1:
+        raise ValueError(f"an epoch of the DDAS schedule needs at least one batch, got epoch_batches={epoch_batches}")
     optimizer = torch.optim.Adam(ae.parameters(), lr=lr, weight_decay=weight_decay)
     ae.train()
     for iteration in range(iterations):
-        epoch = iteration // len(batches)
         for group in optimizer.param_groups:
-            group["lr"] = lr * 0.1 ** (epoch // decay_epochs)
-        loss = reconstruction_losses([ae], batches[iteration % len(batches)])[0]
+            group["lr"] = ddas_lr(iteration, lr, decay_epochs, per_epoch)
+        loss = reconstruction_losses([ae], batches[(iteration % per_epoch) % len(batches)])[0]
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     ae.eval()
     with torch.no_grad():
         return max(float(reconstruction_losses([ae], b)[0]) for b in batches)
+
+
+def ddas_lr(iteration: int, lr: float, decay_epochs: int, epoch_batches: int) -> float:
+    """MoE-Adapters' ``exp_lr_scheduler(optimizer, int(iteration / num_batches), lr)``:
+    lr x 0.1 ** (epoch // decay_epochs), epoch = iteration // epoch_batches (0-based iterations)."""
+    return lr * 0.1 ** ((iteration // epoch_batches) // decay_epochs)
 
 
 @dataclass

@@ -21,7 +21,7 @@ For a whole benchmark config (data.kind mtil or xtail):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from codyra.paths import FEWSHOT_MANIFEST, results_path
@@ -85,7 +85,9 @@ def build_task(
     root = Path(root).expanduser().absolute()
     splits = load_splits(name, protocol, root)
     train = splits.train
+    full_train_size = None
     if fewshot_k is not None:
+        full_train_size = len(train)
         if manifest_path is None:
             positions = sample_fewshot(train.labels, fewshot_k, fewshot_seed)
         else:
@@ -103,6 +105,8 @@ def build_task(
         templates=templates(name, protocol),
         train_set=_CheckedView(TrainView, train, TrainTransform(image), name, protocol, root),
         test_set=_CheckedView(EvalView, splits.test, EvalTransform(image), name, protocol, root),
+        train_eval_set=_CheckedView(EvalView, train, EvalTransform(image), name, protocol, root),
+        full_train_size=full_train_size,
     )
 
 
@@ -129,6 +133,12 @@ class LabelSpace:
         """For each global label, its class name filled into each of its dataset's templates."""
         templates_of = dict(zip(self.datasets, self.templates))
         return [[t.format(classname) for t in templates_of[dataset]] for dataset, classname in self.entries]
+
+    def with_template(self, template: str) -> LabelSpace:
+        """The same classes, every one embedded with the single ``template`` (RAIL's zero-shot head)."""
+        if "{}" not in template:
+            raise ValueError(f"a template must contain '{{}}', got {template!r}")
+        return replace(self, templates=tuple((template,) for _ in self.datasets))
 
     def blocks(self) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
         """(class names, templates) per dataset in label order: one text-embedding batch each."""

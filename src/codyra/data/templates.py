@@ -1,7 +1,10 @@
 """Prompt templates per dataset; `{}` is the class-name placeholder.
 
 MTIL uses CLIP's prompt ensembles (evaluation averages them, training uses the first);
-X-TAIL uses CoOp's single template per dataset, as the RAIL protocol does.
+X-TAIL uses CoOp's single template per dataset. RAIL itself does not: its zero-shot classifier
+(the fused logits and the domain predictor) embeds every class of every dataset with the one
+template ``RAIL_TEMPLATE`` (linghan1997/Regression-based-Analytic-Incremental-Learning
+``primal_RAIL.py`` line 234, ``dual_RAIL.py`` line 60), as the X-TAIL paper says.
 """
 
 from __future__ import annotations
@@ -79,6 +82,8 @@ XTAIL_TEMPLATES = {
 }
 
 _TEMPLATES = {MTIL: MTIL_TEMPLATES, XTAIL: XTAIL_TEMPLATES}
+
+RAIL_TEMPLATE = "a photo of a {}."
 
 
 def templates(name: str, protocol: str) -> tuple[str, ...]:

@@ -70,7 +70,8 @@ class TaskContext:
     ``micro_batches_per_step``: the micro-batches (``extra_loss`` calls) of each step.
     ``task_batches()`` iterates the task's training micro-batches of all its steps, as training
     draws them (a method that needs a pass over the task's data before or after training:
-    InfLoRA's input subspaces).
+    InfLoRA's input subspaces). ``task`` is the family's description of the task being trained
+    (CLIP: its ``codyra.tasks.ClassificationTask``; None where the family has none).
     """
 
     model: nn.Module
@@ -94,6 +95,7 @@ class TaskContext:
     method_name: str
     seed: int
     micro_batches_per_step: int = 1
+    task: Any = None
 
 
 class Method(ABC):

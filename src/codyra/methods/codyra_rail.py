@@ -2,12 +2,26 @@
 CoDyRA continually updates the backbone, and RAIL's analytic regression head with its zero-shot
 domain fusion sits on top of the updated representation instead of the frozen one.
 
-Our reading of the appendix, which gives no algorithm: task i trains and merges as CoDyRA; then
+What the paper supports: the appendix says the representation CoDyRA updates is paired with
+RAIL's "aggregation-based adapters" as an "additional adaptive prediction head", and reports
+Transfer 63.1 for both variants; it gives no algorithm. The official release
+(Artificer-AI-Lab/CoDyRA) holds no RAIL code (``main.py`` evaluates the merged model alone).
+
+Our reading: task i trains and merges as CoDyRA; then
 RAIL absorbs task i (its recursion from task i-1's state, ``codyra.clip.analytic.fit``) on the
 image features of theta_i, the backbone right after task i. A cell A[i, j] fuses theta_i's
 zero-shot logits with the regression head after task i, both on theta_i's features, exactly as
-RAIL fuses them on theta_0's. So Transfer is plain CoDyRA's (the paper: 63.1 for both variants,
-CoDyRA's X-TAIL Transfer). The head's options are RAIL's (``codyra.methods.rail``).
+RAIL fuses them on theta_0's. An unseen task keeps theta_i's zero-shot prediction under RAIL's
+head, whose prompt is RAIL's ``a photo of a {}.`` (option ``prompts: rail``); with ``prompts:
+dataset`` (the benchmark's templates) Transfer is exactly plain CoDyRA's. The paper's 63.1 is
+close to, not equal to, CoDyRA's X-TAIL Transfer (63.2), so it does not settle which head the
+authors used. The head's other options are RAIL's (``codyra.methods.rail``).
+
+What this reading fixes that the paper leaves open: the head absorbs task k on theta_k's
+features and is never refitted, so after task i RAIL-Primal's regression holds tasks 1..i-1 as
+seen through older backbones, and RAIL-Dual's memory holds those older backbones' features,
+while its queries (the test features) are theta_i's. Refitting on theta_i's features of every
+earlier task would need their images, which neither RAIL nor CoDyRA keeps.
 """
 
 from __future__ import annotations

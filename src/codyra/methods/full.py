@@ -8,15 +8,44 @@ or other vectors.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from codyra.methods.base import Method
+from codyra.methods.options import MethodOptions, option
+
+if TYPE_CHECKING:
+    import torch
 
 FROZEN = ("logit_scale",)
+
+
+def label_smoothing_correction(outputs: dict, batch: dict, smoothing: float) -> torch.Tensor | None:
+    """What turns the family's plain cross-entropy of ``outputs["logits"]`` into the label-smoothed
+    one (``F.cross_entropy(..., label_smoothing=smoothing)``, ZSCL's and MoE-Adapters' ``--ls``):
+    their difference, added to the task loss. None for 0."""
+    import torch.nn.functional as F
+
+    if not smoothing:
+        return None
+    if "image_features" not in outputs:
+        raise ValueError("label_smoothing smooths a classification cross-entropy: it needs an image-text model (CLIP); set it to 0")
+    logits, labels = outputs["logits"], batch["labels"]
+    return F.cross_entropy(logits, labels, label_smoothing=smoothing) - F.cross_entropy(logits, labels)
+
+
+@dataclass(frozen=True)
+class FullOptions(MethodOptions):
+    label_smoothing: float = option(
+        0.0, minimum=0, exclusive_maximum=1,
+        doc="label smoothing of the task's cross-entropy (ZSCL's scripts: --ls 0.2; 0: the platform's plain loss)",
+    )
 
 
 class FullFineTune(Method):
     kind = "full"
     paper_row = None  # the paper has no plain full fine-tuning row
+    Options = FullOptions
 
     def setup(self, ctx):
         from codyra.optim import decay_groups
@@ -26,6 +55,12 @@ class FullFineTune(Method):
             p.requires_grad_(name in self.params)
         self.before = {n: p.detach().float().cpu().clone() for n, p in self.params.items()}
         return decay_groups(self.params.values(), ctx.weight_decay)
+
+    def extra_loss(self, ctx, batch, outputs):
+        """The label-smoothing correction; kinds built on this one whose options are not
+        ``FullOptions`` (TRACE's GEM and EWC) train on the plain task loss."""
+        smoothing = self.options.label_smoothing if isinstance(self.options, FullOptions) else 0.0
+        return label_smoothing_correction(outputs, batch, smoothing)
 
     def finish(self, model):
         from codyra.updates import TaskUpdate, apply_update

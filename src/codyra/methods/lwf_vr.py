@@ -2,6 +2,14 @@
 (Thunderbeee/ZSCL, mtil/scripts/lwf_vr.sh, ``--ref-sentences random``): LwF whose
 distillation texts are a "virtual vocabulary" of random token sequences instead of the
 task's class prompts (mtil/src/models/helpers.py, ``virtual_vocab``), drawn once per task.
+
+ZSCL draws it with torch's global generator (``torch.randint``, helpers.py line 56), which
+mtil/src/main.py seeds at its start (line 23, ``utils.seed_all(args.seed)``, ``--seed``
+default 42, never set by the scripts); every task runs as a new process, so every task draws
+the same vocabulary. Here it comes from a generator seeded with ``vocabulary_seed`` (42) at
+every task, so every task and every run seed uses the same rows, as in ZSCL; they are not
+ZSCL's very tokens (its global generator has served model and loader initialisation first).
+``vocabulary_seed: null`` draws a vocabulary per (seed, task) instead.
 """
 
 from __future__ import annotations
@@ -9,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from codyra.methods.lwf import DistillOptions, LwF
+from codyra.methods.lwf import LwF, LwFOptions
 from codyra.methods.options import option
 
 if TYPE_CHECKING:
@@ -46,9 +54,12 @@ def random_vocabulary(
 
 
 @dataclass(frozen=True)
-class LwFVROptions(DistillOptions):
+class LwFVROptions(LwFOptions):
     vocabulary_size: int = option(1000, minimum=1, doc="random token rows (ZSCL virtual_vocab n_class)")
     vocabulary_length: int = option(10, minimum=1, doc="random tokens per row (ZSCL virtual_vocab length)")
+    vocabulary_seed: int | None = option(
+        42, minimum=0, doc="seed of the vocabulary's generator at every task (ZSCL: main.py seed_all(42)); null: per (seed, task)",
+    )
 
 
 class LwFVR(LwF):
@@ -67,9 +78,10 @@ class LwFVR(LwF):
         groups = super().setup(ctx)
         tokenizer = open_clip.get_tokenizer(ctx.cfg["model"]["name"])
         o, teacher = self.options, self.teacher
+        generator = ctx.generator if o.vocabulary_seed is None else torch.Generator().manual_seed(o.vocabulary_seed)
         rows = random_vocabulary(
             o.vocabulary_size, o.vocabulary_length, teacher.vocab_size,
-            tokenizer.sot_token_id, tokenizer.eot_token_id, teacher.context_length, ctx.generator,
+            tokenizer.sot_token_id, tokenizer.eot_token_id, teacher.context_length, generator,
         ).to(ctx.device)
         with torch.no_grad():
             features = torch.cat([teacher.encode_text(chunk).float() for chunk in rows.split(ENCODE_CHUNK)])

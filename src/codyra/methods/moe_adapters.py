@@ -17,7 +17,10 @@ CLIP's normalised image embedding, not an ImageNet AlexNet's conv5 map (no downl
 machine); only the autoencoders of learned tasks compete (the reference also scores untrained
 ones and a TinyImageNet one that means "zero-shot"); with ``ddas_threshold: null`` each task's
 threshold is the worst batch loss of its autoencoder on its own training epoch (the reference
-sets one by hand, 0.06 for AlexNet features, after printing those losses).
+sets one by hand, 0.0585 few-shot and 0.0655 full-shot for AlexNet features, after printing
+those losses). As the reference, the autoencoder's lr schedule counts its epochs over the
+task's whole training split (option ``ae_epoch``), and each evaluation batch of 128 test
+images is routed as a whole (``ddas_batch_size``).
 The CLIP side is :mod:`codyra.clip.moe_adapters`; the layer math :mod:`codyra.complement.moe`.
 """
 
@@ -30,7 +33,25 @@ from codyra.methods.options import MethodOptions, option
 
 
 @dataclass(frozen=True)
-class MoEAdaptersOptions(MethodOptions):
+class DDASOptions(MethodOptions):
+    """MoE-Adapters' distribution-discriminative auto-selector (also CoDyRA-dagger's ``router: ddas``)."""
+
+    ae_code_dim: int = option(100, minimum=1, doc="DDAS autoencoder code width (few_shot_autoencoder code_dims 100)")
+    ae_iterations: int = option(301, minimum=1, doc="DDAS training steps (scripts: --iterations 300; the loop runs range(300 + 1))")
+    ae_lr: float = option(0.003, exclusive_minimum=0, doc="DDAS Adam lr (few_shot_AutoEncoder.py 0.003; full-shot AutoEncoder.py 0.01)")
+    ae_weight_decay: float = option(0.0001, minimum=0, doc="DDAS Adam weight decay (0.0001)")
+    ae_decay_epochs: int = option(10, minimum=1, doc="DDAS lr x 0.1 every this many epochs (exp_lr_scheduler)")
+    ae_epoch: str = option(
+        "split", choices=("split", "trained"),
+        doc="what one DDAS epoch counts: split = the batches of the task's whole training split, as the reference "
+        "(few_shot_AutoEncoder.py: len(dataset.train_loader) while it trains on the 5-shot batches); trained = the batches it trains on",
+    )
+    ddas_threshold: float | None = option(None, doc="zero-shot above this reconstruction loss (null: per task, calibrated)")
+    ddas_batch_size: int = option(128, minimum=1, doc="test images per DDAS routing decision (args.py --batch-size-eval 128)")
+
+
+@dataclass(frozen=True)
+class MoEAdaptersOptions(DDASOptions):
     experts: int = option(22, minimum=1, doc="experts per block (scripts: experts_num 22)")
     top_k: int = option(2, minimum=1, doc="experts per sample (args.py --topk 2)")
     bottleneck: int = option(64, minimum=1, doc="adapter width (args.py --ffn_num 64)")
@@ -39,12 +60,6 @@ class MoEAdaptersOptions(MethodOptions):
     label_smoothing: float = option(0.2, minimum=0, exclusive_maximum=1, doc="cross-entropy label smoothing (scripts: --ls 0.2)")
     balance_loss: bool = option(False, doc="add 1e-2 (cv^2 importance + cv^2 load) per block (the reference computes it, never adds it)")
     freeze_top: int = option(2, minimum=0, doc="experts per block frozen after each task (finetune.py: topk(choose_map, 2))")
-    ae_code_dim: int = option(100, minimum=1, doc="DDAS autoencoder code width (few_shot_autoencoder code_dims 100)")
-    ae_iterations: int = option(300, minimum=1, doc="DDAS training iterations (scripts: 300 for every task's chooser)")
-    ae_lr: float = option(0.003, exclusive_minimum=0, doc="DDAS Adam lr (few_shot_AutoEncoder.py 0.003)")
-    ae_weight_decay: float = option(0.0001, minimum=0, doc="DDAS Adam weight decay (0.0001)")
-    ae_decay_epochs: int = option(10, minimum=1, doc="DDAS lr x 0.1 every this many epochs (exp_lr_scheduler)")
-    ddas_threshold: float | None = option(None, doc="zero-shot above this reconstruction loss (null: per task, calibrated)")
 
     def check(self):
         errors = []
@@ -53,6 +68,40 @@ class MoEAdaptersOptions(MethodOptions):
         if self.freeze_top > self.experts:
             errors.append(("freeze_top", f"must be <= experts ({self.experts}), got {self.freeze_top}"))
         return errors
+
+
+def ddas_epoch_batches(ctx, options: DDASOptions) -> int | None:
+    """The batches one DDAS epoch counts (None: those it trains on). The reference's loader over
+    the whole training split has ceil(images / --batch-size) batches."""
+    import math
+
+    from codyra.config import resolve_job
+
+    full = getattr(ctx.task, "full_train_size", None)
+    if options.ae_epoch == "trained" or full is None:  # no few-shot subset: the split is what it trains on
+        return None
+    return math.ceil(full / resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"])
+
+
+def fit_selector(ctx, options: DDASOptions, model, generator):
+    """(task i's DDAS autoencoder, its threshold): trained on ``model``'s image features (theta_0's)
+    of the task's training batches, one epoch of them (``few_shot_AutoEncoder.py``)."""
+    import itertools
+
+    import torch
+
+    from codyra.complement.routing import DomainAutoencoder, fit_autoencoder
+
+    o = options
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        batches = itertools.islice(ctx.task_batches(), min(o.ae_iterations, ctx.steps_per_epoch))
+        features = [ctx.forward(model, b)["image_features"].float().detach() for b in batches]
+    model.train(was_training)
+    ae = DomainAutoencoder(features[0].shape[1], o.ae_code_dim, generator=generator).to(features[0].device)
+    worst = fit_autoencoder(ae, features, o.ae_iterations, o.ae_lr, o.ae_weight_decay, o.ae_decay_epochs, ddas_epoch_batches(ctx, o))
+    return ae.cpu(), worst if o.ddas_threshold is None else o.ddas_threshold
 
 
 class MoEAdapters(Method):
@@ -70,7 +119,7 @@ class MoEAdapters(Method):
         o = self.options
         self.task_index = ctx.task_index
         autoencoders, thresholds = load_ddas(ctx.previous_state) if ctx.previous_state else ([], torch.zeros(0))
-        ae, threshold = self._fit_selector(ctx)
+        ae, threshold = fit_selector(ctx, self.options, ctx.model, ctx.generator)  # the model is theta_0: MoE-Adapters never changes it
         self.ddas = ddas_state([*autoencoders, ae], [*thresholds.tolist(), threshold])
         self.autoencoders = [*autoencoders, ae]
 
@@ -90,34 +139,13 @@ class MoEAdapters(Method):
         self.trainable = sum(p.numel() for p in params)
         return [{"params": params, "weight_decay": ctx.weight_decay}]
 
-    def _fit_selector(self, ctx):
-        """Task i's DDAS autoencoder on theta_0's features of its training batches (the model is
-        still theta_0: MoE-Adapters never changes the backbone)."""
-        import itertools
-
-        import torch
-
-        from codyra.complement.routing import DomainAutoencoder, fit_autoencoder
-
-        o = self.options
-        ctx.model.eval()
-        with torch.no_grad():
-            batches = itertools.islice(ctx.task_batches(), min(o.ae_iterations, ctx.steps_per_epoch))
-            features = [ctx.forward(ctx.model, b)["image_features"].float().detach() for b in batches]
-        ctx.model.train()
-        ae = DomainAutoencoder(features[0].shape[1], o.ae_code_dim, generator=ctx.generator).to(features[0].device)
-        worst = fit_autoencoder(ae, features, o.ae_iterations, o.ae_lr, o.ae_weight_decay, o.ae_decay_epochs)
-        return ae.cpu(), worst if o.ddas_threshold is None else o.ddas_threshold
-
     def extra_loss(self, ctx, batch, outputs):
-        import torch.nn.functional as F
+        from codyra.methods.full import label_smoothing_correction
 
         terms = []
-        if self.options.label_smoothing:
-            logits, labels = outputs["logits"], batch["labels"]
-            # the family's loss holds the plain cross-entropy: add the smoothed one's difference
-            smooth = F.cross_entropy(logits, labels, label_smoothing=self.options.label_smoothing)
-            terms.append(smooth - F.cross_entropy(logits, labels))
+        smoothing = label_smoothing_correction(outputs, batch, self.options.label_smoothing)
+        if smoothing is not None:
+            terms.append(smoothing)
         if self.options.balance_loss:
             terms += self.control.balance
         self.control.balance.clear()

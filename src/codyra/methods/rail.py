@@ -6,7 +6,8 @@ regression so far: Primal the inverse autocorrelation R and weights W over the e
 features, Dual the features and labels of every sample seen (its "memory"). The math is in
 ``codyra.complement.rail``; the CLIP side (one pass of frozen features per task, fused
 evaluation) in ``codyra.clip.analytic``. Defaults: ``configs/analytic_clip.yaml`` of
-linghan1997/Regression-based-Analytic-Incremental-Learning.
+linghan1997/Regression-based-Analytic-Incremental-Learning; its zero-shot head (fused logits and
+domain prediction) embeds every class with ``a photo of a {}.`` (option ``prompts: rail``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ class RAILOptions(MethodOptions):
     gamma: float = option(0.1, exclusive_minimum=0, doc="RAIL-Primal ridge regularisation (RAIL: regularization)")
     kernel_gamma: float = option(0.1, exclusive_minimum=0, doc="RAIL-Dual Gaussian kernel width (RAIL: gamma)")
     kernel_lambda: float = option(0.001, exclusive_minimum=0, doc="RAIL-Dual ridge term (dual_RAIL.py: lamda)")
-    fusion_weight: float = option(0.9, minimum=0, maximum=1, doc="weight of the adapter in the zero-shot fusion")
+    fusion_weight: float = option(0.8, minimum=0, maximum=1, doc="weight of the adapter in the zero-shot fusion (RAIL configs/analytic_clip.yaml: 0.8)")
     precision: str = option("float32", choices=("float32", "float64"), doc="working precision (RAIL: float32)")
+    prompts: str = option(
+        "rail", choices=("rail", "dataset"),
+        doc="zero-shot head and domain predictor: rail = 'a photo of a {}.' for every class (RAIL primal_RAIL.py l.234, "
+        "dual_RAIL.py l.60); dataset = each dataset's templates (the benchmark's)",
+    )
 
 
 class RAIL(Method):

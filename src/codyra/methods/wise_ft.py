@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from codyra.methods.full import FullFineTune
-from codyra.methods.options import MethodOptions, option
+from codyra.methods.full import FullFineTune, FullOptions
+from codyra.methods.options import option
 
 if TYPE_CHECKING:
     import torch
@@ -27,7 +27,7 @@ def interpolate(previous: torch.Tensor, finetuned: torch.Tensor, alpha: float) -
 
 
 @dataclass(frozen=True)
-class WiSEFTOptions(MethodOptions):
+class WiSEFTOptions(FullOptions):
     alpha: float = option(0.8, minimum=0, maximum=1, doc="weight of the fine-tuned model (ZSCL --wise_ft_alpha)")
 
 

@@ -12,9 +12,13 @@ full fine-tuning with three constraints toward the pretrained model.
 3. Weight ensembling (``--we --avg_freq 100``): a running mean of the weights, initialised to
    theta_{i-1} and updated after steps 1, 101, 201, ... (``iteration % avg_freq == 0`` with
    0-based iterations) by ``merge_we``: avg <- (avg * n + theta) / (n + 1), n = merges so far.
-   ZSCL's loop runs iterations 0..T (T + 1 steps) and its last step has learning rate 0
-   (cosine schedule at its end), so its final merge adds the weights after step T: we merge
-   after step T too. The task's result is the running mean, not the last weights.
+   ZSCL's loop runs iterations 0..T (T + 1 steps, finetune.py line 180) and its last step has
+   learning rate 0 (cosine schedule at its end); it merges after iteration T only when
+   ``avg_freq`` divides T (line 310). Our step s is its iteration s - 1 and our step T stands for
+   its last two: we merge after step T exactly when ``ensemble_every`` divides T (1,000 / 100:
+   11 merges). The task's result is the running mean, not the last weights.
+
+The task loss is label-smoothed as ZSCL.sh's ``--ls 0.2`` (option ``label_smoothing``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from codyra.methods.full import FullFineTune
-from codyra.methods.lwf import DistillOptions, clip_distillation, frozen_copy
+from codyra.methods.lwf import DistillOptions, ImageStream, KeyedImages, clip_distillation, frozen_copy
 from codyra.methods.options import option
 
 if TYPE_CHECKING:
@@ -35,10 +39,12 @@ REFERENCE_STREAM = 0x2E5  # seed part of the reference batches, apart from the t
 
 
 def ensemble_due(step: int, total_steps: int, every: int) -> bool:
-    """Whether the weight ensemble absorbs the weights after optimizer step ``step`` (1-based)."""
+    """Whether the weight ensemble absorbs the weights after optimizer step ``step`` (1-based):
+    ZSCL's ``iteration % avg_freq == 0`` for iterations 0..T, iteration s - 1 after our step s,
+    its iteration T after our last step T."""
     if every < 1:
         raise ValueError(f"weight-ensembling interval must be >= 1 step, got {every}")
-    return (step - 1) % every == 0 or step == total_steps
+    return (step - 1) % every == 0 or (step == total_steps and total_steps % every == 0)
 
 
 def merge_into_average_(average: Iterable[torch.Tensor], current: Iterable[torch.Tensor], count: int) -> None:
@@ -69,19 +75,6 @@ class ZSCLOptions(DistillOptions):
     reference_batch_size: int | None = option(None, minimum=1, doc="reference images per step; null: train.batch_size (ZSCL)")
 
 
-class _Keyed:
-    """A reference image dataset indexed by the (index, seed) keys of :class:`codyra.batches.StepBatches`."""
-
-    def __init__(self, images):
-        self.images = images
-
-    def __len__(self):
-        return len(self.images)
-
-    def __getitem__(self, key):
-        return self.images[key[0]]
-
-
 class ZSCL(FullFineTune):
     kind = "zscl"
     paper_row = "ZSCL"
@@ -104,33 +97,20 @@ class ZSCL(FullFineTune):
         with torch.no_grad():  # theta_0 is frozen: ZSCL re-encodes the same captions every step
             text = torch.cat([self.teacher.encode_text(chunk).float() for chunk in tokens.split(ENCODE_CHUNK)])
         self.reference_text = F.normalize(text, dim=-1)
-        self.reference_images = _Keyed(reference.images)
-        self.batch_size = o.reference_batch_size or resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"]
-        self.stream = (ctx.seed, REFERENCE_STREAM, ctx.task_index, ctx.total_steps, ctx.cfg["data"]["num_workers"])
+        batch_size = o.reference_batch_size or resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"]
+        images = KeyedImages(reference.images, labelled=False)
+        self.reference = ImageStream(images, batch_size, ctx.seed, REFERENCE_STREAM, ctx.task_index, ctx.total_steps, ctx.cfg["data"]["num_workers"])
         self.anchor = [p.detach().clone() for p in self.params.values()]  # theta_{i-1}, ZSCL's l2_model
         self.average = [p.detach().clone() for p in self.params.values()]  # ZSCL's we_model
-        self.merges, self.step, self._batches = 0, 0, None
+        self.merges = 0
         return groups
-
-    def _reference_batch(self, device):
-        """The reference images of the next step, a pure function of (seed, task, step)."""
-        import torch
-
-        from codyra.batches import StepBatches, derive_seed
-
-        if self._batches is None:  # built at the first step after setup or a resume
-            seed, stream, task, total, workers = self.stream
-            sampler = StepBatches(len(self.reference_images), self.batch_size, derive_seed(seed, stream), task, self.step, total)
-            loader = torch.utils.data.DataLoader(self.reference_images, batch_sampler=sampler, num_workers=workers)
-            self._batches = iter(loader)
-        return next(self._batches).to(device, non_blocking=True)
 
     def extra_loss(self, ctx, batch, outputs):
         import torch
         import torch.nn.functional as F
 
         o = self.options
-        images = self._reference_batch(ctx.device)
+        images = self.reference.next(ctx.device)
         student = F.normalize(ctx.model.encode_image(images).float(), dim=-1)
         with torch.no_grad():
             teacher = F.normalize(self.teacher.encode_image(images).float(), dim=-1)
@@ -138,10 +118,10 @@ class ZSCL(FullFineTune):
         loss = clip_distillation(student, teacher, self.reference_text, scale, o.temperature, o.image_weight, o.text_weight)
         if o.l2:
             loss = loss + o.l2 * l2_penalty(self.params.values(), self.anchor)
-        return loss
+        smoothing = super().extra_loss(ctx, batch, outputs)
+        return loss if smoothing is None else loss + smoothing
 
     def after_step(self, step, total_steps):
-        self.step = step
         every = self.options.ensemble_every
         if every is not None and ensemble_due(step, total_steps, every):
             self.merges += 1
@@ -162,7 +142,8 @@ class ZSCL(FullFineTune):
         with torch.no_grad():
             for n, a in zip(self.params, self.average, strict=True):
                 a.copy_(state[f"average.{n}"])
-        self.merges, self.step, self._batches = int(state["merges"]), step, None
+        self.merges = int(state["merges"])
+        self.reference.resume(step)
 
     def finish(self, model):
         import torch
@@ -171,7 +152,7 @@ class ZSCL(FullFineTune):
             with torch.no_grad():
                 for p, a in zip(self.params.values(), self.average, strict=True):
                     p.copy_(a)
-        self.teacher = self.anchor = self.average = self._batches = None
+        self.teacher = self.anchor = self.average = self.reference = None
         return super().finish(model)
 
 

@@ -155,4 +155,5 @@ def build_mini_task(name: str, mini_cfg: dict, image: ImageConfig) -> Classifica
         templates=templates,
         train_set=data("train", mini_cfg["train_per_task"]),
         test_set=data("test", mini_cfg["test_per_task"]),
+        train_eval_set=data("train", mini_cfg["train_per_task"]),  # no augmentation: the training images as they are
     )
