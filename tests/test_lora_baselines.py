@@ -147,6 +147,25 @@ def test_dylora_frozen_mode_trains_only_the_sampled_component():
     assert nonzero_A == [False, False, True, False] and nonzero_B == [False, False, True, False]
 
 
+def test_dylora_trains_as_the_official_run_glue_by_default():
+    """run_glue.py calls set_rank(b, frozen=True) before every step: frozen is the default of the
+    option and of every shipped config that runs DyLoRA."""
+    from pathlib import Path
+
+    from codyra.config import load_config
+    from codyra.methods import build_method
+
+    assert build_method({"kind": "dylora", "rank": 4}).options.frozen is True
+    runs = 0
+    for path in sorted((Path(__file__).resolve().parent.parent / "config").glob("*.yaml")):
+        cfg = load_config(path)
+        for name, spec in cfg["method_configs"].items():
+            if spec["kind"] == "dylora" and name in cfg["methods"]:
+                runs += 1
+                assert spec.get("frozen", True) is True, f"{path.name}: {name}"
+    assert runs >= 3  # the CLIP paper configs, the mini baselines, the mini TRACE baselines
+
+
 def test_dylora_rank_sampling_is_uniform_over_the_range():
     from codyra.methods.dylora import sample_rank
 
