@@ -36,7 +36,7 @@ from codyra.methods import build_method
 from codyra.methods.base import Method, TaskContext, summary_defaults
 from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
-from codyra.schedules import warmup_cosine
+from codyra.schedules import lr_factor
 from codyra.state import require_updates
 from codyra.tracking import SETTINGS, TIME, JobRun, train_final_metrics, train_run
 from codyra.updates import load_method_state, load_update, save_update
@@ -142,7 +142,7 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
     backend = session.backend(groups, method)
     dropout = seed_adapter_dropout(model, session.device)
     total = session.total
-    scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, warmup_cosine(total, hp["warmup_steps"]))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, lr_factor(hp["lr_schedule"], total, hp["warmup_steps"]))
     ckpt_dir = task_checkpoint_dir(cfg, method_name, seed, task_index)
     start, history = resume(ckpt_dir, lambda found: backend.load(found, scheduler), run, total)
     if start:

@@ -52,6 +52,21 @@ def test_trace_baseline_is_seqlora_with_traces_schedule_and_batch_32():
     assert cfg["llm"]["tokenization"] == "trace" and cfg["llm"]["similarity"] == "difflib"
 
 
+@pytest.mark.parametrize("name", ["trace.yaml", "mini_trace.yaml", "mini_trace_baselines.yaml"])
+def test_trace_methods_run_the_references_constant_schedule(name):
+    """TRACE / TreeLoRA training/main.py: get_constant_schedule_with_warmup(0) whatever
+    --lr_scheduler_type says; CoDyRA adheres to TreeLoRA's setup (the paper states no schedule)."""
+    cfg = load_config(CONFIG_DIR / name)
+    runs = [resolve_job(cfg, m, i)["train"] for m in cfg["methods"] for i in range(1, 9)]
+    assert {(r["lr_schedule"], r["warmup_steps"]) for r in runs} == {("constant", 0)}
+
+
+@pytest.mark.parametrize("name", ["mtil_5shot.yaml", "xtail_16shot.yaml", "mtil_full.yaml"])
+def test_clip_configs_keep_the_released_cosine_schedule(name):
+    cfg = load_config(CONFIG_DIR / name)
+    assert cfg["train"]["lr_schedule"] == "cosine"
+
+
 def raw_trace() -> dict:
     return yaml.safe_load((CONFIG_DIR / "trace.yaml").read_text())
 

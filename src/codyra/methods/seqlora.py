@@ -12,7 +12,9 @@ base it trains on is theta_0 (up to fp32 rounding) and the adapter carries all o
 The summary's ``dW_fro`` is the norm of the task's increment D_i - D_{i-1}.
 
 Not carried (a documented difference): each task job starts a fresh AdamW state and LR
-schedule, where TRACE and TreeLoRA keep one optimizer for the whole stream.
+schedule, where TRACE and TreeLoRA keep one optimizer for the whole stream (their schedule is
+constant without warm-up, ``train.lr_schedule: constant`` in the TRACE configs, so restarting it
+changes nothing).
 """
 
 from __future__ import annotations
