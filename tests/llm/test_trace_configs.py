@@ -67,6 +67,22 @@ def test_clip_configs_keep_the_released_cosine_schedule(name):
     assert cfg["train"]["lr_schedule"] == "cosine"
 
 
+TREELORA_FULL_GRAD_EPOCHS = [1, 1, 5, 5, 1, 5, 5, 5]  # TreeLoRA scripts/full_grad_methods/{EWC,GEM}.sh
+
+
+@pytest.mark.parametrize("name", ["trace.yaml", "mini_trace_baselines.yaml"])
+def test_ewc_gem_run_treeloras_full_grad_scripts_and_ogd_traces_cl_script(name):
+    cfg = load_config(CONFIG_DIR / name)
+    runs = {m: [resolve_job(cfg, m, i)["train"] for i in range(1, 9)] for m in ("ewc", "gem", "ogd")}
+    for method in ("ewc", "gem"):
+        assert [r["epochs"] for r in runs[method]] == TREELORA_FULL_GRAD_EPOCHS
+    assert [r["epochs"] for r in runs["ogd"]] == TRACE_LORA_EPOCHS  # train_seq_cl.sh 5,3,7,5,3,5,5,7
+    if name == "trace.yaml":  # the mini keeps its batch of 4 and its 7x learning rates
+        examples = {m: {r["batch_size"] * r["gradient_accumulation"] for r in rs} for m, rs in runs.items()}
+        assert examples == {"ewc": {32}, "gem": {32}, "ogd": {128}}  # 1 x 4 GPUs x 8; 2 x 8 GPUs x 8
+        assert {r["lr"] for rs in runs.values() for r in rs} == {1e-5}
+
+
 def raw_trace() -> dict:
     return yaml.safe_load((CONFIG_DIR / "trace.yaml").read_text())
 
