@@ -314,6 +314,25 @@ def test_inflora_designed_down_projection_leaves_earlier_inputs_unchanged(energi
     torch.testing.assert_close(A.norm(dim=1), torch.full((2,), 1 / math.sqrt(3), dtype=torch.float64))
 
 
+def test_inflora_first_task_at_half_the_width_keeps_the_top_directions_as_retain():
+    """The reference's update_DualGPM, first task, r = k / 2: U[:, :r] marked 'retain' (its final
+    assertion, width <= k / 2, holds); above k / 2 (where it asserts) ours keeps the complement."""
+    from codyra.methods.inflora import update_dualgpm
+
+    e = torch.eye(4, dtype=torch.float64)
+    # singular values 4, 3, 2, 1: squared 16, 9, 4, 1 of 30, cumulative 0.533, 0.833, 0.967, 1
+    gram = torch.diag(torch.tensor([4.0, 3.0, 2.0, 1.0], dtype=torch.float64))
+    feature, retain = update_dualgpm(None, False, gram, 0.95)  # 2 below 0.95: r = 2 = k / 2
+    assert retain
+    torch.testing.assert_close(feature.abs(), e[:, :2])
+    feature, retain = update_dualgpm(None, False, gram, 0.99)  # 3 below 0.99: r = 3 > k / 2
+    assert retain
+    torch.testing.assert_close(feature.abs(), e[:, 3:])
+    feature, retain = update_dualgpm(None, False, gram, 0.8)  # 1 below 0.8: r = 1 < k / 2
+    assert not retain
+    torch.testing.assert_close(feature.abs(), e[:, :1])
+
+
 def test_inflora_dualgpm_update_grows_then_switches_to_the_complement():
     from codyra.methods.inflora import update_dualgpm
 
