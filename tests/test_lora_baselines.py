@@ -230,7 +230,7 @@ def test_adalora_update_rule_and_budget_allocation_match_peft():
     opt_ours = torch.optim.SGD([adapter.A, adapter.B, adapter.w], lr=0.05)
     allocator = RankAllocator({"lin": adapter}, 2, total, tinit, tfinal, 2, 0.85, 0.85)
     masked_steps = []
-    for step in range(1, total + 1):
+    for step in range(total):  # the reference trainer's global_step: 0 after the first optimizer step
         # AdaLoraModel.forward adds its orthogonal regulariser to .loss (PeftModel.forward would skip it)
         peft_model.base_model(x=x, y=y).loss.backward()
         loss = ((ours(x) - y) ** 2).mean() + 0.5 * orthogonal_regularizer({"lin": adapter})
@@ -250,6 +250,30 @@ def test_adalora_update_rule_and_budget_allocation_match_peft():
     assert masked_steps[:tinit] == [0] * tinit and masked_steps[-tfinal:] == [2] * tfinal
     dW_ours = delta_from_factors(*adapter.factors())
     torch.testing.assert_close(dW_ours, layer.get_delta_weight("default").detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_adalora_engine_step_s_is_the_reference_global_step_s_minus_1():
+    """total 12, tinit 2, tfinal 3: the final allocation (EMAs cleared, pattern fixed) runs at
+    global_step 12 - 3 = 9, which the reference trainer passes after its 10th optimizer step."""
+    from codyra.methods import build_method
+    from codyra.methods.adalora import RankAllocator
+
+    torch.manual_seed(0)
+    method = build_method({"kind": "adalora", "rank": 4, "target_r": 2})
+    adapter = RankSelectiveLoRA(6, 5, 4, 4.0, gated=True)
+    with torch.no_grad():
+        for p in (adapter.A, adapter.B, adapter.w):
+            p.normal_()
+    method.allocator = RankAllocator({"lin": adapter}, 2, 12, 2, 3, 1, 0.85, 0.85)
+    scored = []
+    for step in range(1, 11):
+        (adapter(torch.randn(8, 6)) ** 2).sum().backward()
+        method.grads = method.allocator.gradients()
+        method.after_step(step, 12)
+        adapter.A.grad = adapter.B.grad = adapter.w.grad = None
+        scored.append(bool(method.allocator.exp_avg_ipt))
+    assert scored == [True] * 9 + [False]  # engine step 10 = global_step 9: the final allocation
+    assert int((adapter.w == 0).sum()) == 2  # init_r 4 -> target_r 2
 
 
 def test_adalora_budget_schedule_is_cubic_between_warmups():
