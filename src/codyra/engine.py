@@ -125,6 +125,8 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         stored_update=lambda k: load_update(task_dir(cfg, method_name, seed, k)),
         total_steps=session.total,
         steps_per_epoch=session.steps_per_epoch,
+        micro_batches_per_step=session.micro_batches_per_step,
+        micro_batches_per_epoch=session.micro_batches_per_epoch,
         task_batches=lambda: (batch for micro_batches in session.batches(0) for batch in micro_batches),
         cfg=cfg,
         method_name=method_name,

@@ -60,6 +60,7 @@ class ClipSession:
         self.total = self.hp["iterations"]
         self.train_set = self.task.train_set()  # checks the images exist before the model trains
         self.steps_per_epoch = math.ceil(len(self.train_set) / self.hp["batch_size"])
+        self.micro_batches_per_step, self.micro_batches_per_epoch = 1, self.steps_per_epoch  # a step is one batch
         self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {self.task.name}"
         self._teacher_text: dict[int, torch.Tensor] = {}
         # set here, not with the backend: a method's setup may run the model on a batch (InfLoRA)

@@ -63,6 +63,8 @@ class LMSession:
         self.collate = TrainingCollator(bundle.tokenizer, length_limits(cfg))
         self.total = total_steps(self.hp, len(self.examples))
         self.steps_per_epoch = math.ceil(len(self.examples) / step_examples(self.hp))
+        self.micro_batches_per_step = self.hp["gradient_accumulation"]
+        self.micro_batches_per_epoch = math.ceil(len(self.examples) / self.hp["batch_size"])
         task = cfg["tasks"][task_index - 1]["name"]
         self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {task}"
         self._backend = None
