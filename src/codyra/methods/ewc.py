@@ -21,9 +21,9 @@ training), in every model family.
   Fisher of the task's log-likelihood (Kirkpatrick et al. 2017): the penalty's own gradient
   lambda F (theta - theta_{i-1}) / (micro-batches per step) is taken back out of each
   micro-batch's. TRACE's F feeds on that gradient, so F_{t+1} ~ F_t + (lambda F_t dtheta)^2 / n:
-  once lambda dtheta sqrt(F / n) > 1 it squares every micro-batch; under AdamW a rarely-seen weight moves by lr per step whatever its
-  gradient, and on the mini CLIP (full fine-tuning at 1e-4) token-embedding entries reached
-  inf within 20 steps of task 3.
+  once lambda dtheta sqrt(F / n) > 1 it squares every micro-batch; under AdamW a rarely-seen
+  weight moves by lr per step whatever its gradient, and on the mini CLIP (full fine-tuning at
+  1e-4) token-embedding entries reached inf within 20 steps of task 3.
 
 Stored per task beside the update: F after the task (theta_{i-1} is rebuilt from the updates).
 """
