@@ -146,8 +146,26 @@ def test_cost_reports_missing_summary_keys_and_measures_stored_bytes(tiny_cfg):
     store_run(cfg, "lora-r4", 0, [U1, U2, U1], [{"trainable_params": 10, "step_seconds": 0.5}, {"trainable_params": 20, "step_seconds": 1.5}, {"trainable_params": 30}])
     table = cost_table(cfg)
     files = [task_dir(cfg, "lora-r4", 0, i) / "update.safetensors" for i in (1, 2, 3)]
-    assert table.rows == [["lora-r4", "20", f"{np.mean([f.stat().st_size for f in files]):.0f}", "n/a", "n/a", "n/a"]]
-    assert any("inference_extra_params, step_seconds" in note for note in table.notes)
+    assert table.rows == [["lora-r4", "20", f"{np.mean([f.stat().st_size for f in files]):.0f}", "n/a", "n/a", "n/a", "n/a"]]
+    assert any("step_seconds, inference_extra_params, inference_memory" in note for note in table.notes)
+
+
+def test_cost_reports_inference_extras_after_the_last_task(tiny_cfg):
+    """The paper's "Add. Inf. Params. / Mem." describe the model the stream ends with (O-LoRA's
+    44.32M after 11 tasks): the last task's values, mean over seeds; train params and step time
+    are means over tasks and seeds."""
+    from codyra.analysis.cost import cost_table
+
+    cfg = {**tiny_cfg, "seeds": [0, 1], "methods": ["lora-r4"], "analysis": {**tiny_cfg["analysis"], "cost_reference": "lora-r4"}}
+    for seed, scale in ((0, 1), (1, 3)):
+        summaries = [
+            {"trainable_params": 10, "step_seconds": 0.5 * scale, "inference_extra_params": 100 * (i - 1) * scale, "inference_memory": 7 * i * scale}
+            for i in (1, 2, 3)
+        ]
+        store_run(cfg, "lora-r4", seed, [U1, U2, U1], summaries)
+    row = cost_table(cfg).rows[0]
+    # task 3: extras 200 (seed 0) and 600 (seed 1) -> 400; memory 21 and 63 -> 42; step time (0.5 + 1.5) / 2
+    assert row[0:2] == ["lora-r4", "10"] and row[3:] == ["400", "42", "1.0000", "1.00"]
 
 
 def test_heldout_reader_refuses_a_mislabelled_file(tiny_cfg):

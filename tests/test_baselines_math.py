@@ -123,6 +123,57 @@ def test_ewc_fisher_accumulates_squared_gradients_over_steps_per_epoch():
         accumulate_fisher_(fisher, {}, 0)
 
 
+class _Weights(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor([1.0, 1.0]))
+
+
+def _ewc_task(task_index, previous_state=None, fisher_gradient="total", strength=2.0):
+    """An EWC method set up on a two-weight model inside a step of 2 micro-batches, 4 per epoch."""
+    from types import SimpleNamespace
+
+    from codyra.methods import build_method
+
+    model = _Weights()
+    method = build_method({"kind": "ewc", "strength": strength, "fisher_gradient": fisher_gradient})
+    ctx = SimpleNamespace(
+        model=model, weight_decay=0.0, previous_state=previous_state, task_index=task_index,
+        steps_per_epoch=2, micro_batches_per_step=2, micro_batches_per_epoch=4,
+    )  # fmt: skip
+    method.setup(ctx)
+    return method, model, ctx
+
+
+def test_ewc_fisher_squares_each_micro_batch_gradient_over_micro_batches_per_epoch():
+    """TRACE: a hook squares every micro-batch's gradient as DeepSpeed's backward leaves it (loss /
+    accumulation steps), F += g^2 / len(dataloader) after each. Micro-batch gradients [1, 2] and
+    [3, -2], halved by the step's 2 micro-batches: F = ([0.5, 1]^2 + [1.5, -1]^2) / 4 = [0.625, 0.5]
+    (the step's mean gradient [2, 0] squared over 2 steps per epoch would give [2, 0])."""
+    method, model, _ = _ewc_task(1)
+    for g in ([1.0, 2.0], [3.0, -2.0]):
+        ((model.w * torch.tensor(g)).sum() / 2).backward()  # the engine's share of the step's loss
+    assert method.fisher["w"].tolist() == pytest.approx([0.625, 0.5])
+    torch.testing.assert_close(model.w.grad, torch.tensor([2.0, 0.0]))  # the optimizer's gradient is untouched
+    method.finish(model)
+    model.w.grad = None
+    (model.w * 10).sum().backward()  # the hooks go with the task
+    assert method.fisher["w"].tolist() == pytest.approx([0.625, 0.5])
+
+
+@pytest.mark.parametrize(("fisher_gradient", "expected"), [("total", [1.25, 3.0]), ("task", [1.0625, 2.25])])
+def test_ewc_fisher_of_a_penalised_micro_batch(fisher_gradient, expected):
+    """Task 2, F = [1, 2], theta moved by 0.5 from theta_1, lambda 2: the penalty's gradient
+    lambda F dtheta = [1, 2] enters the micro-batch halved, [0.5, 1], beside the task's [1, 2] / 2.
+    total: F += ([0.5, 1] + [0.5, 1])^2 / 4 = [0.25, 1]; task: F += [0.5, 1]^2 / 4 = [0.0625, 0.25]."""
+    method, model, ctx = _ewc_task(2, {"fisher.w": torch.tensor([1.0, 2.0])}, fisher_gradient)
+    with torch.no_grad():
+        model.w.add_(0.5)
+    loss = (model.w * torch.tensor([1.0, 2.0])).sum() + method.extra_loss(ctx, None, None)
+    (loss / 2).backward()
+    assert method.fisher["w"].tolist() == pytest.approx(expected)
+
+
 def test_ewc_penalty_half_lambda_fisher_weighted():
     theta = {"w": torch.tensor([1.0, 1.0], requires_grad=True)}
     value = ewc_penalty(theta, {"w": torch.tensor([0.0, 3.0])}, {"w": torch.tensor([1.0, 2.0])}, 400.0)

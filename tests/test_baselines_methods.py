@@ -259,27 +259,6 @@ def test_ewc_second_task_penalty_is_half_lambda_fisher_distance():
     assert value.item() == pytest.approx(expected.item(), rel=1e-4)
 
 
-@pytest.mark.parametrize("fisher_gradient", ["total", "task"])
-def test_ewc_fisher_squares_the_gradient_the_option_names(fisher_gradient):
-    model = tiny_clip()
-    _, update, _, state = run_task({"kind": "ewc"}, model, 1)
-    method = build_method({"kind": "ewc", "strength": 10.0, "fisher_gradient": fisher_gradient})
-    ctx = context(model, 2, state, update)
-    method.setup(ctx)
-    with torch.no_grad():
-        model.visual.proj.add_(0.01)
-    task_grad = torch.full_like(model.visual.proj, 0.5)
-    own = 10.0 * state["fisher.visual.proj"] * 0.01  # the penalty's gradient, lambda F (theta - theta_{i-1})
-    for name, p in method.params.items():
-        p.grad = task_grad + own if name == "visual.proj" else None
-    before = method.fisher["visual.proj"].clone()
-    method.before_optimizer_step(ctx)
-    squared = task_grad if fisher_gradient == "task" else task_grad + own  # TRACE: the total gradient
-    expected = before + squared.pow(2) / ctx.steps_per_epoch
-    assert torch.allclose(method.fisher["visual.proj"], expected, rtol=1e-5, atol=1e-7)
-    assert not torch.equal(own, torch.zeros_like(own))  # the two settings differ here
-
-
 def test_gem_projected_gradient_keeps_the_memories_non_decreasing():
     model = tiny_clip()
     _, update, _, state = run_task({"kind": "gem", "eps": 0.0}, model, 1)

@@ -147,6 +147,25 @@ def test_dylora_frozen_mode_trains_only_the_sampled_component():
     assert nonzero_A == [False, False, True, False] and nonzero_B == [False, False, True, False]
 
 
+def test_dylora_trains_as_the_official_run_glue_by_default():
+    """run_glue.py calls set_rank(b, frozen=True) before every step: frozen is the default of the
+    option and of every shipped config that runs DyLoRA."""
+    from pathlib import Path
+
+    from codyra.config import load_config
+    from codyra.methods import build_method
+
+    assert build_method({"kind": "dylora", "rank": 4}).options.frozen is True
+    runs = 0
+    for path in sorted((Path(__file__).resolve().parent.parent / "config").glob("*.yaml")):
+        cfg = load_config(path)
+        for name, spec in cfg["method_configs"].items():
+            if spec["kind"] == "dylora" and name in cfg["methods"]:
+                runs += 1
+                assert spec.get("frozen", True) is True, f"{path.name}: {name}"
+    assert runs >= 3  # the CLIP paper configs, the mini baselines, the mini TRACE baselines
+
+
 def test_dylora_rank_sampling_is_uniform_over_the_range():
     from codyra.methods.dylora import sample_rank
 
@@ -211,7 +230,7 @@ def test_adalora_update_rule_and_budget_allocation_match_peft():
     opt_ours = torch.optim.SGD([adapter.A, adapter.B, adapter.w], lr=0.05)
     allocator = RankAllocator({"lin": adapter}, 2, total, tinit, tfinal, 2, 0.85, 0.85)
     masked_steps = []
-    for step in range(1, total + 1):
+    for step in range(total):  # the reference trainer's global_step: 0 after the first optimizer step
         # AdaLoraModel.forward adds its orthogonal regulariser to .loss (PeftModel.forward would skip it)
         peft_model.base_model(x=x, y=y).loss.backward()
         loss = ((ours(x) - y) ** 2).mean() + 0.5 * orthogonal_regularizer({"lin": adapter})
@@ -231,6 +250,30 @@ def test_adalora_update_rule_and_budget_allocation_match_peft():
     assert masked_steps[:tinit] == [0] * tinit and masked_steps[-tfinal:] == [2] * tfinal
     dW_ours = delta_from_factors(*adapter.factors())
     torch.testing.assert_close(dW_ours, layer.get_delta_weight("default").detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_adalora_engine_step_s_is_the_reference_global_step_s_minus_1():
+    """total 12, tinit 2, tfinal 3: the final allocation (EMAs cleared, pattern fixed) runs at
+    global_step 12 - 3 = 9, which the reference trainer passes after its 10th optimizer step."""
+    from codyra.methods import build_method
+    from codyra.methods.adalora import RankAllocator
+
+    torch.manual_seed(0)
+    method = build_method({"kind": "adalora", "rank": 4, "target_r": 2})
+    adapter = RankSelectiveLoRA(6, 5, 4, 4.0, gated=True)
+    with torch.no_grad():
+        for p in (adapter.A, adapter.B, adapter.w):
+            p.normal_()
+    method.allocator = RankAllocator({"lin": adapter}, 2, 12, 2, 3, 1, 0.85, 0.85)
+    scored = []
+    for step in range(1, 11):
+        (adapter(torch.randn(8, 6)) ** 2).sum().backward()
+        method.grads = method.allocator.gradients()
+        method.after_step(step, 12)
+        adapter.A.grad = adapter.B.grad = adapter.w.grad = None
+        scored.append(bool(method.allocator.exp_avg_ipt))
+    assert scored == [True] * 9 + [False]  # engine step 10 = global_step 9: the final allocation
+    assert int((adapter.w == 0).sum()) == 2  # init_r 4 -> target_r 2
 
 
 def test_adalora_budget_schedule_is_cubic_between_warmups():
@@ -293,6 +336,25 @@ def test_inflora_designed_down_projection_leaves_earlier_inputs_unchanged(energi
     assert float((new @ dW.T).abs().max()) > 1e-2  # it does change the new task's outputs
     # A's rows are the top singular directions / sqrt(3): unit norm / sqrt(3)
     torch.testing.assert_close(A.norm(dim=1), torch.full((2,), 1 / math.sqrt(3), dtype=torch.float64))
+
+
+def test_inflora_first_task_at_half_the_width_keeps_the_top_directions_as_retain():
+    """The reference's update_DualGPM, first task, r = k / 2: U[:, :r] marked 'retain' (its final
+    assertion, width <= k / 2, holds); above k / 2 (where it asserts) ours keeps the complement."""
+    from codyra.methods.inflora import update_dualgpm
+
+    e = torch.eye(4, dtype=torch.float64)
+    # singular values 4, 3, 2, 1: squared 16, 9, 4, 1 of 30, cumulative 0.533, 0.833, 0.967, 1
+    gram = torch.diag(torch.tensor([4.0, 3.0, 2.0, 1.0], dtype=torch.float64))
+    feature, retain = update_dualgpm(None, False, gram, 0.95)  # 2 below 0.95: r = 2 = k / 2
+    assert retain
+    torch.testing.assert_close(feature.abs(), e[:, :2])
+    feature, retain = update_dualgpm(None, False, gram, 0.99)  # 3 below 0.99: r = 3 > k / 2
+    assert retain
+    torch.testing.assert_close(feature.abs(), e[:, 3:])
+    feature, retain = update_dualgpm(None, False, gram, 0.8)  # 1 below 0.8: r = 1 < k / 2
+    assert not retain
+    torch.testing.assert_close(feature.abs(), e[:, :1])
 
 
 def test_inflora_dualgpm_update_grows_then_switches_to_the_complement():

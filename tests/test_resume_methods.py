@@ -33,7 +33,7 @@ METHODS = {
     "adalora": ({"kind": "adalora", "rank": 4, "target_r": 2}, {"ipt.", "unc.", "pattern."}),
     # final allocation at step 3: the checkpoint holds the pattern re-applied after steps 5 and 6
     "adalora-final": ({"kind": "adalora", "rank": 4, "target_r": 2, "tfinal": 0.5}, {"pattern."}),
-    "dylora": ({"kind": "dylora", "rank": 4}, {"rank_generator", "sampled_rank"}),
+    "dylora": ({"kind": "dylora", "rank": 4, "frozen": False}, {"rank_generator", "sampled_rank"}),
     "dylora-frozen": ({"kind": "dylora", "rank": 4, "frozen": True}, {"rank_generator", "sampled_rank"}),
     "treelora": ({"kind": "treelora", "rank": 4}, {"bandit.sim", "bandit.counts", "bandit.generator", ".accumulated", "rounds"}),
     # task 2 starts from task 1's stored AdamW state; the checkpoint's own optimizer state replaces it on resume

@@ -159,3 +159,36 @@ def test_official_loss_text_to_image_term_on_hand_computed_values():
     # the released code adds the term only when the image tower is adapted
     text_only = supervised_loss(*args, "official", seen_classes=2, image_trains=False)
     assert text_only.item() == pytest.approx(image_to_text, rel=1e-6)
+
+
+def test_lr_schedules_match_hand_values():
+    from codyra.schedules import lr_factor
+
+    # cosine over 5 steps after 1 warm-up step: 1/1, then 0.5 (1 + cos(pi k / 4)), k = 0..3
+    cosine = lr_factor("cosine", 5, 1)
+    assert [cosine(s) for s in range(5)] == pytest.approx([1.0, 1.0, (1 + math.sqrt(0.5)) / 2, 0.5, (1 - math.sqrt(0.5)) / 2])
+    # constant after 2 warm-up steps (1/2, 2/2), whatever the length of the task
+    constant = lr_factor("constant", 5, 2)
+    assert [constant(s) for s in range(6)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
+    # TRACE / TreeLoRA main.py: get_constant_schedule_with_warmup(num_warmup_steps=0) is the full rate at every step
+    assert {lr_factor("constant", 3, 0)(s) for s in range(3)} == {1.0}
+    with pytest.raises(ValueError, match="unknown train.lr_schedule 'linear'"):
+        lr_factor("linear", 5, 0)
+
+
+@pytest.mark.parametrize(("schedule", "factors"), [("cosine", [0.75, 0.25, 0.0]), ("constant", [1.0, 1.0, 1.0])])
+def test_training_follows_the_configured_lr_schedule(tiny_run, schedule, factors):
+    tiny_run["train"].update(iterations=3, lr_schedule=schedule)
+    train_task(tiny_run, "lora-r4", 0, 1)
+    history = [json.loads(line) for line in (task_dir(tiny_run, "lora-r4", 0, 1) / "history.jsonl").read_text().splitlines()]
+    # each record holds the rate of the next step: cosine over 3 steps, 0.5 (1 + cos(pi s / 3)) after step s
+    assert [h["lr"] for h in history] == pytest.approx([tiny_run["train"]["lr"] * f for f in factors])
+
+
+def test_unknown_lr_schedule_is_a_config_error(tiny_cfg_dict):
+    from codyra.config import load_config
+    from codyra.errors import ConfigError
+
+    tiny_cfg_dict["train"]["lr_schedule"] = "linear"
+    with pytest.raises(ConfigError, match="lr_schedule"):
+        load_config(tiny_cfg_dict)

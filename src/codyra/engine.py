@@ -41,7 +41,7 @@ from codyra.methods.base import Method, TaskContext, summary_defaults
 from codyra.optim import pack_optimizer_state, unpack_optimizer_state
 from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
-from codyra.schedules import warmup_cosine
+from codyra.schedules import lr_factor
 from codyra.state import require_updates
 from codyra.tracking import SETTINGS, TIME, JobRun, train_final_metrics, train_run
 from codyra.updates import load_method_state, load_update, save_update
@@ -130,7 +130,8 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         stored_update=lambda k: load_update(task_dir(cfg, method_name, seed, k)),
         total_steps=session.total,
         steps_per_epoch=session.steps_per_epoch,
-        micro_batches_per_step=job["train"]["gradient_accumulation"],
+        micro_batches_per_step=session.micro_batches_per_step,
+        micro_batches_per_epoch=session.micro_batches_per_epoch,
         task_batches=lambda: (batch for micro_batches in session.batches(0) for batch in micro_batches),
         cfg=cfg,
         method_name=method_name,
@@ -152,7 +153,7 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
         backend.load_moments(unpack_optimizer_state(ctx.previous_state, shapes, task_index))
     dropout = seed_adapter_dropout(model, session.device)
     total = session.total
-    scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, warmup_cosine(total, hp["warmup_steps"]))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, lr_factor(hp["lr_schedule"], total, hp["warmup_steps"]))
     ckpt_dir = task_checkpoint_dir(cfg, method_name, seed, task_index)
     start, history = resume(ckpt_dir, lambda found: backend.load(found, scheduler), run, total)
     if start:

@@ -49,6 +49,8 @@ class FitSession(Protocol):
     device: torch.device
     total: int  # optimizer steps of the task
     steps_per_epoch: int  # optimizer steps of one pass over the task's training set (rounded up)
+    micro_batches_per_step: int  # backward passes of one optimizer step
+    micro_batches_per_epoch: int  # backward passes of one pass over the task's training set (rounded up)
     description: str  # progress-bar label
     dropout_key: tuple[int, ...]  # extra parts of the per-step adapter-dropout seed (the rank)
 

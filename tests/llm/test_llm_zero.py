@@ -133,7 +133,7 @@ def test_zero2_gradient_accumulation_matches_one_large_batch(tiny_trace_dict, pl
     torch.testing.assert_close(losses(zero), losses(plain_cfg), rtol=1e-5, atol=0)
 
 
-GRADIENT_METHODS = {  # methods whose before_optimizer_step reads (EWC) or edits (GEM, OGD) the step's gradient
+GRADIENT_METHODS = {  # methods that read each micro-batch's gradient (EWC's hooks) or edit the step's (GEM, OGD)
     "ewc": {"kind": "ewc", "train": {"lr": 0.001}},
     "gem": {"kind": "gem", "train": {"lr": 0.001}},
     "ogd": {"kind": "ogd", "rank": 4, "alpha": 16, "placement": ["q_proj", "v_proj"]},

@@ -52,6 +52,37 @@ def test_trace_baseline_is_seqlora_with_traces_schedule_and_batch_32():
     assert cfg["llm"]["tokenization"] == "trace" and cfg["llm"]["similarity"] == "difflib"
 
 
+@pytest.mark.parametrize("name", ["trace.yaml", "mini_trace.yaml", "mini_trace_baselines.yaml"])
+def test_trace_methods_run_the_references_constant_schedule(name):
+    """TRACE / TreeLoRA training/main.py: get_constant_schedule_with_warmup(0) whatever
+    --lr_scheduler_type says; CoDyRA adheres to TreeLoRA's setup (the paper states no schedule)."""
+    cfg = load_config(CONFIG_DIR / name)
+    runs = [resolve_job(cfg, m, i)["train"] for m in cfg["methods"] for i in range(1, 9)]
+    assert {(r["lr_schedule"], r["warmup_steps"]) for r in runs} == {("constant", 0)}
+
+
+@pytest.mark.parametrize("name", ["mtil_5shot.yaml", "xtail_16shot.yaml", "mtil_full.yaml"])
+def test_clip_configs_keep_the_released_cosine_schedule(name):
+    cfg = load_config(CONFIG_DIR / name)
+    assert cfg["train"]["lr_schedule"] == "cosine"
+
+
+TREELORA_FULL_GRAD_EPOCHS = [1, 1, 5, 5, 1, 5, 5, 5]  # TreeLoRA scripts/full_grad_methods/{EWC,GEM}.sh
+
+
+@pytest.mark.parametrize("name", ["trace.yaml", "mini_trace_baselines.yaml"])
+def test_ewc_gem_run_treeloras_full_grad_scripts_and_ogd_traces_cl_script(name):
+    cfg = load_config(CONFIG_DIR / name)
+    runs = {m: [resolve_job(cfg, m, i)["train"] for i in range(1, 9)] for m in ("ewc", "gem", "ogd")}
+    for method in ("ewc", "gem"):
+        assert [r["epochs"] for r in runs[method]] == TREELORA_FULL_GRAD_EPOCHS
+    assert [r["epochs"] for r in runs["ogd"]] == TRACE_LORA_EPOCHS  # train_seq_cl.sh 5,3,7,5,3,5,5,7
+    if name == "trace.yaml":  # the mini keeps its batch of 4 and its 7x learning rates
+        examples = {m: {r["batch_size"] * r["gradient_accumulation"] for r in rs} for m, rs in runs.items()}
+        assert examples == {"ewc": {32}, "gem": {32}, "ogd": {128}}  # 1 x 4 GPUs x 8; 2 x 8 GPUs x 8
+        assert {r["lr"] for rs in runs.values() for r in rs} == {1e-5}
+
+
 def raw_trace() -> dict:
     return yaml.safe_load((CONFIG_DIR / "trace.yaml").read_text())
 

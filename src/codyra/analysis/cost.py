@@ -1,9 +1,12 @@
 """Computation cost per method (paper table "comp_cost"), measured from the runs.
 
-From the task summaries: ``trainable_params``, ``inference_extra_params`` (parameters kept
-beside the merged backbone at inference) and ``step_seconds`` (mean wall time per optimizer
-step), each averaged over tasks and seeds. Stored bytes per task are measured on disk: the
-task folder's safetensors files (update and method state). The step-time ratio divides by
+From the task summaries: ``trainable_params`` and ``step_seconds`` (mean wall time per optimizer
+step), each averaged over tasks and seeds; ``inference_extra_params`` (parameters kept beside the
+merged backbone at inference) and ``inference_memory`` (stored sample values read at inference)
+after the last task, averaged over seeds: the model the stream ends with, which the paper's
+"Add. Inf. Params. / Mem." column describes (RAIL-Dual's memory of every class, O-LoRA's 44.32M
+after 11 tasks). Stored bytes per task are measured on disk: the task folder's safetensors
+files (update and method state). The step-time ratio divides by
 the mean step time of ``analysis.cost_reference`` (paper: LoRA r = 16). A key no summary of a
 method reports is ``n/a`` with a note naming it: nothing is estimated.
 """
@@ -15,7 +18,8 @@ import statistics
 from codyra.analysis.common import PlainTable, fmt, run_summaries, trained_methods
 from codyra.paths import task_dir
 
-KEYS = ("trainable_params", "inference_extra_params", "step_seconds")
+KEYS = ("trainable_params", "step_seconds")  # mean over tasks and seeds
+FINAL_KEYS = ("inference_extra_params", "inference_memory")  # after the last task, mean over seeds
 
 
 def stored_bytes(cfg: dict, method: str, seed: int, i: int) -> int:
@@ -23,10 +27,12 @@ def stored_bytes(cfg: dict, method: str, seed: int, i: int) -> int:
 
 
 def method_cost(cfg: dict, method: str) -> tuple[dict, list[str]]:
-    """(key -> mean over tasks and seeds, or None), and the keys some summary lacks."""
-    summaries = [s for seed in cfg["seeds"] for s in run_summaries(cfg, method, seed)]
+    """(key -> mean over tasks and seeds (KEYS) or over seeds after the last task (FINAL_KEYS), or
+    None), and the keys some summary lacks."""
+    runs = [run_summaries(cfg, method, seed) for seed in cfg["seeds"]]
+    over = {key: [s for run in runs for s in run] for key in KEYS} | {key: [run[-1] for run in runs] for key in FINAL_KEYS}
     cost, missing = {}, []
-    for key in KEYS:
+    for key, summaries in over.items():
         values = [s.get(key) for s in summaries]
         if any(v is None for v in values):
             missing.append(key)
@@ -45,7 +51,10 @@ def cost_table(cfg: dict) -> PlainTable:
     table = PlainTable(
         "cost",
         f"{cfg['benchmark']}: computation cost per task, mean over tasks and seeds (paper: comp_cost), measured",
-        ["Method", "Train. params", "Stored bytes / task", "Add. inf. params", "Step time (s)", f"Step time / {reference}"],
+        [
+            "Method", "Train. params", "Stored bytes / task", "Add. inf. params (after task N)",
+            "Add. inf. memory (after task N)", "Step time (s)", f"Step time / {reference}",
+        ],
     )
     ref_time = costs[reference][0]["step_seconds"] if reference in costs else None
     for method, (cost, missing) in costs.items():
@@ -55,6 +64,7 @@ def cost_table(cfg: dict) -> PlainTable:
             fmt(cost["trainable_params"], 0),
             fmt(cost["stored_bytes"], 0),
             fmt(cost["inference_extra_params"], 0),
+            fmt(cost["inference_memory"], 0),
             fmt(cost["step_seconds"], 4),
             fmt(ratio, 2),
         ])

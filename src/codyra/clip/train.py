@@ -2,8 +2,8 @@
 
 Supervised loss (paper setup): image->text cross-entropy over the current task's classes,
 prompts built with the task's first template, logits scaled by the model's logit scale.
-``loss: official`` adds the official code's text->image term. AdamW with cosine decay
-(optional linear warm-up) per optimizer step; ``train.precision`` picks fp32 (the released
+``loss: official`` adds the official code's text->image term. AdamW with the schedule of
+``train.lr_schedule`` (cosine by default, optional linear warm-up) per optimizer step; ``train.precision`` picks fp32 (the released
 code) or bf16 autocast on a GPU. Batches of augmented images are pure functions of
 (seed, task, step) (:class:`codyra.engine.StepBatches` keys, read by DataLoader workers).
 """
@@ -60,6 +60,7 @@ class ClipSession:
         self.total = self.hp["iterations"]
         self.train_set = self.task.train_set()  # checks the images exist before the model trains
         self.steps_per_epoch = math.ceil(len(self.train_set) / self.hp["batch_size"])
+        self.micro_batches_per_step, self.micro_batches_per_epoch = 1, self.steps_per_epoch  # a step is one batch
         self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {self.task.name}"
         self._teacher_text: dict[int, torch.Tensor] = {}
         # set here, not with the backend: a method's setup may run the model on a batch (InfLoRA)

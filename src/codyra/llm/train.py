@@ -6,8 +6,8 @@ answer and EOS only. An optimizer step takes ``train.gradient_accumulation`` mic
 its loss is averaged over the answer tokens of all of them, so one process and N ZeRO ranks,
 with or without accumulation, optimise the same objective. (TRACE averages each micro-batch's
 token mean instead; with 1 example per GPU that weights every example equally.) AdamW over
-the method's parameter groups, cosine decay per optimizer step, gradient clipping
-(``llm.gradient_clipping``).
+the method's parameter groups, the learning-rate schedule of ``train.lr_schedule`` per optimizer
+step, gradient clipping (``llm.gradient_clipping``).
 The schedule is set in epochs (``train.epochs``, per task through ``tasks[i].train`` or
 ``tasks[i].methods[m].train``), or in ``train.iterations`` when ``epochs`` is null.
 
@@ -63,6 +63,8 @@ class LMSession:
         self.collate = TrainingCollator(bundle.tokenizer, length_limits(cfg))
         self.total = total_steps(self.hp, len(self.examples))
         self.steps_per_epoch = math.ceil(len(self.examples) / step_examples(self.hp))
+        self.micro_batches_per_step = self.hp["gradient_accumulation"]
+        self.micro_batches_per_epoch = math.ceil(len(self.examples) / self.hp["batch_size"])
         task = cfg["tasks"][task_index - 1]["name"]
         self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {task}"
         self._backend = None

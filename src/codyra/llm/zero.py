@@ -15,12 +15,14 @@ Masters and replicas then agree on every rank, zeros included (0 is exact in bf1
 ``finalize`` checks this at the end of a task (replica digests all-gathered across ranks)
 and the summary records the digests.
 
-A method that reads or edits the step's gradient (``before_optimizer_step``: EWC, GEM, OGD,
+A method that reads or edits the step's gradient (``before_optimizer_step``: GEM, OGD,
 AdaLoRA) gets it as on the plain path: at the accumulation boundary, before ``engine.step()``,
 every trainable parameter's ``.grad`` is its full fp32 gradient reduced over ranks (DeepSpeed's
 ``safe_get_full_grad``), and what the method leaves there is written back into this rank's
 gradient partition (``safe_set_full_grad``) before DeepSpeed clips and steps. It costs one
-all-reduce per parameter and a full fp32 gradient per rank.
+all-reduce per parameter and a full fp32 gradient per rank. EWC reads each micro-batch's
+gradient instead, in tensor hooks during the backward, and averages it over the ranks itself
+(``codyra.methods.ewc.rank_mean``: one all-reduce per parameter and micro-batch).
 
 Checkpoints gather full fp32 parameters and moments into torch AdamW's state-dict layout
 (:mod:`codyra.checkpoint`): rank 0 writes them, every rank reads them back into its own
@@ -102,7 +104,7 @@ class ZeroBackend:
                 f"method {method.kind!r} rewrites parameters after each step but has no {PROXIMAL_GROUPS} "
                 "parameter group; under ZeRO only those groups go through the fp32 master weights"
             )
-        # a method reading or editing the step's gradients (EWC, GEM, OGD, AdaLoRA, DyLoRA frozen)
+        # a method reading or editing the step's gradients (GEM, OGD, AdaLoRA, DyLoRA frozen)
         self.exposes_gradients = type(method).before_optimizer_step is not Method.before_optimizer_step
         scalars = [n for n, p in model.named_parameters() if p.dim() == 0]
         if scalars:  # deepspeed.initialize's broadcast views every parameter as bytes and fails on these

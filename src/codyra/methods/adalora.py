@@ -7,7 +7,8 @@ reproduced on our adapter and tested against PEFT on an ``nn.Linear``.
 - Orthogonal regularisation added to the loss: orth_reg_weight * mean over the A and B matrices
   of ||A A^T - I||_F and ||B^T B - I||_F (``AdaLoraModel.forward``; unsquared Frobenius norms).
 - Budget allocation after every optimizer step, with the gradients still present
-  (``update_and_allocate``): sensitivity |p * grad| smoothed by EMAs (beta1, beta2), score =
+  (``update_and_allocate(global_step)``, global_step 0 after the first step, as the reference
+  trainer counts): sensitivity |p * grad| smoothed by EMAs (beta1, beta2), score =
   smoothed sensitivity x uncertainty; the score of component i is s(E_i) + mean s(A_i,:) +
   mean s(B_:,i); the cubic budget schedule from init_bgt = r x #matrices to target_r x #matrices
   between tinit and total - tfinal; every deltaT steps the gates of the init_bgt - budget
@@ -224,7 +225,10 @@ class AdaLoRA(LoRA):
         self.grads = self.allocator.gradients()
 
     def after_step(self, step, total_steps):
-        self.budget = self.allocator.step(step, self.grads)
+        # PEFT's update_and_allocate(global_step) takes the reference trainer's 0-based count: AdaLoRA's
+        # NLU/src/transformers/trainer.py calls it with self.state.global_step before `global_step += 1`
+        # (run_summarization_no_trainer.py likewise, before `completed_steps += 1`); the engine's step is 1-based
+        self.budget = self.allocator.step(step - 1, self.grads)
 
     def step_metrics(self):
         return {**super().step_metrics(), "budget": float(getattr(self, "budget", 0))}

@@ -66,8 +66,11 @@ class TaskContext:
     ``generator`` seeds the method's own random initialisation (a pure function of (seed,
     task)); ``cfg`` is the full config (for a method that needs e.g. reference data).
     ``total_steps`` / ``steps_per_epoch``: the task's optimizer steps and those of one pass over
-    its training set (rounded up; TRACE's per-epoch quantities: EWC's Fisher, OGD's last epoch);
-    ``micro_batches_per_step``: the micro-batches (``extra_loss`` calls) of each step.
+    its training set (rounded up; TRACE's per-epoch quantities: OGD's last epoch).
+    ``micro_batches_per_step`` / ``micro_batches_per_epoch``: the backward passes of one step
+    (``train.gradient_accumulation``; 1 where a step is one batch) and of one pass over the
+    training set (rounded up; default ``steps_per_epoch``, one per step): TRACE's EWC divides its
+    Fisher by the micro-batches of an epoch.
     ``task_batches()`` iterates the task's training micro-batches of all its steps, as training
     draws them (a method that needs a pass over the task's data before or after training:
     InfLoRA's input subspaces). ``task`` is the family's description of the task being trained
@@ -96,6 +99,13 @@ class TaskContext:
     seed: int
     micro_batches_per_step: int = 1
     task: Any = None
+    micro_batches_per_epoch: int | None = None
+
+    def __post_init__(self):
+        if self.micro_batches_per_epoch is None:
+            if self.micro_batches_per_step != 1:
+                raise ValueError("TaskContext: give micro_batches_per_epoch when a step takes several micro-batches")
+            self.micro_batches_per_epoch = self.steps_per_epoch
 
 
 class Method(ABC):

@@ -4,10 +4,13 @@ Every optimizer step draws one rank b uniformly from {rank_min, ..., rank} for a
 trains the truncated update ``B[:, :b] A[:b] * alpha / b``. The official ``dynamic`` module
 (Huawei, ``DyLoRA/loralib``) multiplies both truncated factors by sqrt(r / b), so with the LoRA
 scale alpha / r the product carries alpha / b; in ``frozen`` mode the first b - 1 components are
-detached and only the b-th trains (the reference's ``set_rank(rank, frozen=False)`` default
-trains all b). On our adapter the truncation is a 0/1 mask in its fixed gate buffer and the
-scale alpha / b; frozen components get their gradient zeroed, which is what detaching them in
-the forward does (AdamW still applies momentum and weight decay to them, as in the reference).
+detached and only the b-th trains. Frozen is the default: the official training draws b and calls
+``model.set_rank(new_rank, frozen=True)`` before every step (``DyLoRA/examples/NLU/examples/
+text-classification/run_glue.py``, ``callback_step.on_step_begin``, line 552); ``frozen: false``
+(``set_rank``'s default argument, which that training overrides) trains all b. On our adapter
+the truncation is a 0/1 mask in its fixed gate buffer and the scale alpha / b; frozen components
+get their gradient zeroed, which is what detaching them in the forward does (AdamW still applies
+momentum and weight decay to them, as in the reference).
 
 After the task the update merges at ``merge_rank`` (default: the full rank), as the reference
 evaluates a model at the rank last set.
@@ -47,7 +50,7 @@ def freeze_lower_(adapter, b: int) -> None:
 @dataclass(frozen=True)
 class DyLoRAOptions(LoRAOptions):
     rank_min: int = option(1, minimum=1, doc="smallest sampled rank")
-    frozen: bool = option(False, doc="train only the sampled component (DyLoRA's frozen mode)")
+    frozen: bool = option(True, doc="train only the sampled component (the official run_glue.py: set_rank(b, frozen=True)); false: all b")
     merge_rank: int | None = option(None, minimum=1, doc="rank merged after the task (null: rank)")
 
     def check(self):

@@ -1,20 +1,29 @@
 """EWC as TRACE implements it (BeyonderXX/TRACE, model/Regular/EWC.py; full-parameter
-training, scripts/train_seq_cl.sh), in every model family.
+training), in every model family.
 
-- Fisher: one diagonal F for the whole stream, never reset. After every optimizer step,
-  F += g^2 / (steps per epoch of the current task), g the step's gradient of the total loss
-  (penalty included; NaN -> 0 as TRACE's gradient hook does). It therefore sums over every
-  step of every epoch of every task so far, and grows *during* the current task too.
+- Fisher: one diagonal F for the whole stream, never reset. After every micro-batch's backward,
+  F += g^2 / (micro-batches per epoch of the current task), g that micro-batch's gradient of the
+  total loss (penalty included; NaN -> 0) as the backward leaves it, i.e. its share of the step's
+  loss (about 1 / gradient_accumulation of its mean). TRACE registers a tensor hook on every
+  parameter (``retain_grad`` / ``save_grad``) that sees each ``model.backward(loss)`` of DeepSpeed,
+  which divides the loss by the accumulation steps, and calls ``_update_fisher`` (divide by
+  ``train_length = len(dataloader)``, the micro-batches of an epoch) after every micro-batch
+  (``train_one_task``). We square in the same tensor hook, so F sums over every micro-batch of
+  every epoch of every task so far, and grows *during* the current task too (the next
+  micro-batch's penalty already uses it). Under DeepSpeed ZeRO the hook's gradient is this rank's
+  share of the micro-batch: it is averaged over the ranks first, as DeepSpeed averages gradients,
+  so every rank squares the micro-batch's gradient of the plain path (TRACE squares each rank's
+  own share, so its ranks' Fishers differ).
 - Penalty from the second task on: loss += 0.5 * lambda * sum F (theta - theta_{i-1})^2, with
   theta_{i-1} the weights the task started from and the running F; lambda = 400 (TRACE's
   ``lambda_ewc`` default).
 - ``fisher_gradient: task`` (not TRACE's) squares the task loss's gradient alone, as EWC's
   Fisher of the task's log-likelihood (Kirkpatrick et al. 2017): the penalty's own gradient
-  lambda F (theta - theta_{i-1}) is taken back out. TRACE's F feeds on that gradient, so
-  F_{t+1} ~ F_t + (lambda F_t dtheta)^2 / steps: once lambda dtheta sqrt(F / steps) > 1 it
-  squares every step; under AdamW a rarely-seen weight moves by lr per step whatever its
-  gradient, and on the mini CLIP (full fine-tuning at 1e-4) token-embedding entries reached
-  inf within 20 steps of task 3.
+  lambda F (theta - theta_{i-1}) / (micro-batches per step) is taken back out of each
+  micro-batch's. TRACE's F feeds on that gradient, so F_{t+1} ~ F_t + (lambda F_t dtheta)^2 / n:
+  once lambda dtheta sqrt(F / n) > 1 it squares every micro-batch; under AdamW a rarely-seen
+  weight moves by lr per step whatever its gradient, and on the mini CLIP (full fine-tuning at
+  1e-4) token-embedding entries reached inf within 20 steps of task 3.
 
 Stored per task beside the update: F after the task (theta_{i-1} is rebuilt from the updates).
 """
@@ -33,20 +42,35 @@ if TYPE_CHECKING:
 
 
 def accumulate_fisher_(
-    fisher: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor | None], steps_per_epoch: int
+    fisher: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor | None], micro_batches_per_epoch: int
 ) -> None:
-    """TRACE's ``_update_fisher``: F[n] += nan_to_num(g[n], nan=0)^2 / steps_per_epoch, in place.
+    """TRACE's ``_update_fisher`` after one micro-batch: F[n] += nan_to_num(g[n], nan=0)^2 /
+    micro_batches_per_epoch, in place, g[n] the micro-batch's gradient as its backward left it.
 
-    A parameter without a gradient this step (None) adds nothing, as TRACE's hook never fires for it.
+    A parameter without a gradient (None) adds nothing, as TRACE's hook never fires for it.
     """
     import torch
 
-    if steps_per_epoch < 1:
-        raise ValueError(f"steps per epoch must be >= 1, got {steps_per_epoch}")
+    if micro_batches_per_epoch < 1:
+        raise ValueError(f"micro-batches per epoch must be >= 1, got {micro_batches_per_epoch}")
     for name, f in fisher.items():
         g = grads.get(name)
         if g is not None:
-            f.add_(torch.nan_to_num(g.detach().to(f.dtype), nan=0.0).pow(2) / steps_per_epoch)
+            f.add_(torch.nan_to_num(g.detach().to(f.dtype), nan=0.0).pow(2) / micro_batches_per_epoch)
+
+
+def rank_mean(grad: torch.Tensor) -> torch.Tensor:
+    """``grad`` averaged over the ranks of a running process group (itself in one process)."""
+    import torch
+
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return grad
+    world = torch.distributed.get_world_size()
+    if world == 1:
+        return grad
+    total = grad.detach().float().clone()
+    torch.distributed.all_reduce(total)
+    return total / world
 
 
 def penalty_gradient(params, previous, fisher, strength: float) -> dict:
@@ -110,21 +134,29 @@ class EWC(FullFineTune):
                 raise ValueError(f"stored Fisher of {n} has shape {tuple(f.shape)}, the parameter {tuple(self.params[n].shape)}")
         self.anchor = {n: p.detach().clone() for n, p in self.params.items()}  # theta_{i-1}
         self.penalise = ctx.task_index > 1  # TRACE: no penalty on the first task
-        self.steps_per_epoch = ctx.steps_per_epoch
+        self.micro_batches_per_step = ctx.micro_batches_per_step
+        self.micro_batches_per_epoch = ctx.micro_batches_per_epoch
+        self.hooks = [p.register_hook(self._fisher_hook(n)) for n, p in self.params.items()]
         return groups
+
+    def _fisher_hook(self, name: str):
+        """TRACE's ``save_grad`` hook and ``_update_fisher``, for one parameter and one micro-batch."""
+
+        def hook(grad):
+            g = rank_mean(grad)
+            if self.penalise and self.options.fisher_gradient == "task":
+                # the penalty's share of this micro-batch (the engine adds penalty / micro-batches per
+                # step), at the F its forward used (F[name] changes only here, after that)
+                own = penalty_gradient({name: self.params[name]}, self.anchor, self.fisher, self.options.strength)[name]
+                g = g - own.to(g.dtype) / self.micro_batches_per_step
+            accumulate_fisher_({name: self.fisher[name]}, {name: g}, self.micro_batches_per_epoch)
+
+        return hook
 
     def extra_loss(self, ctx, batch, outputs):
         if not self.penalise:
             return None
         return ewc_penalty(self.params, self.anchor, self.fisher, self.options.strength)
-
-    def before_optimizer_step(self, ctx):
-        grads = {n: p.grad for n, p in self.params.items()}
-        if self.penalise and self.options.fisher_gradient == "task":
-            # the penalty's gradient at this step's F (F changes only below, after the backward)
-            own = penalty_gradient(self.params, self.anchor, self.fisher, self.options.strength)
-            grads = {n: None if g is None else g - own[n].to(g.dtype) for n, g in grads.items()}
-        accumulate_fisher_(self.fisher, grads, self.steps_per_epoch)
 
     def state_to_store(self):
         return {f"fisher.{n}": f.detach().cpu().contiguous() for n, f in self.fisher.items()}
@@ -140,6 +172,8 @@ class EWC(FullFineTune):
                 f.copy_(state[f"fisher.{n}"])
 
     def finish(self, model):
+        for handle in self.hooks:
+            handle.remove()
         self.anchor = None
         return super().finish(model)
 

@@ -10,8 +10,11 @@ Per adapted matrix, with C = mean over the task's tokens of x x^T (``cur_matrix`
   (F, type) with threshold (lame - lamb) * (i - 1) / N + lamb (``update_DualGPM``), including
   its final switch of a ``remove`` basis wider than half the space to its complement.
 
-Where it differs: the reference's first task stores U[:, :r] even when it marks the basis
-``retain``, then fails its own assertion (retain bases must be at most half wide); we store the
+After the first task, with r directions reaching the threshold out of k: r < k / 2 stores U[:, :r]
+as ``remove``; otherwise the reference stores U[:, :r] too but marks it ``retain``
+(``update_DualGPM``, the ``else`` branch after ``if r < (activation.shape[0]/2)``). At r = k / 2
+exactly we do the same (its final check, retain bases at most k / 2 wide, passes). Where it
+differs: for r > k / 2 the reference fails that check (an assertion) and stops; we store the
 complement U[:, r:] that the retain branch means. The reference trains only K and V of ViT
 attention (``lora_B_k``, ``lora_B_v``); the placement option selects matrices here.
 """
@@ -65,8 +68,10 @@ def update_dualgpm(feature, retain: bool, gram, threshold: float):
         r = int((torch.cumsum(ratio, 0) < threshold).sum())
         if r < k / 2:
             feature, retain = U[:, : max(r, 1)], False
-        else:  # see the module docstring: the complement, as the retain branch means
-            feature, retain = U[:, max(r, 1) :], True
+        elif 2 * r == k:  # the reference as run: its top r directions, marked retain
+            feature, retain = U[:, :r], True
+        else:  # the reference asserts here (module docstring): the complement, as the retain branch means
+            feature, retain = U[:, r:], True
     else:
         total = (svd(gram, full_matrices=False).S ** 2).sum()
         proj = feature @ feature.T @ gram

@@ -15,7 +15,8 @@ The summary's ``dW_fro`` is the norm of the task's increment D_i - D_{i-1}.
 
 Each task job starts a fresh AdamW state unless ``train.carry_optimizer`` is set (TRACE and
 TreeLoRA keep one optimizer for the whole stream): then the moments and step counts of task
-i-1's job continue in task i's.
+i-1's job continue in task i's. The LR schedule restarts per task; theirs is constant without
+warm-up (``train.lr_schedule: constant`` in the TRACE configs), so restarting it changes nothing.
 """
 
 from __future__ import annotations
