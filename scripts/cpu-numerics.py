@@ -5,7 +5,9 @@
 (matrix products of their shapes, the patch convolution, attention, norms, activations, losses,
 AdamW steps), on fixed inputs, with 1 and 2 threads. ``pipeline``: the hashes of a tiny mini CLIP
 and mini TRACE run end to end (corpus, theta_0, each task's update digest, the cells).
-``compare``: the entries two such files disagree on; exit status 1 if any.
+``compare``: the entries two such files disagree on; exit status 1 if any. ``ops`` also hashes the
+kernels the platform avoids because they differ between processors (marked "avoided"; compared
+with ``--avoided``).
 
 Two runs agree bit for bit only where every entry agrees. To see another processor's numbers on
 this one, run under QEMU's user-mode emulator with another CPU model, e.g.
@@ -89,7 +91,7 @@ def kernels() -> dict:
     out["gelu"] = lambda: _backward(F.gelu, rows)
     out["silu"] = lambda: _backward(F.silu, rows)
     out["exp, log"] = lambda: (rows.exp(), rows.abs().add(1).log())
-    out["sqrt"] = lambda: rows.abs().sqrt()
+    out["rsqrt, rms_norm"] = lambda: _backward(lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6), rows)
     out["sum"] = lambda: (rows.sum(), rows.sum(0), rows.mean(-1))
     q, k, v = (_randn(64, 2, 24, 32, seed=s) for s in (8, 9, 10))
     causal = torch.triu(torch.full((24, 24), float("-inf")), 1)
@@ -100,8 +102,15 @@ def kernels() -> dict:
     ids = torch.randint(0, 1024, (64, 24), generator=torch.Generator().manual_seed(13))
     out["embedding"] = lambda: _backward(lambda w: F.embedding(ids, w), _randn(1024, 64, seed=14))
     out["adamw fused"] = lambda: _adamw_steps(True)
-    out["adamw"] = lambda: _adamw_steps(False)
     return out
+
+
+def avoided_kernels() -> dict:
+    """Kernels the platform keeps out of its CPU computations because their rounding depends on
+    the processor: ``torch.sqrt`` (MKL's vector math; ``codyra.device.portable_sqrt``) and with it
+    the unfused AdamW step (``codyra.backends.PlainBackend`` runs the fused one)."""
+    rows = _randn(2048, 128, seed=7)
+    return {"sqrt (avoided)": lambda: rows.abs().sqrt(), "adamw unfused (avoided)": lambda: _adamw_steps(False)}
 
 
 def ops() -> dict:
@@ -110,7 +119,7 @@ def ops() -> dict:
     report = {"environment": environment()}
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        for name, fn in kernels().items():
+        for name, fn in (kernels() | avoided_kernels()).items():
             report[f"{name} [{threads} threads]"] = _digest(fn())
     return report
 
@@ -176,8 +185,10 @@ def pipeline(workdir: Path) -> dict:
     return out
 
 
-def compare(a: dict, b: dict) -> list[str]:
-    return [f"{key}: {a.get(key)} vs {b.get(key)}" for key in sorted(set(a) | set(b)) if key != "environment" and a.get(key) != b.get(key)]
+def compare(a: dict, b: dict, *, avoided: bool = False) -> list[str]:
+    """The entries that differ (``avoided``: the avoided kernels' too)."""
+    keys = [k for k in sorted(set(a) | set(b)) if k != "environment" and (avoided or "(avoided)" not in k)]
+    return [f"{key}: {a.get(key)} vs {b.get(key)}" for key in keys if a.get(key) != b.get(key)]
 
 
 def main(argv=None) -> int:
@@ -190,10 +201,11 @@ def main(argv=None) -> int:
             p.add_argument("--workdir", type=Path, help="results folder of the tiny runs (default: a temporary one)")
     p = sub.add_parser("compare")
     p.add_argument("files", type=Path, nargs=2)
+    p.add_argument("--avoided", action="store_true", help="compare the kernels the platform avoids too")
     args = parser.parse_args(argv)
     if args.command == "compare":
         a, b = (json.loads(f.read_text()) for f in args.files)
-        diffs = compare(a, b)
+        diffs = compare(a, b, avoided=args.avoided)
         print("\n".join(diffs) if diffs else f"identical: {len(a) - 1} entries")
         return 1 if diffs else 0
     if args.command == "ops":

@@ -24,15 +24,17 @@ from codyra.device import autocast
 
 class PlainBackend:
     """A single process: torch AdamW over the method's groups, optional bf16 autocast on a GPU
-    (``train.precision``), optional gradient clipping (``clip_norm`` > 0). ``fused``: one kernel
-    for all parameters instead of a loop over hundreds of small adapter tensors."""
+    (``train.precision``), optional gradient clipping (``clip_norm`` > 0). Fused AdamW: one kernel
+    for all parameters instead of a loop over hundreds of small adapter tensors, and on a CPU the
+    same numbers on every processor (the loop's square root goes through MKL's vector math, whose
+    rounding differs between processors; see ``codyra.device.portable_sqrt``)."""
 
     rank, world_size = 0, 1
 
-    def __init__(self, model, groups, hp: dict, device: torch.device, *, clip_norm: float = 0.0, fused: bool = False):
+    def __init__(self, model, groups, hp: dict, device: torch.device, *, clip_norm: float = 0.0):
         self.module, self.device, self.precision = model.to(device), device, hp["precision"]
         self.params = {n: p for n, p in model.named_parameters() if p.requires_grad}
-        self.optimizer = torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"], fused=fused or None)
+        self.optimizer = torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"], fused=True)
         self.clip_norm = clip_norm
 
     def autocast(self):

@@ -36,6 +36,14 @@ def warn_if_cpu_unpinned() -> None:
         )
 
 
+def portable_sqrt(x: torch.Tensor) -> torch.Tensor:
+    """Square root (x > 0) that every CPU rounds alike: ``torch.sqrt`` of a CPU tensor calls MKL's
+    vector math, whose result depends on the processor (scripts/cpu-numerics.py: one value in six
+    differed from the correctly rounded root, differently on an Intel, an AMD and an emulated CPU),
+    while ``rsqrt`` is torch's own kernel."""
+    return x * torch.rsqrt(x)
+
+
 def autocast(device: torch.device, precision: str):
     """bf16 autocast on a GPU when precision is auto/bf16; a no-op context otherwise."""
     use_bf16 = device.type == "cuda" and precision in ("auto", "bf16")

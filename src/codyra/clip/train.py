@@ -71,7 +71,7 @@ class ClipSession:
 
     def backend(self, groups, method):
         model = self.model.to(self.device).train()
-        backend = PlainBackend(model, groups, self.hp, self.device, fused=True)
+        backend = PlainBackend(model, groups, self.hp, self.device)
         text_trains = any(p.requires_grad for n, p in model.named_parameters() if not n.startswith("visual."))
         self.image_trains = any(p.requires_grad for n, p in model.named_parameters() if n.startswith("visual."))
         if not text_trains:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from codyra.device import portable_sqrt
 from codyra.methods.base import Method, freeze
 from codyra.methods.options import MethodOptions, option
 
@@ -111,7 +112,7 @@ class LoRA(Method):
 
     def frobenius(self):
         """The task update's ||dW||_F over all adapted matrices (differentiable; 0 at B = 0 with a zero gradient)."""
-        return sum(a.frobenius_sq() for a in self.adapters.values()).clamp_min(1e-12).sqrt()
+        return portable_sqrt(sum(a.frobenius_sq() for a in self.adapters.values()).clamp_min(1e-12))
 
     def extra_loss(self, ctx, batch, outputs):
         if self.norm_goal is None:

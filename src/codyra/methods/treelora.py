@@ -95,7 +95,7 @@ class TreeBandit:
         seen = self.counts > 0
         sim[seen] = sim[seen] / self.counts[seen]
         bonus = math.sqrt(math.log(2 * self.total_rounds * (rounds + 1) * (rounds + 2)))
-        sim = -(sim - bonus / torch.sqrt(2 * self.counts + 1e-5))
+        sim = -(sim - bonus * torch.rsqrt(2 * self.counts + 1e-5))
         sim = sim + sim.min()
         return torch.softmax(sim.sum(dim=1), dim=0), sim
 
