@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+import codyra  # noqa: F401  (pins the CPU numerics before torch runs; each variant's process sets its own)
+
 PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
 
 
@@ -94,7 +96,6 @@ MODELS = {"mini CLIP": clip_step, "mini LM": lm_step}
 
 def measure(model: str, warmup: int, steps: int) -> float:
     """CPU seconds per step, in this process (whose pins the parent set)."""
-    import codyra  # noqa: F401
     import torch
 
     torch.set_num_threads(1)
