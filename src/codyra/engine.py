@@ -31,7 +31,7 @@ from codyra.checkpoint import checkpoint_dir, find_checkpoint, load_method_check
 from codyra.config import fingerprint, resolve_job
 from codyra.family import FitSession, family_of
 from codyra.fingerprints import train_fingerprint
-from codyra.io import read_json, write_text
+from codyra.io import read_json, require_writable, write_text
 from codyra.methods import build_method
 from codyra.methods.base import Method, TaskContext, summary_defaults
 from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
@@ -56,6 +56,7 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
     ``on_step(step)`` is called after every optimizer step (tests use it to simulate a kill).
     """
     job = resolve_job(cfg, method_name, task_index)
+    require_writable(task_dir(cfg, method_name, seed, task_index))
     torch.set_num_threads(job["train"]["threads"])
     method = build_method(job["method"])
     if method.trains:
