@@ -47,3 +47,26 @@ def test_given_model_folder_is_recorded_at_first_use_and_checked_after(tiny_trac
     with pytest.raises(ResultError, match=rf"theta_0 {given} holds non-finite values in 1 tensor\(s\) \(e.g. {TENSOR}\)"):
         pretrained_lm(cfg)
     assert not record.exists()  # weights that never loaded are not recorded
+
+
+def test_hub_model_is_recorded_at_first_use_by_repository_and_file(tiny_trace, tiny_trace_theta0, tmp_path, monkeypatch):
+    import codyra.llm.model as lm_model
+
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--org--tiny-llama" / "snapshots" / "0123abcd"
+    shutil.copytree(tiny_trace_theta0[1], snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
+    loaded = []
+    real = lm_model.load_causal_lm
+    monkeypatch.setattr(lm_model, "load_causal_lm", lambda source, local, cache_dir: loaded.append(source) or real(str(snapshot), local=True))
+    monkeypatch.setattr(lm_model, "pretrained_source", lambda cfg: ("org/tiny-llama", False))
+    cfg = {**tiny_trace, "model": {**tiny_trace["model"], "cache_dir": str(cache)}}
+    pretrained_lm(cfg)
+    assert loaded == ["org/tiny-llama"]
+    record = results_path(cfg, WEIGHTS_DIGEST)
+    assert read_json(record) == {"org/tiny-llama: model.safetensors": file_sha256(snapshot / "model.safetensors")}
+
+    overwrite_value(snapshot / "model.safetensors", TENSOR, 2, 0.5)
+    with pytest.raises(ResultError, match=rf"\(org/tiny-llama: model.safetensors\) changed since this benchmark first used them.*delete {snapshot} and download org/tiny-llama again"):
+        pretrained_lm(cfg)
