@@ -15,7 +15,7 @@ from codyra.clip.model import HubFile, pretrained_clip
 from codyra.config import load_config
 from codyra.engine import train_task
 from codyra.io import ResultError, read_json
-from codyra.paths import MINI_PRETRAINED, WEIGHTS_DIGEST, results_path
+from codyra.paths import MINI_PRETRAINED, WEIGHTS_DIGEST, cell_path, results_path
 from codyra.theta0 import file_sha256
 from tests.conftest import write_yaml
 from tests.reliability.test_integrity import overwrite_value
@@ -41,16 +41,19 @@ def test_the_mini_pretraining_records_the_digest_of_theta_0(own_mini):
 
 def test_poisoned_mini_theta_0_is_refused_by_every_job(own_mini, capsys):
     cfg, config_file = own_mini
+    train_task(cfg, "codyra", 0, 1)
     weights = results_path(cfg, MINI_PRETRAINED)
     overwrite_value(weights, TENSOR, 0, math.nan)  # the header stays valid: the file still parses
     message = rf"theta_0 {weights} changed since its pretraining wrote it .*rerun the mini pretraining \(snakemake -f {weights}, or codyra pretrain-mini"
     with pytest.raises(ResultError, match=message):
         pretrained_clip(cfg)
-    assert main(["cell", "--config", config_file, "--method", "pretrained", "--i", "0", "--j", "1"]) == 2
-    err = capsys.readouterr().err
-    assert f"theta_0 {weights} changed since its pretraining wrote it" in err and "Traceback" not in err
+    for cell in (["--method", "codyra", "--seed", "0", "--i", "1"], ["--method", "pretrained", "--i", "0"]):
+        assert main(["cell", "--config", config_file, *cell, "--j", "1"]) == 2
+        err = capsys.readouterr().err
+        assert f"theta_0 {weights} changed since its pretraining wrote it" in err and "Traceback" not in err
+    assert not cell_path(cfg, "codyra", 0, 1, 1).exists()
     with pytest.raises(ResultError, match=message):
-        train_task(cfg, "codyra", 0, 1)
+        train_task(cfg, "codyra", 0, 2)
 
 
 def test_mini_theta_0_without_its_digest_is_refused(own_mini):
