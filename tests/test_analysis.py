@@ -14,7 +14,7 @@ from codyra.analysis.probes import scaled, without_tower
 from codyra.analysis.significance import mean_ci, paired_p
 from codyra.io import ResultError
 from codyra.paths import task_dir
-from codyra.updates import TaskUpdate, save_update
+from codyra.updates import TaskUpdate, placement, save_update
 
 
 def lora(**targets) -> TaskUpdate:
@@ -28,7 +28,7 @@ def lora(**targets) -> TaskUpdate:
 
 def store_run(cfg, method, seed, updates, summaries=None):
     for i, update in enumerate(updates, 1):
-        summary = {"method": method, "seed": seed, "task_index": i, "task": cfg["tasks"][i - 1]["name"], **((summaries or [{}] * len(updates))[i - 1])}
+        summary = {**placement(cfg, method, seed, i), "task": cfg["tasks"][i - 1]["name"], **((summaries or [{}] * len(updates))[i - 1])}
         save_update(task_dir(cfg, method, seed, i), update, summary)
 
 

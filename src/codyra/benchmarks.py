@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from codyra.family import family_of
+from codyra.io import require_writable
 
 
 def own_pretraining(cfg: dict) -> str | None:
@@ -12,6 +15,8 @@ def own_pretraining(cfg: dict) -> str | None:
 
 def pretrain_own(cfg: dict) -> None:
     """Write the mini benchmark's theta_0 (and, for the mini TRACE, its data and tokenizer)."""
-    if own_pretraining(cfg) is None:
+    weights = own_pretraining(cfg)
+    if weights is None:
         raise ValueError("pretrain-mini applies to the mini benchmarks (data.kind: mini, or llm.mini) with model.pretrained null")
+    require_writable(Path(weights).parent.parent)  # the pretraining replaces its folder (the mini TRACE's) whole
     family_of(cfg).pretrain_own(cfg)

@@ -33,11 +33,14 @@ log = logging.getLogger(__name__)
 
 
 def checkpoint_dir(task_folder: Path, key: str) -> Path:
-    """The checkpoint folder of settings ``key`` in a task folder; stale ones are discarded."""
+    """The checkpoint folder of settings ``key`` in a task folder; stale ones, and the temporary
+    folders of writes that failed or were killed, are discarded."""
     mine = f"{PREFIX}-{key}"
     for path in sorted(task_folder.glob(f"*{PREFIX}*")) if task_folder.is_dir() else []:
-        name = path.name.lstrip(".")
-        if name.startswith(PREFIX) and not name.startswith(mine):
+        if path.name.startswith(f".{PREFIX}"):
+            log.warning("removing %s: a checkpoint write that never finished", path)
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.name.startswith(PREFIX) and not path.name.startswith(mine):
             log.warning("discarding checkpoint %s: written with other settings than this job's (%s), so never resumed", path, key)
             shutil.rmtree(path, ignore_errors=True)
     return task_folder / mine
@@ -63,8 +66,12 @@ def save_checkpoint(
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = directory.parent / f".{directory.name}.{secrets.token_hex(4)}"
     os.mkdir(tmp)  # not tempfile.mkdtemp: its 0700 would stick to the renamed folder; the umask applies
-    save_safetensors(tmp / TENSORS, tensors)
-    (tmp / STATE).write_text(json.dumps(state))
+    try:
+        save_safetensors(tmp / TENSORS, tensors)
+        (tmp / STATE).write_text(json.dumps(state))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     old = directory.with_name(directory.name + ".old")
     if directory.exists():
         directory.rename(old)

@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return run(sys.argv[1:] if argv is None else argv)
-    except (ConfigError, FileNotFoundError, ValueError, KeyError, ConnectionError) as err:
+    except (ConfigError, OSError, ValueError, KeyError, ConnectionError) as err:  # OSError: a full disk, a read-only folder
         print(f"codyra: error: {err}", file=sys.stderr)
         return 2
 

@@ -35,7 +35,7 @@ from codyra.checkpoint import checkpoint_dir, find_checkpoint, load_method_check
 from codyra.config import fingerprint, resolve_job
 from codyra.family import FitSession, family_of
 from codyra.fingerprints import train_fingerprint
-from codyra.io import read_json, write_text
+from codyra.io import read_json, require_writable, write_text
 from codyra.methods import build_method
 from codyra.methods.base import Method, TaskContext, summary_defaults
 from codyra.optim import pack_optimizer_state, unpack_optimizer_state
@@ -44,7 +44,7 @@ from codyra.progress import progress_bar
 from codyra.schedules import lr_factor
 from codyra.state import require_updates
 from codyra.tracking import SETTINGS, TIME, JobRun, train_final_metrics, train_run
-from codyra.updates import load_method_state, load_update, save_update
+from codyra.updates import placement, previous_digests, save_update, stored_state, stored_update
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
     ``on_step(step)`` is called after every optimizer step (tests use it to simulate a kill).
     """
     job = resolve_job(cfg, method_name, task_index)
+    require_writable(task_dir(cfg, method_name, seed, task_index))
     torch.set_num_threads(job["train"]["threads"])
     method = build_method(job["method"])
     if method.trains:
@@ -88,8 +89,7 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
 
 def task_checkpoint_dir(cfg: dict, method_name: str, seed: int, task_index: int):
     """This job's checkpoint folder: keyed by its settings and the updates 1..i-1 it starts from."""
-    previous = [read_json(task_dir(cfg, method_name, seed, k) / SUMMARY_FILE).get("update_digest") for k in range(1, task_index)]
-    key = fingerprint([train_fingerprint(cfg, method_name, task_index), previous])
+    key = fingerprint([train_fingerprint(cfg, method_name, task_index), previous_digests(cfg, method_name, seed, task_index)])
     return checkpoint_dir(task_dir(cfg, method_name, seed, task_index), key)
 
 
@@ -111,7 +111,7 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
     model = session.model
 
     def stored(k: int):
-        return load_method_state(task_dir(cfg, method_name, seed, k))
+        return stored_state(cfg, method_name, seed, k)
 
     return TaskContext(
         model=model,
@@ -127,7 +127,7 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         forward=session.forward,
         task_loss=session.task_loss,
         stored_state=stored,
-        stored_update=lambda k: load_update(task_dir(cfg, method_name, seed, k)),
+        stored_update=lambda k: stored_update(cfg, method_name, seed, k),
         total_steps=session.total,
         steps_per_epoch=session.steps_per_epoch,
         micro_batches_per_step=session.micro_batches_per_step,
@@ -219,7 +219,7 @@ def fit_closed_form(cfg, method_name, method: Method, seed, task_index, job, dev
     started = time.time()
     device = pick_device(device)
     batches, classes = family_of(cfg).feature_pass(cfg, seed, task_index, job["train"]["batch_size"], device)
-    previous = load_method_state(task_dir(cfg, method_name, seed, task_index - 1)) if task_index > 1 else None
+    previous = stored_state(cfg, method_name, seed, task_index - 1) if task_index > 1 else None
     began = time.perf_counter()
     method.absorb(previous, batches, classes, seed)
     update, summary = method.finish(None)
@@ -233,10 +233,7 @@ def finish_task(cfg, method_name, seed, task_index, job, update, summary, histor
     out = task_dir(cfg, method_name, seed, task_index)
     summary = {
         **summary_defaults(summary),
-        "benchmark": cfg["benchmark"],
-        "method": method_name,
-        "seed": seed,
-        "task_index": task_index,
+        **placement(cfg, method_name, seed, task_index),
         "task": cfg["tasks"][task_index - 1]["name"],
         "job": job,
         "update_kind": update.kind,

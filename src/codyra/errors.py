@@ -8,3 +8,8 @@ class ConfigError(ValueError):
 class WeightsUnavailableError(FileNotFoundError):
     """Pretrained weights (open_clip or Hugging Face) are neither in the cache nor downloadable
     from here; the message names the cache and the fix. A FileNotFoundError: the CLI reports it."""
+
+
+class NotWritableError(OSError):
+    """A folder a job writes its results to cannot be written (read-only, full disk, not a
+    folder); raised before the job's work starts, the message names the folder."""

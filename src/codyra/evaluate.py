@@ -13,7 +13,7 @@ import logging
 from codyra.cells import read_cell
 from codyra.family import family_of
 from codyra.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
-from codyra.io import read_json, write_json
+from codyra.io import read_json, require_writable, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
 from codyra.state import require_updates
@@ -64,10 +64,12 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
     if method == PRETRAINED:
         if i != 0:
             raise ValueError("the pretrained model only has row i = 0")
+        require_writable(row0_cell_path(cfg, 1).parent)
         cells = _with_settings(cfg, PRETRAINED, None, 0, _computed_cells(cfg, PRETRAINED, None, 0, js, device))
         return [tracked(cfg, PRETRAINED, None, 0, j, lambda j=j: _stored(row0_cell_path(cfg, j), next(cells))) for j in js]
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
+    require_writable(cell_path(cfg, method, seed, i, 1).parent)
     if i == 0 or method_class(cfg["method_configs"][method]["kind"]).copies_row0():
         missing = [j for j in js if not row0_cell_path(cfg, j).is_file()]
         if missing:

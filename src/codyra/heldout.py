@@ -20,7 +20,7 @@ from codyra.clip.evaluate import accuracy
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.device import pick_device
-from codyra.io import read_json, write_json
+from codyra.io import read_json, require_writable, write_json
 from codyra.methods import method_class
 from codyra.paths import PRETRAINED, heldout_path, row0_heldout_path
 from codyra.state import for_inference, require_updates
@@ -48,15 +48,18 @@ def evaluate_heldout(cfg: dict, method: str, seed: int | None, i: int, *, device
     ``pretrained``: theta_0's shared files). Returns the written records in config order."""
     _check(cfg, method, i)
     if method == PRETRAINED:
-        records = _computed(cfg, method, None, 0, device)
         paths = [row0_heldout_path(cfg, name) for name in cfg["heldout_tasks"]]
     else:
-        if i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
-            records = [{**r, "method": method, "seed": seed, "i": i, "copied_from": str(p)} for r, p in _shared_row0(cfg, device)]
-        else:
-            require_updates(cfg, method, seed, i)
-            records = _computed(cfg, method, seed, i, device)
         paths = [heldout_path(cfg, method, seed, i, name) for name in cfg["heldout_tasks"]]
+    for folder in {p.parent for p in paths}:
+        require_writable(folder)
+    if method == PRETRAINED:
+        records = _computed(cfg, method, None, 0, device)
+    elif i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
+        records = [{**r, "method": method, "seed": seed, "i": i, "copied_from": str(p)} for r, p in _shared_row0(cfg, device)]
+    else:
+        require_updates(cfg, method, seed, i)
+        records = _computed(cfg, method, seed, i, device)
     for record, path in zip(records, paths):
         write_json(path, record)
         log.info("held-out %s after task %d: %.2f (%s)", record["task"], i, record["accuracy"], path)

@@ -12,6 +12,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from codyra.errors import NotWritableError
+
 
 class ResultError(ValueError):
     """A result file is unreadable, corrupt, absurd or stale; the message names it and the job to rerun."""
@@ -32,6 +34,26 @@ def atomic_write(path: str | Path, write) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def require_writable(directory: str | Path) -> None:
+    """Fail before any work if ``directory`` (created if absent) cannot take a new file: a job
+    on a read-only or full results folder stops at once with one line, not after hours of work."""
+    directory = Path(directory)
+    probe = directory / f".write-probe.{secrets.token_hex(4)}"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        try:
+            os.write(fd, b"\0")  # a full disk refuses the first block, not the file's creation
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+    except OSError as err:
+        raise NotWritableError(
+            f"cannot write results to {directory}: {err.strerror or err}. Free space there or make it writable "
+            "(or point config key results elsewhere), then rerun"
+        ) from err
 
 
 def write_text(path: str | Path, text: str) -> None:

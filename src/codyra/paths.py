@@ -32,6 +32,8 @@ PROBE = RUN_DIR + "/probes/{probe}.json"
 GRAD_CONFLICT = "{results}/{benchmark}/" + PRETRAINED + "/grad_conflict.json"
 MINI_DATA = "{results}/{benchmark}/data"
 MINI_PRETRAINED = "{results}/{benchmark}/pretrain/model.safetensors"
+# sha256 of theta_0's weights files: written by the mini's pretraining, else at their first use (codyra.theta0)
+WEIGHTS_DIGEST = "{results}/{benchmark}/pretrain/weights-digest.json"
 
 
 def results_path(cfg: dict, template: str, **fields) -> Path:

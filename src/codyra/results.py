@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 def summarize_run(cfg: dict, method: str, seed: int) -> dict:
     """Write ``matrix.json`` (A, its metrics and each cell's settings fingerprint) for one (method, seed)."""
     cells = read_cells(cfg, method, seed)
+    check_task_folders(cfg, method, seed)
     A = [[cell["accuracy"] for cell in row] for row in cells]
     result = {
         "benchmark": cfg["benchmark"],
@@ -41,6 +42,16 @@ def summarize_run(cfg: dict, method: str, seed: int) -> dict:
     write_json(directory / MATRIX_FILE, result)
     mirror_parent(cfg, method, seed)
     return result
+
+
+def check_task_folders(cfg: dict, method: str, seed: int) -> None:
+    """Every task folder of the run present beside its cells belongs where it sits
+    (:func:`codyra.updates.task_summary`): a matrix is never built beside a misplaced update."""
+    from codyra.updates import task_summary
+
+    for i in range(1, len(cfg["tasks"]) + 1):
+        if (task_dir(cfg, method, seed, i) / SUMMARY_FILE).is_file():
+            task_summary(cfg, method, seed, i)
 
 
 def save_heatmap(result: dict, path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from codyra.methods import method_class
 from codyra.paths import UPDATE_FILE, task_dir
-from codyra.updates import apply_update, load_method_state, load_update
+from codyra.updates import apply_update, load_method_state, load_update, task_summary
 
 Bundle = TypeVar("Bundle")
 
@@ -28,11 +28,14 @@ def rebuild(cfg: dict, method: str, seed: int, upto: int, pretrained: Callable[[
 
 
 def require_updates(cfg: dict, method: str, seed: int, upto: int) -> list:
-    """The task folders of updates 1..upto; a clear error, before any work, if one is missing."""
+    """The task folders of updates 1..upto; a clear error, before any work, if one is missing or
+    does not belong where it sits (:func:`codyra.updates.task_summary`)."""
     dirs = [task_dir(cfg, method, seed, k) for k in range(1, upto + 1)]
     missing = [str(d / UPDATE_FILE) for d in dirs if not (d / UPDATE_FILE).is_file()]
     if missing:
         raise FileNotFoundError(f"missing task update(s) {missing}: train those tasks first")
+    for k in range(1, upto + 1):
+        task_summary(cfg, method, seed, k)
     return dirs
 
 

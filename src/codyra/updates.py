@@ -14,7 +14,10 @@ Kinds (recorded in the safetensors header):
 Integrity: the summary written beside each update records ``update_digest``, a sha256 of
 the tensors (names, dtypes, shapes, values) and the header's kind and targets, not of the
 file bytes. ``load_update`` recomputes it and rejects non-finite values, so a corrupted
-update that still parses is never merged silently.
+update that still parses is never merged silently. The summary also records where the update
+sits (:func:`placement`: benchmark, method, seed, task index and the digests of the updates
+1..i-1 it was trained from); :func:`task_summary` checks that against the folder it is read
+from, so a task folder copied from another task, run or stream is never used either.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from safetensors import SafetensorError, safe_open
 
 from codyra.adapters.lora import delta_from_factors
 from codyra.io import ResultError, read_json, save_safetensors, write_json
-from codyra.paths import METHOD_STATE_FILE, SUMMARY_FILE, UPDATE_FILE
+from codyra.paths import METHOD_STATE_FILE, SUMMARY_FILE, UPDATE_FILE, task_dir
 
 FORMAT_VERSION = "1"
 KINDS = ("lora", "delta", "none")
@@ -154,6 +157,52 @@ def rerun_hint(path: Path) -> str:
     match = re.search(r"([^/]+)/seed(\d+)/task(\d+)/[^/]+$", path.as_posix())
     command = f" or codyra train --method {match[1]} --seed {match[2]} --task {match[3]}" if match else ""
     return f"delete it and rerun its training job: snakemake -f {path}{command}"
+
+
+def previous_digests(cfg: dict, method: str, seed: int, i: int) -> list[str | None]:
+    """The ``update_digest`` the summaries of tasks 1..i-1 of a run record: the updates task i starts from."""
+    paths = [task_dir(cfg, method, seed, k) / SUMMARY_FILE for k in range(1, i)]
+    return [read_json(path).get("update_digest") if path.is_file() else None for path in paths]
+
+
+def placement(cfg: dict, method: str, seed: int, i: int) -> dict:
+    """Where task i's update sits: the summary's fields that must match the folder it is read from."""
+    return {"benchmark": cfg["benchmark"], "method": method, "seed": seed, "task_index": i, "previous_updates": previous_digests(cfg, method, seed, i)}
+
+
+def task_summary(cfg: dict, method: str, seed: int, i: int) -> dict:
+    """Task i's summary, checked against where it sits (:func:`placement`): a task folder of
+    another benchmark, method, seed or task, or one trained from other updates 1..i-1 than the
+    ones beside it, is a ResultError naming the file, what it claims and what was expected."""
+    path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"training summary {path} missing: train that task first (snakemake {path.with_name(UPDATE_FILE)})")
+    summary = read_json(path)
+    if not isinstance(summary, dict):
+        raise ResultError(f"training summary {path} does not hold a JSON object; {rerun_hint(path)}")
+    expected = placement(cfg, method, seed, i)
+    wrong = {key: summary.get(key) for key, value in expected.items() if summary.get(key) != value}
+    if wrong:
+        claims = ", ".join(f"{key} {value!r}" for key, value in wrong.items())
+        wanted = ", ".join(f"{key} {expected[key]!r}" for key in wrong)
+        chain = " (the updates of the tasks before it changed since it was trained)" if list(wrong) == ["previous_updates"] else ""
+        raise ResultError(
+            f"task folder {path.parent} does not belong where it sits: {path.name} claims {claims}; expected {wanted}{chain}; "
+            f"{rerun_hint(path.with_name(UPDATE_FILE))}"
+        )
+    return summary
+
+
+def stored_update(cfg: dict, method: str, seed: int, i: int) -> TaskUpdate:
+    """Task i's verified update (:func:`load_update`) of a run, checked against where it sits."""
+    task_summary(cfg, method, seed, i)
+    return load_update(task_dir(cfg, method, seed, i))
+
+
+def stored_state(cfg: dict, method: str, seed: int, i: int) -> dict[str, torch.Tensor] | None:
+    """Task i's verified method state (:func:`load_method_state`) of a run, checked against where it sits."""
+    task_summary(cfg, method, seed, i)
+    return load_method_state(task_dir(cfg, method, seed, i))
 
 
 def load_update(directory: str | Path) -> TaskUpdate:

@@ -95,3 +95,21 @@ def test_bad_configs_exit_with_a_message(tmp_path, capsys, data, names, message)
     path.write_text(yaml.safe_dump(config))
     assert check(["--config", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_deep_check_names_a_truncated_jpeg_the_plain_check_lets_pass(tmp_path, capsys):
+    write_aircraft(tmp_path)
+    images = sorted((tmp_path / "fgvc-aircraft-2013b" / "data" / "images").glob("*.jpg"))
+    broken = images[4]
+    broken.write_bytes(broken.read_bytes()[: broken.stat().st_size // 2])
+    config = write_config(tmp_path / "b.yaml", tmp_path, "mtil", ["Aircraft"])
+    assert check(["--config", str(config)]) == 0  # the file is there: the plain check opens no image
+    capsys.readouterr()
+
+    assert check(["--config", str(config), "--deep"]) == 1
+    out = capsys.readouterr().out
+    assert next(line for line in out.splitlines() if line.startswith("Aircraft")).split()[1] == "incomplete"
+    assert "Aircraft' (mtil): 1 image file(s) do not decode (corrupt or truncated)" in out
+    assert f"    {broken} (" in out  # with PIL's error
+    assert not any(str(image) in out for image in images if image != broken)
+    assert "0 of 1 datasets usable" in out

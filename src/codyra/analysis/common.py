@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-from codyra.io import ResultError, atomic_write, read_json, write_text
-from codyra.paths import SUMMARY_FILE, results_path, task_dir
-from codyra.updates import TaskUpdate, load_update
+from codyra.io import atomic_write, write_text
+from codyra.paths import results_path
+from codyra.updates import TaskUpdate, stored_update, task_summary
 
 FIGURES_DIR = "{results}/figures/{benchmark}"
 
@@ -47,21 +47,13 @@ def norm_methods(cfg: dict) -> list[str]:
 def run_updates(cfg: dict, method: str, seed: int) -> Iterator[TaskUpdate]:
     """The verified updates of tasks 1..N of a run, one at a time (full fine-tuning deltas are model-sized)."""
     for i in range(1, len(cfg["tasks"]) + 1):
-        yield load_update(task_dir(cfg, method, seed, i))
+        yield stored_update(cfg, method, seed, i)
 
 
 def run_summaries(cfg: dict, method: str, seed: int) -> list[dict]:
-    """The summary.json of tasks 1..N of a run; a missing one is an error naming the job to run."""
-    out = []
-    for i in range(1, len(cfg["tasks"]) + 1):
-        path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"training summary {path} missing: train that task first (snakemake {path})")
-        summary = read_json(path)
-        if summary.get("method") != method or summary.get("seed") != seed or summary.get("task_index") != i:
-            raise ResultError(f"{path} belongs to another run ({summary.get('method')}, seed {summary.get('seed')}, task {summary.get('task_index')}); delete it and rerun its training job")
-        out.append(summary)
-    return out
+    """The summary.json of tasks 1..N of a run, each checked against where it sits
+    (:func:`codyra.updates.task_summary`); a missing one is an error naming the job to run."""
+    return [task_summary(cfg, method, seed, i) for i in range(1, len(cfg["tasks"]) + 1)]
 
 
 @dataclass

@@ -26,9 +26,10 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 from open_clip.constants import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
 from safetensors import SafetensorError, safe_open
 
-from codyra.clip.weights import pretrained_weights
+from codyra.clip.weights import own_weights, pretrained_weights
 from codyra.errors import WeightsUnavailableError
 from codyra.tasks import ImageConfig
+from codyra.theta0 import check_finite, record_first_use, verify_first_use, verify_own
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "clip" / "model_configs"  # the mini CLIP's
 open_clip.add_model_config(MODEL_CONFIG_DIR)
@@ -139,17 +140,24 @@ def pretrained_file(name: str, tag: str, cache_dir: str | None = None) -> Path:
     return check_state_file(path, f"cached {name} weights {tag!r}", f"then run {fetch_command(name, tag, cache_dir)}")
 
 
-def create_clip(name: str, pretrained: str | None, *, cache_dir: str | None = None, device="cpu") -> ClipBundle:
+def resolve_weights(name: str, pretrained: str | None, cache_dir: str | None = None) -> tuple[Path | None, dict]:
+    """(the local safetensors file of ``pretrained``, a path or an open_clip tag; the tag's
+    record, {} for a path); (None, {}) without ``pretrained``: random initialisation."""
     if name not in open_clip.list_models():
         raise ValueError(f"unknown open_clip model {name!r} (config key model.name); see open_clip.list_models()")
-    tag_config: dict = {}
     if pretrained and is_weights_path(pretrained):
-        path = check_state_file(pretrained, "model weights", "rerun the step that produces it (mini: the pretrain job)")
-    elif pretrained:
-        tag_config = pretrained_tag_config(name, pretrained)
-        path = pretrained_file(name, pretrained, cache_dir)
-    else:
-        path = None  # random initialisation
+        return check_state_file(pretrained, "model weights", "rerun the step that produces it (mini: the pretrain job)"), {}
+    if pretrained:
+        return pretrained_file(name, pretrained, cache_dir), pretrained_tag_config(name, pretrained)
+    return None, {}
+
+
+def create_clip(name: str, pretrained: str | None, *, cache_dir: str | None = None, device="cpu") -> ClipBundle:
+    return build_clip(name, *resolve_weights(name, pretrained, cache_dir), device=device)
+
+
+def build_clip(name: str, path: Path | None, tag_config: dict, *, device="cpu") -> ClipBundle:
+    """open_clip model ``name`` with the weights file ``path`` (None: random initialisation)."""
     try:  # open_clip loads safetensors with safetensors itself, strictly
         model = open_clip.create_model(
             name,
@@ -182,6 +190,24 @@ def fetch_weights(name: str, tag: str, cache_dir: str | None = None) -> Path:
 
 def pretrained_clip(cfg: dict) -> ClipBundle:
     """theta_0: ``model.pretrained`` (an open_clip tag or a safetensors file), else the mini
-    benchmark's own pretraining."""
+    benchmark's own pretraining; its file verified against its recorded digest (:mod:`codyra.theta0`)
+    before it is loaded, and its values checked to be finite."""
     m = cfg["model"]
-    return create_clip(m["name"], pretrained_weights(cfg), cache_dir=m["cache_dir"])
+    pretrained = pretrained_weights(cfg)
+    path, tag_config = resolve_weights(m["name"], pretrained, m["cache_dir"])
+    if path is None:
+        return build_clip(m["name"], None, tag_config)
+    unrecorded = {}
+    if own_weights(cfg) is not None:
+        fix = f"rerun the mini pretraining (snakemake -f {path}, or codyra pretrain-mini --config <config>)"
+        verify_own([path], fix)
+    elif is_weights_path(pretrained):
+        fix = f"restore {path} (model.pretrained) or rerun the step that wrote it"
+        unrecorded = verify_first_use(cfg, {str(path.expanduser().absolute()): path}, fix)
+    else:
+        fix = f"delete the cached file {path} and fetch it again ({fetch_command(m['name'], pretrained, m['cache_dir'])})"
+        unrecorded = verify_first_use(cfg, {f"open_clip {m['name']} {pretrained}: {hub_file(m['name'], pretrained)}": path}, fix)
+    bundle = build_clip(m["name"], path, tag_config)
+    check_finite(bundle.model, path, fix)
+    record_first_use(cfg, unrecorded)
+    return bundle

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from codyra.paths import FEWSHOT_MANIFEST, results_path
+from codyra.progress import progress_bar
 from codyra.tasks import ClassificationTask, ImageConfig
 
 from .catalog import EXPECTED, Expected, requirement
@@ -237,8 +238,9 @@ class DatasetReport:
         return found == (self.expected.num_classes, self.expected.train, self.expected.test)
 
 
-def check_dataset(name: str, protocol: str, root: str | Path) -> DatasetReport:
-    """Everything `codyra data check` says about one dataset; decodes no image, loads no model."""
+def check_dataset(name: str, protocol: str, root: str | Path, deep: bool = False) -> DatasetReport:
+    """Everything `codyra data check` says about one dataset: its metadata parses and every image
+    the splits list exists; with ``deep``, every image also decodes (each is read once). Loads no model."""
     root = Path(root).expanduser().absolute()
     directory = root / requirement(name, protocol).folder
     report = DatasetReport(name, protocol, str(directory), directory.is_dir(), EXPECTED[protocol][name])
@@ -256,8 +258,29 @@ def check_dataset(name: str, protocol: str, root: str | Path) -> DatasetReport:
         listed = len(splits.train) + len(splits.test)
         problem = f"{len(missing)} of the {listed} images the splits list are missing"
         report.problems.append(str(dataset_error(name, protocol, root, missing=missing, problem=problem)))
+    elif deep:
+        broken = undecodable(name, splits)
+        if broken:
+            obtain = requirement(name, protocol).obtain.replace("<root>", str(root))
+            listed = "".join(f"\n    {line}" for line in broken)
+            report.problems.append(
+                f"dataset {name!r} ({protocol}): {len(broken)} image file(s) do not decode (corrupt or truncated); "
+                f"replace them from the source ({obtain}):{listed}"
+            )
     return report
 
 
-def check_datasets(names, protocol: str, root: str | Path) -> list[DatasetReport]:
-    return [check_dataset(name, protocol, root) for name in names]
+def undecodable(name: str, splits) -> list[str]:
+    """The images of both splits of dataset ``name`` that do not decode, each decoded once."""
+    train, test = splits.train, splits.test
+    shared = set(train.keys) if test.images == train.images else set()
+    keys = [(train, list(dict.fromkeys(train.keys))), (test, [k for k in dict.fromkeys(test.keys) if k not in shared])]
+    bar = progress_bar(total=sum(len(k) for _, k in keys), desc=f"decode {name}")
+    try:
+        return [f for samples, k in keys for f in samples.images.undecodable(k, bar.update)]
+    finally:
+        bar.close()
+
+
+def check_datasets(names, protocol: str, root: str | Path, deep: bool = False) -> list[DatasetReport]:
+    return [check_dataset(name, protocol, root, deep) for name in names]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -21,6 +22,10 @@ class ImageSource(Protocol):
     def load(self, key) -> Image.Image: ...
 
     def missing(self, keys) -> list[str]: ...
+
+    def undecodable(self, keys, done) -> list[str]:
+        """The images among ``keys`` that ``load`` cannot decode, each with its error;
+        ``done(n)`` after every n decoded (a progress bar)."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,22 @@ class ImageFiles:
     def missing(self, keys) -> list[str]:
         return [str(self.root / key) for key in keys if not (self.root / key).is_file()]
 
+    def undecodable(self, keys, done) -> list[str]:
+        def failure(key: str) -> str | None:
+            try:
+                self.load(key)
+            except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:  # what PIL raises on bad data
+                return f"{self.root / key} ({type(err).__name__}: {err})"
+            return None
+
+        failures = []
+        with ThreadPoolExecutor() as pool:  # PIL decodes without the GIL
+            for result in pool.map(failure, keys):
+                done(1)
+                if result is not None:
+                    failures.append(result)
+        return failures
+
 
 @dataclass(frozen=True)
 class TorchvisionImages:
@@ -48,6 +69,10 @@ class TorchvisionImages:
         return image.convert("RGB")
 
     def missing(self, keys) -> list[str]:
+        return []
+
+    def undecodable(self, keys, done) -> list[str]:
+        done(len(keys))  # torchvision decoded the whole dataset into memory when it was built
         return []
 
 

@@ -19,6 +19,7 @@ import torch
 
 from codyra.errors import WeightsUnavailableError
 from codyra.paths import MINI_PRETRAINED, mini_data_dir, results_path
+from codyra.theta0 import check_finite, local_weight_files, record_first_use, verify_first_use, verify_own
 from codyra.trace.data import LengthLimits, prepare_tokenizer
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "trace" / "model_configs"  # the mini TRACE's tiny LMs
@@ -118,5 +119,34 @@ def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None) ->
 
 
 def pretrained_lm(cfg: dict) -> LMBundle:
+    """theta_0, its weights files verified against their recorded digests (:mod:`codyra.theta0`)
+    and its values checked to be finite."""
     source, local = pretrained_source(cfg)
-    return load_causal_lm(source, local=local, cache_dir=cfg["model"]["cache_dir"])
+    cache_dir = cfg["model"]["cache_dir"]
+    bundle = load_causal_lm(source, local=local, cache_dir=cache_dir)
+    if local:
+        folder = Path(source).expanduser().absolute()
+        files = {str(f): f for f in local_weight_files(folder)}
+    else:
+        folder = hub_snapshot(source, cache_dir)
+        files = {f"{source}: {f.name}": f for f in local_weight_files(folder)}
+    unrecorded = {}
+    if is_mini(cfg) and cfg["model"]["pretrained"] is None:
+        fix = f"rerun the mini TRACE pretraining (snakemake -f {folder / 'model.safetensors'}, or codyra pretrain-mini --config <config>)"
+        verify_own(list(files.values()), fix)
+    else:
+        fix = f"restore the model folder {folder}" if local else f"delete {folder} and download {source} again (hf download {source} --cache-dir <cache>)"
+        unrecorded = verify_first_use(cfg, files, fix)
+    check_finite(bundle.model, folder, fix)
+    record_first_use(cfg, unrecorded)
+    return bundle
+
+
+def hub_snapshot(repo_id: str, cache_dir: str | None) -> Path:
+    """The cached snapshot folder of a hub model that has just been loaded."""
+    from huggingface_hub import try_to_load_from_cache
+
+    config = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
+    if not isinstance(config, str):
+        raise WeightsUnavailableError(f"{repo_id} loaded, but its files are not in the cache {cache_dir or 'of huggingface_hub'}: its weights cannot be verified")
+    return Path(config).parent

@@ -211,9 +211,9 @@ class Method(ABC):
 def stored_row_state(cls: type[Method], cfg: dict, method: str, seed: int, i: int) -> tuple[dict[str, torch.Tensor], MethodOptions]:
     """(task i's stored method state, the method's options): what a routed row evaluates from."""
     from codyra.paths import task_dir
-    from codyra.updates import load_method_state
+    from codyra.updates import stored_state
 
-    state = load_method_state(task_dir(cfg, method, seed, i))
+    state = stored_state(cfg, method, seed, i)
     if state is None:
         raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no {cls.kind} state: rerun its training job")
     return state, cls(cfg["method_configs"][method]).options

@@ -21,6 +21,7 @@ from codyra.mini.clip.corpus import make_corpus
 from codyra.optim import decay_groups
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
+from codyra.theta0 import record_written
 
 log = logging.getLogger(__name__)
 WARMUP_FRACTION = 0.05
@@ -81,6 +82,7 @@ def pretrain_mini(cfg: dict, out_path: str | Path) -> dict:
     bar.close()
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_safetensors(out_path, state, {"codyra": "mini-pretrained"})
+    record_written([Path(out_path)])  # every load of theta_0 checks it against this digest
     seconds = time.time() - start
     log.info("pretrained mini CLIP in %.1fs, final loss %.3f -> %s", seconds, loss.item(), out_path)
     return {"seconds": seconds, "final_loss": loss.item(), "steps": steps}

@@ -48,6 +48,7 @@ from codyra.mini.trace.tokenizer import train_mini_trace_tokenizer
 from codyra.optim import decay_groups
 from codyra.progress import progress_bar
 from codyra.schedules import warmup_cosine
+from codyra.theta0 import local_weight_files, record_written
 from codyra.trace.data import IGNORE_INDEX, SPLITS, TraceExample, load_split
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
     shutil.rmtree(staging, ignore_errors=True)
     model.eval().save_pretrained(staging)
     tokenizer.save_pretrained(staging)
+    record_written(local_weight_files(staging))  # every load of theta_0 checks it against this digest
     shutil.rmtree(out, ignore_errors=True)
     os.replace(staging, out)
     seconds = time.time() - started
