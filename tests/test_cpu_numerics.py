@@ -1,17 +1,23 @@
-"""`import codyra` pins torch's CPU kernels to AVX2, so CPU numbers are the same on every x86-64
-machine; a process where torch ran before that import is told so."""
+"""`import codyra` pins torch's CPU numerics (AVX2 kernels, MKL's compatible branch), so CPU numbers
+are the same on every x86-64 machine; a process where torch ran before that import is told so."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+CPU_PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
+
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")}
+    environ = {k: v for k, v in os.environ.items() if k not in CPU_PINS}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**environ, **env}, check=True)
 
 
@@ -46,3 +52,64 @@ def test_torch_running_before_codyra_is_named_as_unpinned():
     done = _python("import torch; torch.ones(3) + 1; from codyra.device import pick_device; pick_device('cpu')")
     assert "use AVX512, not the AVX2 that codyra pins" in done.stderr
     assert "import codyra before running torch" in done.stderr
+
+
+# --- the same numbers on every machine: golden fingerprints ----------------------------------
+# Recorded with the locked environment (constraints.txt) by
+#   python scripts/cpu-numerics.py ops --out tests/golden/cpu-ops.json
+#   python scripts/cpu-numerics.py pipeline --out tests/golden/cpu-pipeline.json
+# and checked here on this machine and, where QEMU's user-mode emulator is installed (CI installs
+# it), on an emulated Intel (Haswell) and AMD (EPYC-Rome) CPU: other vendors and instruction sets
+# than most hosts'. Regenerate them only for a deliberate change of the numerics (a new torch, a
+# new pin), and rerun the grids whose numbers the docs quote.
+
+GOLDEN = ROOT / "tests" / "golden"
+SCRIPT = ROOT / "scripts" / "cpu-numerics.py"
+EMULATED_CPUS = ("Haswell", "EPYC-Rome")
+QEMU = shutil.which("qemu-x86_64")
+needs_qemu = pytest.mark.skipif(
+    QEMU is None and os.environ.get("CODYRA_QEMU_TESTS") != "1",
+    reason="QEMU's user-mode emulator is not installed (apt-get install qemu-user); CI runs these with CODYRA_QEMU_TESTS=1",
+)
+
+
+def _fingerprints(kind: str, *prefix: str) -> dict:
+    environ = {k: v for k, v in os.environ.items() if k not in CPU_PINS}
+    done = subprocess.run([*prefix, sys.executable, str(SCRIPT), kind], capture_output=True, text=True, env=environ, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _golden(kind: str) -> dict:
+    return json.loads((GOLDEN / f"cpu-{kind}.json").read_text())
+
+
+def _differences(golden: dict, measured: dict) -> list[str]:
+    keys = [k for k in golden if k != "environment" and "(avoided)" not in k]
+    return [f"{k}: golden {golden[k]}, here {measured.get(k)}" for k in keys if measured.get(k) != golden[k]]
+
+
+def test_the_environment_is_the_one_the_golden_numbers_were_recorded_with():
+    from importlib.metadata import version
+
+    recorded = _golden("ops")["environment"]
+    here = {pkg: version(pkg) for pkg in ("torch", "numpy", "open_clip_torch", "transformers", "tokenizers")}
+    differing = {pkg: (recorded[pkg], v) for pkg, v in here.items() if recorded[pkg] != v}
+    assert not differing, f"golden CPU numbers were recorded with other versions (recorded, here): {differing}; install with `pip install -c constraints.txt ...`"
+
+
+def test_the_kernels_compute_the_golden_numbers():
+    assert not _differences(_golden("ops"), _fingerprints("ops"))
+
+
+@pytest.mark.slow
+def test_a_tiny_pretraining_and_training_compute_the_golden_numbers():
+    """theta_0 of both minis, every task update of LoRA, CoDyRA and full fine-tuning, the cells."""
+    assert not _differences(_golden("pipeline"), _fingerprints("pipeline"))
+
+
+@needs_qemu
+@pytest.mark.parametrize("cpu", EMULATED_CPUS)
+def test_another_vendors_cpu_computes_the_golden_kernel_numbers(cpu):
+    assert QEMU, "CODYRA_QEMU_TESTS=1 but qemu-x86_64 is not installed (apt-get install qemu-user)"
+    assert not _differences(_golden("ops"), _fingerprints("ops", QEMU, "-cpu", cpu))
