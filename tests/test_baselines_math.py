@@ -1,4 +1,4 @@
-"""The defining math of the reference-constrained baselines (issue 15) against hand-computed
+"""The defining math of the reference-constrained baselines against hand-computed
 values of the reference formulas (ZSCL's mtil/src/models/helpers.py and finetune.py; TRACE's
 model/Regular/{EWC,GEM,OGD}.py)."""
 

@@ -1,4 +1,4 @@
-"""The defining rules of the LoRA-family baselines (issue 16) against hand-computed values and,
+"""The defining rules of the LoRA-family baselines against hand-computed values and,
 for AdaLoRA, against PEFT's own implementation on an nn.Linear."""
 
 from __future__ import annotations

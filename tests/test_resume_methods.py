@@ -1,5 +1,5 @@
 """A killed job resumes bit-identically for every method that carries mid-task state beyond the
-trainable parameters and the optimizer (issues 15 and 16): ZSCL's weight ensemble, EWC's running
+trainable parameters and the optimizer: ZSCL's weight ensemble, EWC's running
 Fisher, GEM's step count, OGD's collected gradients, AdaLoRA's importance EMAs and final pattern,
 DyLoRA's rank stream, TreeLoRA's accumulators, bandit and round counter (with and without a carried
 optimizer); LwF rebuilds its teacher from theta_{i-1}.

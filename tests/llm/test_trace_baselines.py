@@ -1,4 +1,4 @@
-"""TRACE's regularisation baselines (EWC, GEM, OGD; issue 15) in the causal-LM family: two
+"""TRACE's regularisation baselines (EWC, GEM, OGD) in the causal-LM family: two
 tasks of the tiny mini TRACE, the second starting from the first's stored state."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TRACE's model-complementation rows (issue 17) on the tiny mini TRACE: L2P and DualPrompt
+"""TRACE's model-complementation rows on the tiny mini TRACE: L2P and DualPrompt
 (prompts prepended to the frozen LM, in training by hooks and in generation by a wrapper) and
 FIX(ICL) (theta_0 shown demonstrations)."""
 

@@ -38,8 +38,8 @@ def test_trace_configs_follow_the_paper_schedule(name):
 def test_trace_baseline_is_seqlora_with_traces_schedule_and_batch_32():
     cfg = load_config(CONFIG_DIR / "trace.yaml")
     assert cfg["methods"][:4] == ["zeroshot", "seqlora-r8-qv", "lora-r16-all", "codyra"]
-    # issue 16: the TRACE table's LoRA baselines, as TreeLoRA's scripts run them (batch 32, its epochs)
-    assert cfg["methods"][4:] == ["ewc", "gem", "ogd", "olora", "hidelora", "treelora", "icl", "l2p", "dualprompt"]  # issues 15-17
+    # the TRACE table's LoRA baselines, as TreeLoRA's scripts run them (batch 32, its epochs)
+    assert cfg["methods"][4:] == ["ewc", "gem", "ogd", "olora", "hidelora", "treelora", "icl", "l2p", "dualprompt"]
     for name in ("olora", "hidelora", "treelora"):
         runs = [resolve_job(cfg, name, i)["train"] for i in range(1, 9)]
         assert {r["batch_size"] * r["gradient_accumulation"] for r in runs} == {32}

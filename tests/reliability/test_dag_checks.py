@@ -1,4 +1,4 @@
-"""The DAG build refuses what would fail (or silently mislead) later (issue 13: items 4, 6, 10)."""
+"""The DAG build refuses what would fail (or silently mislead) later."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Result files honour the umask, like any file the user's tools create (issue 13: item 8)."""
+"""Result files honour the umask, like any file the user's tools create."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Corrupt, absurd or non-reproducible result files are detected and named, never used (issue 13: items 2, 3, 12)."""
+"""Corrupt, absurd or non-reproducible result files are detected and named, never used."""
 
 from __future__ import annotations
 

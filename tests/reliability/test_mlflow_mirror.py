@@ -1,4 +1,4 @@
-"""The MLflow mirror shows what the result files say: no stale run, no gap, artifacts where the server says (issue 13: item 11)."""
+"""The MLflow mirror shows what the result files say: no stale run, no gap, artifacts where the server says."""
 
 from __future__ import annotations
 

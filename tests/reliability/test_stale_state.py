@@ -1,4 +1,4 @@
-"""Results of other settings are never resumed, mixed or labelled as this config's (issue 13: items 1, 5)."""
+"""Results of other settings are never resumed, mixed or labelled as this config's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad input is refused before any job runs, with one clear line naming the key or file (issue 13: items 4, 7, 9)."""
+"""Bad input is refused before any job runs, with one clear line naming the key or file."""
 
 from __future__ import annotations
 

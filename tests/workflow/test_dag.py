@@ -136,7 +136,7 @@ def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(t
 
 
 def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
-    """Issue 12's target: <= 300 SLURM submissions for config/mtil_5shot.yaml (2,372 ungrouped)."""
+    """The grouping's target: <= 300 SLURM submissions for config/mtil_5shot.yaml (2,372 ungrouped)."""
     out = count_submissions(REPO, "--profile", str(REPO / "profiles" / "slurm"), "all_tables", "--configfile", str(REPO / "config" / "mtil_5shot.yaml"),
                             "--config", "check_data=False", f"results={tmp_path / 'results'}")
     cfg = load_config(config_from_files([str(REPO / "config" / "mtil_5shot.yaml")], {"check_data": False}))

@@ -1,0 +1,171 @@
+#!/usr/bin/env python
+"""Render a finished grid's measured results as a Markdown page (``docs/results/<benchmark>.md``).
+
+Reads each run's ``matrix.json`` (and the trained tasks' ``summary.json``) under
+``<results>/<benchmark>/``; writes, with the machine, the date and theta_0's sha256:
+- per method: Transfer, Average, Last and Forgetting, mean ± std over seeds, and the gain
+  A[j,j] - A[0,j] of every task (mean over seeds);
+- paired comparisons over seeds (``--compare A:B``; default: the first trained method of
+  ``--focus`` against every other): the mean difference of Last and of Forgetting with its 95 %
+  t-interval, and what the interval supports ("higher", "lower", or "not resolved" when it
+  holds 0);
+- CoDyRA-style runs' effective rank (``active_rank_mean`` of their summaries), min to max.
+
+The docs quote measured numbers only from pages this script writes.
+
+Usage: python scripts/render-results.py results/ mini --out docs/results/mini.md [--focus codyra]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from scipy import stats
+
+METRICS = ("transfer", "average", "last", "forgetting")
+
+
+def load_runs(folder: Path) -> dict[str, list[dict]]:
+    """method -> the matrix.json of each seed, in seed order."""
+    runs: dict[str, list[dict]] = {}
+    for matrix in sorted(folder.glob("*/seed*/matrix.json"), key=lambda p: (p.parts[-3], int(p.parent.name[4:]))):
+        runs.setdefault(matrix.parts[-3], []).append(json.loads(matrix.read_text()))
+    if not runs:
+        raise SystemExit(f"no */seed*/matrix.json under {folder}: run the grid first (snakemake ... all_tables)")
+    return runs
+
+
+def mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def interval(diffs: list[float]) -> tuple[float, float, float]:
+    """Mean and 95 % t-interval of paired differences."""
+    mean = statistics.mean(diffs)
+    if len(diffs) < 2:
+        return mean, float("nan"), float("nan")
+    half = stats.t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / len(diffs) ** 0.5
+    return mean, mean - half, mean + half
+
+
+def verdict(low: float, high: float, above: str, below: str) -> str:
+    if low > 0:
+        return above
+    if high < 0:
+        return below
+    return "not resolved (the interval holds 0)"
+
+
+def metric(run: dict, name: str) -> float:
+    return run["metrics"][name]
+
+
+def effective_ranks(folder: Path, method: str) -> list[float]:
+    ranks = []
+    for summary in folder.glob(f"{method}/seed*/task*/summary.json"):
+        value = json.loads(summary.read_text()).get("active_rank_mean")
+        if value is not None:
+            ranks.append(value)
+    return ranks
+
+
+def theta0_digest(folder: Path) -> str:
+    weights = sorted((folder / "pretrain").glob("*.safetensors"))
+    return ", ".join(f"`{hashlib.sha256(w.read_bytes()).hexdigest()[:12]}…`" for w in weights) or "not pretrained here"
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown CPU"
+
+
+def render(folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[str, str]]) -> str:
+    runs = load_runs(folder)
+    tasks = next(iter(runs.values()))[0]["tasks"]
+    seeds = sorted({r["seed"] for rs in runs.values() for r in rs})
+    lines = [
+        f"# Measured: `{benchmark}`",
+        "",
+        (
+            f"Rendered {time.strftime('%Y-%m-%d')} by `scripts/render-results.py` from `{folder}` on {cpu_name()} "
+            f"({os.cpu_count()} cores, {platform.system()}); seeds {', '.join(map(str, seeds))}; theta_0 sha256 {theta0_digest(folder)}."
+        ),
+        "",
+        "## Summary (mean ± std over seeds)",
+        "",
+        "| method | " + " | ".join(m.capitalize() for m in METRICS) + " | " + " | ".join(f"gain {t}" for t in tasks) + " |",
+        "|---" * (1 + len(METRICS) + len(tasks)) + "|",
+    ]
+    for method, rs in sorted(runs.items(), key=lambda kv: -statistics.mean(metric(r, "last") for r in kv[1])):
+        gains = [statistics.mean(r["A"][j + 1][j] - r["A"][0][j] for r in rs) for j in range(len(tasks))]
+        cells = [mean_std([metric(r, m) for r in rs]) for m in METRICS]
+        lines.append(f"| {method} ({len(rs)}) | " + " | ".join(cells) + " | " + " | ".join(f"{g:+.1f}" for g in gains) + " |")
+    if not pairs and focus in runs:
+        pairs = [(focus, other) for other in runs if other != focus and len(runs[other]) > 1]
+    if pairs:
+        lines += [
+            "",
+            "## Paired comparisons over seeds",
+            "",
+            "Difference of the first method minus the second, seed by seed: mean and 95 % t-interval.",
+            "",
+            "| comparison | seeds | Last | Last: the interval supports | Forgetting | Forgetting: the interval supports |",
+            "|---|---|---|---|---|---|",
+        ]
+        for a, b in pairs:
+            by_seed = {r["seed"]: r for r in runs[b]}
+            common = [(r, by_seed[r["seed"]]) for r in runs[a] if r["seed"] in by_seed]
+            row = [f"{a} − {b}", str(len(common))]
+            for name, above, below in (("last", f"{a} ends higher", f"{a} ends lower"), ("forgetting", f"{a} forgets more", f"{a} forgets less")):
+                mean, low, high = interval([metric(x, name) - metric(y, name) for x, y in common])
+                row += [f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]", verdict(low, high, above, below)]
+            lines.append("| " + " | ".join(row) + " |")
+    rank_lines = []
+    for method in runs:
+        ranks = effective_ranks(folder, method)
+        if ranks and any(r != ranks[0] for r in ranks):
+            rank_lines.append(f"- `{method}`: {min(ranks):.1f} to {max(ranks):.1f} (`active_rank_mean` over tasks and seeds)")
+    if rank_lines:
+        lines += ["", "## Effective rank", "", *rank_lines]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, help="the results folder (config key `results`)")
+    parser.add_argument("benchmark", help="the benchmark's folder name under it, e.g. mini, mini-trace")
+    parser.add_argument("--out", type=Path, help="write the page here (default: print it)")
+    parser.add_argument("--focus", default="codyra", help="method compared with every other (default codyra)")
+    parser.add_argument("--compare", action="append", default=[], metavar="A:B", help="a paired comparison (repeatable; replaces the default pairs)")
+    args = parser.parse_args(argv)
+    folder = args.results / args.benchmark
+    if not folder.is_dir():
+        parser.error(f"{folder} does not exist: give the results folder and a benchmark in it")
+    pairs = [tuple(p.split(":", 1)) for p in args.compare]
+    if any(len(p) != 2 for p in pairs):
+        parser.error("--compare takes METHOD:METHOD, e.g. codyra:lora-r16")
+    page = render(folder, args.benchmark, args.focus, pairs)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(page)
+        print(f"-> {args.out}")
+    else:
+        print(page, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
