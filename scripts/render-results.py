@@ -92,7 +92,7 @@ def cpu_name() -> str:
         return platform.processor() or "unknown CPU"
 
 
-def render(folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[str, str]]) -> str:
+def render(folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[str, str]], made_by: str | None = None) -> str:
     runs = load_runs(folder)
     tasks = next(iter(runs.values()))[0]["tasks"]
     seeds = sorted({r["seed"] for rs in runs.values() for r in rs})
@@ -103,6 +103,7 @@ def render(folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[st
             f"Rendered {time.strftime('%Y-%m-%d')} by `scripts/render-results.py` from `{folder}` on {cpu_name()} "
             f"({os.cpu_count()} cores, {platform.system()}); seeds {', '.join(map(str, seeds))}; theta_0 sha256 {theta0_digest(folder)}."
         ),
+        *([f"The grid: `{made_by}`."] if made_by else []),
         "",
         "## Summary (mean ± std over seeds)",
         "",
@@ -148,6 +149,7 @@ def main(argv=None) -> int:
     parser.add_argument("results", type=Path, help="the results folder (config key `results`)")
     parser.add_argument("benchmark", help="the benchmark's folder name under it, e.g. mini, mini-trace")
     parser.add_argument("--out", type=Path, help="write the page here (default: print it)")
+    parser.add_argument("--made-by", metavar="COMMAND", help="the command that ran the grid, quoted on the page")
     parser.add_argument("--focus", default="codyra", help="method compared with every other (default codyra)")
     parser.add_argument("--compare", action="append", default=[], metavar="A:B", help="a paired comparison (repeatable; replaces the default pairs)")
     args = parser.parse_args(argv)
@@ -157,7 +159,7 @@ def main(argv=None) -> int:
     pairs = [tuple(p.split(":", 1)) for p in args.compare]
     if any(len(p) != 2 for p in pairs):
         parser.error("--compare takes METHOD:METHOD, e.g. codyra:lora-r16")
-    page = render(folder, args.benchmark, args.focus, pairs)
+    page = render(folder, args.benchmark, args.focus, pairs, args.made_by)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(page)
