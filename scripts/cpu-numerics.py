@@ -19,6 +19,7 @@ Usage:
   python scripts/cpu-numerics.py ops [--out FILE]
   python scripts/cpu-numerics.py pipeline [--out FILE] [--workdir DIR]
   python scripts/cpu-numerics.py compare A.json B.json
+  python scripts/cpu-numerics.py report FILE.json ... [--out PAGE.md]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import hashlib
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import codyra  # noqa: F401  (pins the CPU numerics before torch runs)
@@ -191,6 +193,36 @@ def compare(a: dict, b: dict, *, avoided: bool = False) -> list[str]:
     return [f"{key}: {a.get(key)} vs {b.get(key)}" for key in keys if a.get(key) != b.get(key)]
 
 
+def report(files: list[Path]) -> str:
+    """A Markdown page comparing fingerprint files pairwise (file stems as labels)."""
+    runs = {f.stem: json.loads(f.read_text()) for f in files}
+    lines = [
+        "# CPU numerics: fingerprints compared",
+        "",
+        (
+            f"Rendered {time.strftime('%Y-%m-%d')} by `scripts/cpu-numerics.py report` from {len(runs)} files of "
+            "`scripts/cpu-numerics.py ops|pipeline` (in `cpu-numerics/`). Kernels the platform avoids are counted apart."
+        ),
+        "",
+        "| file | MKL_CBWR | kernels | torch |",
+        "|---|---|---|---|",
+    ]
+    for name, run in runs.items():
+        env = run["environment"]
+        lines.append(f"| `{name}` | {env['MKL_CBWR']} | {env['capability']} | {env['torch']} |")
+    lines += ["", "| compared | entries differing | which | avoided kernels differing |", "|---|---|---|---|"]
+    names = list(runs)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if set(runs[a]) != set(runs[b]):
+                continue
+            differing = [d.split(":")[0] for d in compare(runs[a], runs[b])]
+            avoided = [d.split(":")[0] for d in compare(runs[a], runs[b], avoided=True) if "(avoided)" in d]
+            which = ", ".join(sorted({d.split(" [")[0] for d in differing})) or "-"
+            lines.append(f"| `{a}` vs `{b}` | {len(differing)} of {len(runs[a]) - 1} | {which} | {len(avoided)} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -199,6 +231,9 @@ def main(argv=None) -> int:
         p.add_argument("--out", type=Path, help="write the JSON here (default: print it)")
         if name == "pipeline":
             p.add_argument("--workdir", type=Path, help="results folder of the tiny runs (default: a temporary one)")
+    p = sub.add_parser("report")
+    p.add_argument("files", type=Path, nargs="+")
+    p.add_argument("--out", type=Path, help="write the page here (default: print it)")
     p = sub.add_parser("compare")
     p.add_argument("files", type=Path, nargs=2)
     p.add_argument("--avoided", action="store_true", help="compare the kernels the platform avoids too")
@@ -208,12 +243,19 @@ def main(argv=None) -> int:
         diffs = compare(a, b, avoided=args.avoided)
         print("\n".join(diffs) if diffs else f"identical: {len(a) - 1} entries")
         return 1 if diffs else 0
+    if args.command == "report":
+        page = report(args.files)
+        if args.out:
+            args.out.write_text(page)
+        else:
+            print(page, end="")
+        return 0
     if args.command == "ops":
-        report = ops()
+        fingerprints = ops()
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            report = pipeline(args.workdir or Path(tmp))
-    text = json.dumps(report, indent=1)
+            fingerprints = pipeline(args.workdir or Path(tmp))
+    text = json.dumps(fingerprints, indent=1)
     if args.out:
         args.out.write_text(text + "\n")
     else:

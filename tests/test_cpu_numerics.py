@@ -73,11 +73,12 @@ needs_qemu = pytest.mark.skipif(
 )
 
 
-def _fingerprints(kind: str, *prefix: str) -> dict:
+def _fingerprints(kind: str, *prefix: str, out: Path) -> dict:
     environ = {k: v for k, v in os.environ.items() if k not in CPU_PINS}
-    done = subprocess.run([*prefix, sys.executable, str(SCRIPT), kind], capture_output=True, text=True, env=environ, cwd=ROOT, check=False)
+    cmd = [*prefix, sys.executable, str(SCRIPT), kind, "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=environ, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return json.loads(out.read_text())
 
 
 def _golden(kind: str) -> dict:
@@ -98,18 +99,18 @@ def test_the_environment_is_the_one_the_golden_numbers_were_recorded_with():
     assert not differing, f"golden CPU numbers were recorded with other versions (recorded, here): {differing}; install with `pip install -c constraints.txt ...`"
 
 
-def test_the_kernels_compute_the_golden_numbers():
-    assert not _differences(_golden("ops"), _fingerprints("ops"))
+def test_the_kernels_compute_the_golden_numbers(tmp_path):
+    assert not _differences(_golden("ops"), _fingerprints("ops", out=tmp_path / "ops.json"))
 
 
 @pytest.mark.slow
-def test_a_tiny_pretraining_and_training_compute_the_golden_numbers():
+def test_a_tiny_pretraining_and_training_compute_the_golden_numbers(tmp_path):
     """theta_0 of both minis, every task update of LoRA, CoDyRA and full fine-tuning, the cells."""
-    assert not _differences(_golden("pipeline"), _fingerprints("pipeline"))
+    assert not _differences(_golden("pipeline"), _fingerprints("pipeline", out=tmp_path / "pipeline.json"))
 
 
 @needs_qemu
 @pytest.mark.parametrize("cpu", EMULATED_CPUS)
-def test_another_vendors_cpu_computes_the_golden_kernel_numbers(cpu):
+def test_another_vendors_cpu_computes_the_golden_kernel_numbers(cpu, tmp_path):
     assert QEMU, "CODYRA_QEMU_TESTS=1 but qemu-x86_64 is not installed (apt-get install qemu-user)"
-    assert not _differences(_golden("ops"), _fingerprints("ops", QEMU, "-cpu", cpu))
+    assert not _differences(_golden("ops"), _fingerprints("ops", QEMU, "-cpu", cpu, out=tmp_path / "ops.json"))

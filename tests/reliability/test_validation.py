@@ -28,7 +28,7 @@ from tests.conftest import TINY, write_yaml
         (lambda c: c["method_configs"]["codyra"].update(dense_ratio=5), r"method_configs\.codyra\.dense_ratio: must be <= 1, got 5"),
         (lambda c: c["tasks"][2].update(methods={"lora-r4": {"dropout": 2.0}}), r"tasks\[2\]\.methods\.lora-r4\.dropout: must be < 1, got 2\.0"),
         (lambda c: c["method_configs"]["codyra"].update(w_init="bogus"), r"method_configs\.codyra\.w_init: must be one of 'normal', 'uniform', 'ones', got 'bogus'"),
-        (lambda c: c["tasks"][0].update(methods={"full-ft": {"rank": 4}}), r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; its options: none besides kind and train"),
+        (lambda c: c["tasks"][0].update(methods={"full-ft": {"rank": 4}}), r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; its options: label_smoothing"),
         (lambda c: c["tasks"][1].update(methods={"codyra": {"train": {"lr": "fast"}}}), r"tasks\[1\]\.methods\.codyra\.train\.lr: 'fast' is not of type 'number'"),
         (lambda c: c["method_configs"]["full-ft"]["train"].update(lr=-1e-4), r"method_configs\.full-ft\.train\.lr: -0\.0001 is less than or equal to the minimum"),
         (lambda c: c["tasks"][2].update(train={"batch_size": 0}), r"tasks\[2\]\.train\.batch_size: 0 is less than the minimum of 1"),
