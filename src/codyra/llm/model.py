@@ -24,8 +24,10 @@ from codyra.trace.data import LengthLimits, prepare_tokenizer
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "trace" / "model_configs"  # the mini TRACE's tiny LMs
 # transformers builds models under process-wide patches (torch.nn.init functions, the default
-# dtype, the meta device): jobs running as threads of one process (Snakemake's local mode)
-# must build one at a time, or one load sees another's half-applied state.
+# dtype, the meta device), and its lazy module imports a submodule on first access to a name:
+# jobs running as threads of one process (Snakemake's local mode) must import from it and build
+# one at a time, or one sees another's half-applied state or half-imported module ("cannot import
+# name 'AutoModelForCausalLM'").
 MODEL_BUILD_LOCK = threading.Lock()
 
 
@@ -95,8 +97,10 @@ def check_local_model(folder: Path) -> None:
 def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None) -> LMBundle:
     """Model (fp32, CPU, eval mode) and tokenizer from a local folder or a hub id."""
     from huggingface_hub.constants import HF_HUB_CACHE
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+
+    with MODEL_BUILD_LOCK:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one carriage-return bar per load would clutter every job log
     if local:

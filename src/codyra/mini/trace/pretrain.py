@@ -76,16 +76,16 @@ def pretraining_corpus(cfg: dict, root: Path) -> list[TraceExample]:
 
 
 def build_mini_llama(name: str, tokenizer, seed: int):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        **mini_model_config(name),
-        vocab_size=len(tokenizer),
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
     with MODEL_BUILD_LOCK:
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = LlamaConfig(
+            **mini_model_config(name),
+            vocab_size=len(tokenizer),
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
         torch.manual_seed(seed)  # transformers initialises from the global RNG
         return LlamaForCausalLM(config)
 

@@ -11,12 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
 
+from codyra.llm.model import MODEL_BUILD_LOCK
 from codyra.mini.trace.tasks import MINI_TRACE_TASKS
 from codyra.trace.data import load_split
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
+
+
+def _fast_tokenizer_class():
+    with MODEL_BUILD_LOCK:  # transformers' lazy imports are not safe from two job threads at once
+        from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
 # Large enough that every mini TRACE prompt stays well under 64 tokens (512 would not).
@@ -57,12 +68,12 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedToke
         show_progress=False,
     )
     backend.train_from_iterator(texts, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIAL_TOKENS)
+    return _fast_tokenizer_class()(tokenizer_object=backend, **SPECIAL_TOKENS)
 
 
 def load_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
     """A tokenizer saved with ``save_pretrained`` (local files only)."""
-    return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True)
+    return _fast_tokenizer_class().from_pretrained(str(directory), local_files_only=True)
 
 
 def train_mini_trace_tokenizer(
