@@ -10,7 +10,7 @@ One process, the same inputs and the same starting weights for every variant:
    ``method.finish``, a plain open_clip model) vs the base model. Target: ratio 1.00.
    The unmerged model (adapters still attached) is timed as a reference.
 3. Size on disk: the stored CoDyRA task update (``update.safetensors`` via
-   ``codyra.updates.save_update``) with half of each matrix's gates pruned, and as trained
+   ``codyra.store.updates.save_update``) with half of each matrix's gates pruned, and as trained
    (only what the proximal steps pruned), vs a full model checkpoint (``safetensors.torch.save_file`` of the state dict).
 
 Variants are interleaved per repetition (order alternating), warm-up steps are discarded;
@@ -51,10 +51,10 @@ from codyra import __version__ as codyra_version
 from codyra.adapters.attach import LoRALinear, LoRAMultiheadAttention
 from codyra.clip.family import CLIP
 from codyra.clip.targets import clip_targets
-from codyra.io import write_json
+from codyra.store.io import write_json
 from codyra.methods import build_method
 from codyra.methods.base import standalone_context
-from codyra.updates import UPDATE_FILE, save_update
+from codyra.store.updates import UPDATE_FILE, save_update
 
 MODEL = "ViT-B-16"
 TRAIN_TARGET = 1.05

@@ -23,7 +23,7 @@ Reported per method: the median step seconds (CPU time of the process, the ratio
 with one thread it is the step's compute and barely moves with the machine's load; wall time
 beside it), the peak RSS (VmHWM) of the process and its rise over the RSS after the imports
 (what the model, the method and training add), trainable parameters, the bytes stored per task
-(update + method state, as ``codyra.updates.save_update`` writes them), and the ratios to
+(update + method state, as ``codyra.store.updates.save_update`` writes them), and the ratios to
 LoRA r16's. LoRA r16 is measured first and last on each model: the spread of its two runs
 shows how much the machine's load drifted. ZSCL's reference data is synthetic
 (``--reference-texts`` random captions, random images).
@@ -106,7 +106,7 @@ def clip_setup(args):
     from codyra.clip.family import CLIP
     from codyra.clip.model import ClipBundle
     from codyra.data import reference
-    from codyra.tasks import ImageConfig
+    from codyra.data.tasks import ImageConfig
 
     model = open_clip.create_model(args.model, pretrained=None).train()
     size = model.visual.image_size[0] if isinstance(model.visual.image_size, tuple) else model.visual.image_size
@@ -183,7 +183,7 @@ def probe(name: str, args) -> dict:
 
     from codyra.methods import build_method
     from codyra.methods.base import TaskContext
-    from codyra.updates import save_update
+    from codyra.store.updates import save_update
 
     family_kind = family_name(args.model)
     setup = lm_setup if family_kind == "lm" else clip_setup
@@ -331,7 +331,7 @@ def main():
     print_side_by_side(reports, names)
     load_after = os.getloadavg()[0]
     print(f"load {load_before:.1f} -> {load_after:.1f} on {os.cpu_count()} cores")
-    from codyra.io import write_json
+    from codyra.store.io import write_json
 
     config = {k: v for k, v in vars(args).items() if not k.startswith("probe") and k != "out"}
     summary = {

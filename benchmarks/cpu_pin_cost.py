@@ -141,7 +141,7 @@ def main() -> None:
         }
         print(model, json.dumps(report[model]))
     from codyra import CPU_NUMERICS
-    from codyra.io import write_json
+    from codyra.store.io import write_json
 
     write_json(args.out, {
         "models": report, "variants": {"pinned": CPU_NUMERICS, **{k: v for k, v in VARIANTS.items() if v}},

@@ -36,7 +36,7 @@ from PIL import Image
 from codyra.clip.evaluate import accuracy_on_task
 from codyra.clip.model import create_clip
 from codyra.data.registry import build_task
-from codyra.io import write_json
+from codyra.store.io import write_json
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -3,7 +3,7 @@
 One process, the same starting weights, adapter initialisation and batch for both variants.
 A step is the LM training loop's: forward with left-padding position ids, the loss on the
 answer tokens (the last quarter of each sequence here), backward, gradient clipping, AdamW
-step and ``method.after_step`` (``codyra.backends.PlainBackend``). CoDyRA's steps are
+step and ``method.after_step`` (``codyra.training.backends.PlainBackend``). CoDyRA's steps are
 steps of the sparse phase (kappa > 0: the proximal operator runs on every gate), LoRA's gates
 are the constant ones of fixed-rank LoRA; both have rank --rank on q, k, v, o, gate, up and
 down projections of every layer. Target: CoDyRA / LoRA step time <= 1.05.
@@ -29,8 +29,8 @@ import torch
 import transformers
 
 from codyra import __version__ as codyra_version
-from codyra.backends import PlainBackend
-from codyra.io import write_json
+from codyra.training.backends import PlainBackend
+from codyra.store.io import write_json
 from codyra.llm.family import CAUSAL_LM
 from codyra.llm.loss import answer_loss_sum, position_ids
 from codyra.methods import build_method
@@ -90,7 +90,7 @@ def batch(args) -> dict:
 
 def train_step(method, backend, inputs: dict, step: int) -> float:
     started = time.perf_counter()
-    # the training path's step (codyra.engine.fit with one micro-batch): token-mean answer loss
+    # the training path's step (codyra.training.loop.fit with one micro-batch): token-mean answer loss
     logits = backend.forward(
         input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], position_ids=position_ids(inputs["attention_mask"])
     ).logits

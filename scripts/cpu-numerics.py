@@ -110,7 +110,7 @@ def kernels() -> dict:
 def avoided_kernels() -> dict:
     """Kernels the platform keeps out of its CPU computations because their rounding depends on
     the processor: ``torch.sqrt`` (MKL's vector math; ``codyra.device.portable_sqrt``) and with it
-    the unfused AdamW step (``codyra.backends.PlainBackend`` runs the fused one)."""
+    the unfused AdamW step (``codyra.training.backends.PlainBackend`` runs the fused one)."""
     rows = _randn(2048, 128, seed=7)
     return {"sqrt (avoided)": lambda: rows.abs().sqrt(), "adamw unfused (avoided)": lambda: _adamw_steps(False)}
 
@@ -142,9 +142,9 @@ def environment() -> dict:
 
 
 def _stream_digests(cfg: dict, methods: list[str], out: dict) -> None:
-    from codyra.io import read_json
-    from codyra.paths import SUMMARY_FILE, task_dir
-    from codyra.results import run_stream
+    from codyra.store.io import read_json
+    from codyra.store.paths import SUMMARY_FILE, task_dir
+    from codyra.evaluation.results import run_stream
 
     for method in methods:
         result = run_stream(cfg, method, 0)
@@ -157,7 +157,7 @@ def tiny_configs(results: Path) -> list[tuple[dict, list[str]]]:
     """A mini CLIP and a mini TRACE run small enough for a test: 2 tasks, a few steps each."""
     import yaml
 
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
 
     with open(ROOT / "config/config.yaml") as f:
         clip = yaml.safe_load(f)
@@ -175,7 +175,7 @@ def tiny_configs(results: Path) -> list[tuple[dict, list[str]]]:
 
 
 def pipeline(workdir: Path) -> dict:
-    from codyra.benchmarks import own_pretraining
+    from codyra.experiment.pretraining import own_pretraining
     from codyra.mini.clip.corpus import make_corpus
 
     images, captions = make_corpus(512, 0)

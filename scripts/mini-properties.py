@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codyra.metrics import forgetting
+from codyra.evaluation.metrics import forgetting
 
 RUN_THE_GRID = "run the grid first: `snakemake --cores 2 all_tables` (mini TRACE: add `--configfile config/mini_trace.yaml`)"
 

@@ -40,7 +40,7 @@ def tiny_cfg_dict(tmp_path):
 
 @pytest.fixture
 def tiny_cfg(tiny_cfg_dict):
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
 
     return load_config(tiny_cfg_dict)
 
@@ -48,7 +48,7 @@ def tiny_cfg(tiny_cfg_dict):
 @pytest.fixture(scope="session")
 def tiny_pretrained(tmp_path_factory):
     """A pretrained tiny mini model (4 steps: enough for a valid theta_0, not for accuracy)."""
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
     from codyra.mini.clip.pretrain import pretrain_mini
 
     path = tmp_path_factory.mktemp("pretrained") / "model.safetensors"

@@ -22,7 +22,7 @@ from codyra.clip.family import CLIP
 from codyra.clip.targets import CLIP_VOCABULARY, clip_targets
 from codyra.methods import build_method
 from codyra.methods.base import standalone_context
-from codyra.updates import apply_update
+from codyra.store.updates import apply_update
 
 
 def tiny_clip(seed=0):
@@ -290,7 +290,7 @@ def test_vit_b16_rank16_parameter_count_and_all_144_adapters_reach_the_output():
 
 
 def test_update_roundtrip_applies_the_same_delta(tmp_path):
-    from codyra.updates import load_update, save_update
+    from codyra.store.updates import load_update, save_update
 
     model = tiny_clip()
     reference = copy.deepcopy(model)

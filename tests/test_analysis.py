@@ -12,9 +12,9 @@ from codyra.analysis import cka, drift, magnitude
 from codyra.analysis.common import run_updates
 from codyra.analysis.probes import scaled, without_tower
 from codyra.analysis.significance import mean_ci, paired_p
-from codyra.io import ResultError
-from codyra.paths import task_dir
-from codyra.updates import TaskUpdate, placement, save_update
+from codyra.store.io import ResultError
+from codyra.store.paths import task_dir
+from codyra.store.updates import TaskUpdate, placement, save_update
 
 
 def lora(**targets) -> TaskUpdate:
@@ -170,8 +170,8 @@ def test_cost_reports_inference_extras_after_the_last_task(tiny_cfg):
 
 def test_heldout_reader_refuses_a_mislabelled_file(tiny_cfg):
     from codyra.analysis.retention import read_heldout
-    from codyra.io import write_json
-    from codyra.paths import heldout_path
+    from codyra.store.io import write_json
+    from codyra.store.paths import heldout_path
 
     path = heldout_path(tiny_cfg, "codyra", 0, 2, "shape")
     write_json(path, {"accuracy": 55.0, "benchmark": "tiny", "method": "codyra", "seed": 0, "i": 2, "task": "shape"})
@@ -200,9 +200,9 @@ def test_interpolation_endpoints_are_theta_0_and_theta_n(tiny_run):
     from codyra.analysis.probes import probe_model, read_probe, run_probes
     from codyra.clip.model import pretrained_clip
     from codyra.clip.rebuild import rebuild_clip
-    from codyra.engine import train_task
-    from codyra.heldout import evaluate_heldout
-    from codyra.paths import probe_path
+    from codyra.training.loop import train_task
+    from codyra.evaluation.heldout import evaluate_heldout
+    from codyra.store.paths import probe_path
 
     alphas = {"interpolation_alphas": [0.0, 0.5, 1.0], "remove_towers": ["text"]}
     cfg = {**tiny_run, "methods": ["lora-r4"], "heldout_tasks": ["shape"], "analysis": {**tiny_run["analysis"], **alphas}}

@@ -13,12 +13,12 @@ import torch
 
 from codyra.adapters.lora import RankSelectiveLoRA, delta_from_factors
 from codyra.analysis import orth
-from codyra.analysis.jobs import available, skipped, write
+from codyra.analysis.registry import available, skipped, write
 from codyra.analysis.norm_matched import norm_matched_table
-from codyra.config import ConfigError, load_config
-from codyra.io import ResultError, write_json
+from codyra.experiment.config import ConfigError, load_config
+from codyra.store.io import ResultError, write_json
 from codyra.methods.lora import LoRA, norm_target_value
-from codyra.paths import SUMMARY_FILE, task_dir
+from codyra.store.paths import SUMMARY_FILE, task_dir
 from tests.conftest import ROOT
 from tests.test_analysis import lora, store_run
 
@@ -159,7 +159,7 @@ def test_trace_skips_the_clip_only_analyses_with_the_reason(tmp_path, caplog):
 
 
 def test_training_at_a_matched_norm_reads_the_references_and_pulls_the_norm(tiny_run):
-    from codyra.engine import train_task
+    from codyra.training.loop import train_task
 
     cfg = copy.deepcopy(tiny_run)
     cfg["method_configs"]["nm-median"] = {"kind": "lora", "rank": 4, "norm_target": ["lora-r4"], "norm_penalty": 1.0}

@@ -7,9 +7,9 @@ import pytest
 
 from codyra.analysis.compare import COMPARED, NO_NUMBER, NO_ROW, NOT_RUN, comparison_table, kendall, paper_row
 from codyra.analysis.published import benchmarks, inconsistency, mean_std, published, tables_of, value
-from codyra.config import load_config
+from codyra.experiment.config import load_config
 from codyra.methods import available_kinds, method_class
-from codyra.tables import Table, write_table
+from codyra.evaluation.tables import Table, write_table
 
 LLAMA2 = "meta-llama / LLaMA-2-7B-Chat"
 
@@ -72,7 +72,7 @@ def test_kendall_counts_concordant_pairs():
 
 
 def _write(out, name, cells: dict[tuple[str, str, str], list[float]]):
-    """Our table ``name`` (as codyra.tables writes it) with the per-seed values of (block, row, column) cells."""
+    """Our table ``name`` (as codyra.evaluation.tables writes it) with the per-seed values of (block, row, column) cells."""
     columns = list(dict.fromkeys(c for _, _, c in cells))
     table = Table(name, name, columns)
     for block, row in dict.fromkeys((b, r) for b, r, _ in cells):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codyra.config import ConfigError, load_config
-from codyra.sweeps import expand_ablations, value_label
+from codyra.experiment.config import ConfigError, load_config
+from codyra.experiment.sweeps import expand_ablations, value_label
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from codyra.engine import train_task
-from codyra.paths import METHOD_STATE_FILE, UPDATE_FILE, task_dir
+from codyra.training.loop import train_task
+from codyra.store.paths import METHOD_STATE_FILE, UPDATE_FILE, task_dir
 
 BASELINES = {
     "lwf": {"kind": "lwf"},

@@ -16,7 +16,7 @@ from codyra.clip.family import CLIP
 from codyra.methods import build_method
 from codyra.methods.base import TaskContext
 from codyra.methods.lwf import soft_cross_entropy
-from codyra.updates import load_method_state, save_update
+from codyra.store.updates import load_method_state, save_update
 
 STEPS = 3
 
@@ -129,7 +129,7 @@ def test_lwf_distils_on_its_own_batch_of_the_tasks_evaluation_images():
     """ZSCL's lwf.sh passes --ref-dataset <current task>: finetune.py (l.140-145) reads it with
     test_preprocess through its own shuffled loader, one batch per step (l.234-246), not the
     training batch. The student starts at the teacher: the loss is the teachers' self-entropy."""
-    from codyra.batches import StepBatches, derive_seed
+    from codyra.training.batches import StepBatches, derive_seed
     from codyra.methods.lwf import DISTILL_STREAM
 
     model = tiny_clip()
@@ -221,7 +221,7 @@ class ReferenceFamily:
         from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 
         from codyra.clip.model import ClipBundle
-        from codyra.tasks import ImageConfig
+        from codyra.data.tasks import ImageConfig
 
         image = ImageConfig(32, OPENAI_DATASET_MEAN, OPENAI_DATASET_STD)
         return ClipBundle(copy.deepcopy(self.model), open_clip.get_tokenizer("codyra-mini"), image)

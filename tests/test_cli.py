@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from codyra.cli import main
-from codyra.paths import cell_path, run_dir
+from codyra.store.paths import cell_path, run_dir
 
 from .conftest import write_yaml
 

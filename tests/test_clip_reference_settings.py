@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from codyra.config import load_config, resolve_job
+from codyra.experiment.config import load_config, resolve_job
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"
 PAPER = ("mtil_5shot", "mtil_5shot_order2", "mtil_full", "xtail_16shot")
@@ -20,7 +20,7 @@ def paper(name: str) -> dict:
 def test_rail_fuses_with_weight_0_8_as_rails_config(name):
     """linghan1997/Regression-based-Analytic-Incremental-Learning configs/analytic_clip.yaml:
     fusion_weight 0.8 (since its commit of 2024-10-23; 0.9 before)."""
-    from codyra.methods.rail import RAILOptions
+    from codyra.methods.rail.method import RAILOptions
 
     cfg = paper(name)
     rails = [m for m, spec in cfg["method_configs"].items() if spec["kind"] in ("rail", "codyra_rail")]
@@ -88,7 +88,7 @@ def test_moe_adapters_ddas_epoch_is_the_whole_splits_loader():
     3,334 training images, 53, though the chooser trains on the 5-shot subset."""
     from types import SimpleNamespace
 
-    from codyra.methods.moe_adapters import MoEAdapters, ddas_epoch_batches
+    from codyra.methods.moe_adapters.method import MoEAdapters, ddas_epoch_batches
 
     cfg = paper("mtil_5shot")
     options = MoEAdapters(cfg["method_configs"]["moe-adapters"]).options

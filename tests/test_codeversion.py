@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from codyra import codeversion
-from codyra.codeversion import code_version, module_closure
-from codyra.jobs import JOBS
+from codyra.experiment import codeversions as codeversion
+from codyra.experiment.codeversions import code_version, module_closure
+from codyra.experiment.jobs import JOBS
 
 PACKAGE = {
     "__init__.py": "",
     "entry.py": (
         "from typing import TYPE_CHECKING\n"
         "from . import helper\n"
-        "from codyra.config import resolve\n"
+        "from codyra.experiment.config import resolve\n"
         "from codyra.lib.used import U\n"
         "if TYPE_CHECKING:\n    from codyra import typing_only\n"
         "def run():\n    from codyra.reg import build\n    import codyra.sub.deep\n    return build()\n"
@@ -60,7 +60,7 @@ def version_after(root, edit: str | None) -> str:
 def test_closure_follows_relative_lazy_and_dynamic_imports_but_not_type_checking(package):
     assert module_closure("codyra.entry", package) == {
         "codyra",
-        "codyra.config",  # hashed; what it imports to validate a config is not followed
+        "codyra.experiment.config",  # hashed; what it imports to validate a config is not followed
         "codyra.entry",
         "codyra.helper",  # from . import helper
         "codyra.reg",  # imported inside a function
@@ -86,7 +86,7 @@ def test_editing_code_the_entry_never_runs_keeps_its_version(package, edit):
 
 
 def test_an_entry_that_is_no_module_is_named():
-    with pytest.raises(ValueError, match="no module codyra.trian .*codyra.jobs.JOBS"):
+    with pytest.raises(ValueError, match="no module codyra.trian .*codyra.experiment.jobs.JOBS"):
         module_closure("codyra.trian")
 
 
@@ -94,8 +94,8 @@ def test_every_job_entry_exists_and_tables_code_is_not_training_code():
     for job in JOBS.values():
         assert len(code_version(*job.entries)) == 16
     closure = {rule: frozenset().union(*(module_closure(e) for e in job.entries)) for rule, job in JOBS.items()}
-    assert "codyra.tables" in closure["tables"]
-    assert "codyra.tables" not in closure["train_task"]
+    assert "codyra.evaluation.tables" in closure["tables"]
+    assert "codyra.evaluation.tables" not in closure["train_task"]
     assert "codyra.methods.codyra" in closure["train_task"]  # through the method registry
-    assert not any(m.startswith(("codyra.methods", "codyra.engine")) for m in closure["pretrain_mini"])  # a method edit keeps theta_0
+    assert not any(m.startswith(("codyra.methods", "codyra.training.loop")) for m in closure["pretrain_mini"])  # a method edit keeps theta_0
     assert {"codyra.mini.clip.pretrain", "codyra.mini.trace.pretrain"} <= closure["pretrain_mini"]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from codyra.complement import prompts, rail, routing
+from codyra.methods._prompting import pools as prompts
+from codyra.methods.rail import regression as rail
+from codyra.methods import _routing as routing
 
 
 def _task(generator, n, dim, first_class, classes):
@@ -171,7 +173,7 @@ def test_prompt_placement_masks_and_labels():
 
 
 def test_moe_top_k_gates_and_mixture_by_hand():
-    from codyra.complement import moe
+    from codyra.methods.moe_adapters import layer as moe
 
     x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     w_gate = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])  # logits: [3, 1, 2] and [0, 5, 4]
@@ -194,7 +196,7 @@ def test_moe_top_k_gates_and_mixture_by_hand():
 
 
 def test_moe_noisy_gating_load_is_the_probability_of_staying_in_the_top_k():
-    from codyra.complement import moe
+    from codyra.methods.moe_adapters import layer as moe
 
     x = torch.tensor([[1.0, 0.0]])
     w_gate, w_noise = torch.tensor([[2.0, 1.0, 0.0], [0, 0, 0]]), torch.zeros(2, 3)

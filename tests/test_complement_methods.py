@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from codyra.cells import read_cell
-from codyra.complement import moe, routing
-from codyra.engine import train_task
-from codyra.evaluate import evaluate_row
-from codyra.paths import cell_path, task_dir
-from codyra.updates import load_method_state, load_update
+from codyra.store.cells import read_cell
+from codyra.methods.moe_adapters import layer as moe
+from codyra.methods import _routing as routing
+from codyra.training.loop import train_task
+from codyra.evaluation.evaluate import evaluate_row
+from codyra.store.paths import cell_path, task_dir
+from codyra.store.updates import load_method_state, load_update
 
 
 def test_moe_layer_routes_by_the_active_tasks_router_on_hand_made_features():
@@ -90,7 +91,7 @@ def test_moe_adapters_zero_shot_route_is_the_pretrained_model(tiny_run, monkeypa
     cfg = tiny_run
     cfg["method_configs"]["moe"] = MOE
     train_task(cfg, "moe", 0, 1)
-    monkeypatch.setattr("codyra.clip.moe_adapters.ddas_route", lambda losses, thresholds: routing.ZERO_SHOT)
+    monkeypatch.setattr("codyra.methods.moe_adapters.clip.ddas_route", lambda losses, thresholds: routing.ZERO_SHOT)
     routed = evaluate_row(cfg, "moe", 0, 1)
     pretrained = evaluate_row(cfg, "pretrained", None, 0)
     assert [c["accuracy"] for c in routed] == [c["accuracy"] for c in pretrained]
@@ -98,9 +99,9 @@ def test_moe_adapters_zero_shot_route_is_the_pretrained_model(tiny_run, monkeypa
 
 
 def test_codyra_rail_fits_rail_on_theta_i_and_keeps_codyras_transfer(tiny_run):
-    from codyra.clip import analytic
+    from codyra.methods.rail import clip as analytic
     from codyra.clip.rebuild import rebuild_clip
-    from codyra.methods.rail import RAILOptions
+    from codyra.methods.rail.method import RAILOptions
 
     cfg = tiny_run
     # prompts: dataset, CoDyRA's own zero-shot head (RAIL's 'a photo of a {}.' is the default)
@@ -125,7 +126,7 @@ def test_codyra_rail_fits_rail_on_theta_i_and_keeps_codyras_transfer(tiny_run):
 def test_rail_aggregation_table_pairs_rail_with_codyra_rail_per_variant():
     import numpy as np
 
-    from codyra import tables
+    from codyra.evaluation import tables
 
     methods = ["codyra", "rail-primal", "rail-dual", "codyra-rail-primal", "codyra-rail-dual"]
     kinds = ["codyra", "rail", "rail", "codyra_rail", "codyra_rail"]

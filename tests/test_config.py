@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from codyra.config import ConfigError, fingerprint, load_config, resolve_job
+from codyra.experiment.config import ConfigError, fingerprint, load_config, resolve_job
 
 
 def test_defaults_are_filled_from_the_schema(tiny_cfg):
@@ -36,7 +36,7 @@ def test_fingerprint_changes_only_with_the_job(tiny_cfg):
 
 
 def test_reference_data_is_a_setting_of_zscl_only(tiny_cfg_dict):
-    from codyra.fingerprints import eval_fingerprint, heldout_fingerprint, train_fingerprint
+    from codyra.experiment.fingerprints import eval_fingerprint, heldout_fingerprint, train_fingerprint
 
     tiny_cfg_dict["methods"].append("zscl")
     tiny_cfg_dict["method_configs"]["zscl"] = {"kind": "zscl"}

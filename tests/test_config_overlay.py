@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codyra.config import ConfigError, config_from_files, load_config, overlay, read_config_file
+from codyra.experiment.config import ConfigError, config_from_files, load_config, overlay, read_config_file
 
 from .conftest import TINY
 

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from codyra.llm import icl
+from codyra.methods.icl import llm as icl
 
 TREE = icl.FORMATS["treelora"]
 A451 = icl.FORMATS["trace-a451f6d"]

@@ -10,16 +10,16 @@ import pytest
 import submitit
 import yaml
 
-from codyra import launch
+from codyra.experiment import slurm as launch
 from codyra.cli import main, run
-from codyra.jobs import JOBS, rule_for
-from codyra.launch import (
+from codyra.experiment.jobs import JOBS, rule_for
+from codyra.experiment.slurm import (
     CodyraJob,
     profile_resources,
     strip_launch_flags,
     submitit_parameters,
 )
-from codyra.paths import cell_path, run_dir
+from codyra.store.paths import cell_path, run_dir
 
 from .conftest import write_yaml
 from .llm.conftest import TINY_TRACE

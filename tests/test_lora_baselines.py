@@ -152,7 +152,7 @@ def test_dylora_trains_as_the_official_run_glue_by_default():
     option and of every shipped config that runs DyLoRA."""
     from pathlib import Path
 
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
     from codyra.methods import build_method
 
     assert build_method({"kind": "dylora", "rank": 4}).options.frozen is True

@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from codyra.config import ConfigError, load_config
+from codyra.experiment.config import ConfigError, load_config
 from codyra.methods import available_kinds, build_method, method_class
 from codyra.methods.options import MethodOptions, option, option_errors, parse_options
 

@@ -1,10 +1,10 @@
-"""codyra.metrics on hand-computed matrices."""
+"""codyra.evaluation.metrics on hand-computed matrices."""
 
 from __future__ import annotations
 
 import pytest
 
-from codyra import metrics
+from codyra.evaluation import metrics
 
 # rows: pretrained, after task 1, 2, 3; columns: tasks 1, 2, 3
 A = [

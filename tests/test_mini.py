@@ -11,7 +11,7 @@ from codyra.mini.clip.corpus import make_corpus
 from codyra.mini.clip.pretrain import pretrain_mini
 from codyra.mini.clip.render import COLOURS, HUES, TONES, tone_rgb
 from codyra.mini.clip.tasks import SCENE_TASKS, build_mini_task, split_arrays
-from codyra.tasks import ImageConfig
+from codyra.data.tasks import ImageConfig
 
 IMAGE = ImageConfig(32, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from codyra.config import load_config
-from codyra.metrics import forgetting
+from codyra.experiment.config import load_config
+from codyra.evaluation.metrics import forgetting
 from codyra.mini.clip.pretrain import pretrain_mini
-from codyra.results import run_stream
+from codyra.evaluation.results import run_stream
 
 from .conftest import ROOT
 
@@ -54,8 +54,8 @@ def _mean(row) -> float:
 
 def test_no_task_is_saturated_and_the_designed_ones_are_partly_known(streams):
     cfg, results = streams
-    from codyra.clip.benchmarks import build_tasks
-    from codyra.tasks import ImageConfig
+    from codyra.clip.streams import build_tasks
+    from codyra.data.tasks import ImageConfig
 
     tasks = build_tasks(cfg, ImageConfig(32, (0.5,) * 3, (0.25,) * 3))
     zero_shot = dict(zip(results["full-ft"]["tasks"], results["full-ft"]["A"][0]))

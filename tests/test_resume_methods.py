@@ -18,9 +18,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from codyra.checkpoint import find_checkpoint, load_method_checkpoint
-from codyra.engine import task_checkpoint_dir, train_task
-from codyra.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
+from codyra.store.checkpoints import find_checkpoint, load_method_checkpoint
+from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.store.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
 
 # method -> (spec, checkpoint keys the method must have saved at step 4 of task 2)
 METHODS = {

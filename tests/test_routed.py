@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from codyra import tables
-from codyra.cells import read_cell
-from codyra.complement import routing
-from codyra.engine import train_task
-from codyra.evaluate import evaluate_row
-from codyra.io import ResultError, write_json
-from codyra.paths import cell_path
+from codyra.evaluation import tables
+from codyra.store.cells import read_cell
+from codyra.methods import _routing as routing
+from codyra.training.loop import train_task
+from codyra.evaluation.evaluate import evaluate_row
+from codyra.store.io import ResultError, write_json
+from codyra.store.paths import cell_path
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def test_dagger_routes_unlearned_domains_to_theta_i_and_learned_ones_to_theta_k(
     # for learned tasks and the plain row 2 for the unseen task 3
     for j in (1, 2, 3):
         true_route = j - 1 if j <= 2 else routing.ZERO_SHOT
-        monkeypatch.setattr("codyra.clip.routed.route_learned", lambda domains, learned, r=true_route: torch.full_like(domains, r))
+        monkeypatch.setattr("codyra.methods.codyra_dagger.clip.route_learned", lambda domains, learned, r=true_route: torch.full_like(domains, r))
         (cell,) = evaluate_row(cfg, "codyra-dagger", 0, 2, [j])
         assert cell["accuracy"] == (plain[j, j] if j <= 2 else plain[2, 3])
         assert cell["routing"]["accuracy"] == 100.0
@@ -126,7 +126,7 @@ def test_tables_without_complementation_methods_are_unchanged():
 
 def _rail_states(cfg, options, upto):
     """RAIL's states after tasks 1..upto, fitted on one pass of theta_0's features (global labels)."""
-    from codyra.clip import analytic
+    from codyra.methods.rail import clip as analytic
 
     states, state, feats = [], None, []
     for i in range(1, upto + 1):
@@ -139,9 +139,9 @@ def _rail_states(cfg, options, upto):
 
 @pytest.mark.parametrize("variant", ["primal", "dual"])
 def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regression(tiny_run, variant):
-    from codyra.clip import analytic
-    from codyra.complement import rail as rail_math
-    from codyra.methods.rail import RAIL
+    from codyra.methods.rail import clip as analytic
+    from codyra.methods.rail import regression as rail_math
+    from codyra.methods.rail.method import RAIL
 
     cfg = tiny_run
     # prompts: dataset, so RAIL's zero-shot head is the benchmark's zero-shot row's
@@ -163,8 +163,8 @@ def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regres
 
 
 def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run):
-    from codyra.paths import task_dir
-    from codyra.updates import load_method_state
+    from codyra.store.paths import task_dir
+    from codyra.store.updates import load_method_state
 
     cfg = tiny_run
     cfg["method_configs"]["rail-primal"] = {"kind": "rail", "hidden_dim": 32, "prompts": "dataset"}  # zero-shot head = the zero-shot row's
@@ -183,12 +183,14 @@ def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run)
 def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_default(tiny_run, monkeypatch, prompts, expected):
     """RAIL's zero-shot head is ``clip_classifier(classnames, ['a photo of a {}.'])`` for every class
     (primal_RAIL.py l.234, dual_RAIL.py l.60); ``prompts: dataset`` keeps each dataset's templates."""
-    from codyra.clip import analytic, routed, zeroshot
-    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip import zeroshot
+    from codyra.methods.rail import clip as analytic
+    from codyra.methods.codyra_dagger import clip as routed
+    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
     from codyra.data.registry import label_space
-    from codyra.methods.codyra_dagger import CoDyRADagger
-    from codyra.methods.rail import RAIL
+    from codyra.methods.codyra_dagger.method import CoDyRADagger
+    from codyra.methods.rail.method import RAIL
 
     cfg = tiny_run
     seen = []
@@ -229,13 +231,13 @@ def test_dagger_with_moe_adapters_selector_routes_each_test_batch_as_a_whole(tin
     """router: ddas, the other reading of "similar to MoE-Adapters": one autoencoder per task on
     theta_0's features; evaluation routes each batch of ddas_batch_size test images as a whole
     (MoE-Adapters' evaluation.py); CoDyRA's training is unchanged."""
-    from codyra.clip import routed
-    from codyra.clip.benchmarks import build_tasks
+    from codyra.methods.codyra_dagger import clip as routed
+    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
-    from codyra.clip.moe_adapters import image_features, load_ddas
-    from codyra.methods.codyra_dagger import CoDyRADagger
-    from codyra.paths import task_dir
-    from codyra.updates import load_method_state, load_update
+    from codyra.methods.moe_adapters.clip import image_features, load_ddas
+    from codyra.methods.codyra_dagger.method import CoDyRADagger
+    from codyra.store.paths import task_dir
+    from codyra.store.updates import load_method_state, load_update
 
     cfg = tiny_run
     cfg["method_configs"]["dagger-ddas"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_dagger", "router": "ddas", "ae_iterations": 20, "ae_code_dim": 8, "ddas_batch_size": 16}

@@ -10,9 +10,9 @@ import torch
 from safetensors import safe_open
 
 from codyra.clip.rebuild import rebuild_clip
-from codyra.engine import task_checkpoint_dir, train_task
-from codyra.evaluate import evaluate_cell, evaluate_row
-from codyra.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
+from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.evaluation.evaluate import evaluate_cell, evaluate_row
+from codyra.store.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
 
 
 def state(model):
@@ -162,7 +162,7 @@ def test_official_loss_text_to_image_term_on_hand_computed_values():
 
 
 def test_lr_schedules_match_hand_values():
-    from codyra.schedules import lr_factor
+    from codyra.training.schedules import lr_factor
 
     # cosine over 5 steps after 1 warm-up step: 1/1, then 0.5 (1 + cos(pi k / 4)), k = 0..3
     cosine = lr_factor("cosine", 5, 1)
@@ -186,7 +186,7 @@ def test_training_follows_the_configured_lr_schedule(tiny_run, schedule, factors
 
 
 def test_unknown_lr_schedule_is_a_config_error(tiny_cfg_dict):
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
     from codyra.errors import ConfigError
 
     tiny_cfg_dict["train"]["lr_schedule"] = "linear"

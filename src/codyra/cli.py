@@ -16,7 +16,7 @@ def _config(args) -> dict:
     """The validated config: from the workflow (``run(config=...)``) or the --config file, plus --set."""
     import copy
 
-    from codyra.config import ConfigError, load_config, parse_value, read_config_file, set_key
+    from codyra.experiment.config import ConfigError, load_config, parse_value, read_config_file, set_key
 
     cfg = copy.deepcopy(args.config_dict) if args.config_dict is not None else read_config_file(args.config)
     for item in args.set or []:
@@ -39,19 +39,19 @@ def _set_threads(cfg: dict, threads: int) -> None:
 
 
 def cmd_pretrain_mini(args) -> None:
-    from codyra.benchmarks import pretrain_own
+    from codyra.experiment.pretraining import pretrain_own
 
     pretrain_own(_config(args))
 
 
 def cmd_train(args) -> None:
-    from codyra.engine import train_task
+    from codyra.training.loop import train_task
 
     train_task(_config(args), args.method, args.seed, args.task, device=args.device)
 
 
 def cmd_cell(args) -> None:
-    from codyra.evaluate import PRETRAINED, evaluate_row
+    from codyra.evaluation.evaluate import PRETRAINED, evaluate_row
 
     if args.method == PRETRAINED:
         if args.i != 0:
@@ -64,27 +64,27 @@ def cmd_cell(args) -> None:
 
 
 def cmd_heldout(args) -> None:
-    from codyra.heldout import evaluate_heldout
+    from codyra.evaluation.heldout import evaluate_heldout
 
     evaluate_heldout(_config(args), args.method, args.seed, args.i, device=args.device)
 
 
 def cmd_summarize(args) -> None:
-    from codyra.results import summarize_run
+    from codyra.evaluation.results import summarize_run
 
     summarize_run(_config(args), args.method, args.seed)
 
 
 def cmd_run(args) -> None:
-    from codyra.results import run_stream
+    from codyra.evaluation.results import run_stream
 
     run_stream(_config(args), args.method, args.seed, device=args.device)
 
 
 def cmd_tables(args) -> None:
-    from codyra.mlflow_sync import sync_mlflow
-    from codyra.tables import write_tables
-    from codyra.tracking import with_store
+    from codyra.tracking.sync import sync_mlflow
+    from codyra.evaluation.tables import write_tables
+    from codyra.tracking.mirror import with_store
 
     cfg = _config(args)
     folder = write_tables(cfg)
@@ -94,9 +94,9 @@ def cmd_tables(args) -> None:
 
 
 def cmd_sync_mlflow(args) -> None:
-    from codyra.mlflow_sync import sync_mlflow
-    from codyra.paths import tables_dir
-    from codyra.tracking import store_answers, tracking_uri
+    from codyra.tracking.sync import sync_mlflow
+    from codyra.store.paths import tables_dir
+    from codyra.tracking.mirror import store_answers, tracking_uri
 
     cfg = _config(args)
     uri = tracking_uri(cfg)
@@ -110,13 +110,13 @@ def cmd_sync_mlflow(args) -> None:
 
 
 def cmd_mlflow_init(args) -> None:
-    from codyra.mlflow_sync import init_store
+    from codyra.tracking.sync import init_store
 
     init_store(_config(args), args.marker)
 
 
 def cmd_analysis(args) -> None:
-    from codyra.analysis.jobs import write
+    from codyra.analysis.registry import write
 
     write(_config(args), args.name, args.method)
 
@@ -262,7 +262,7 @@ def _add_log_option(p, default) -> None:
 
 
 def add_launch_options(p) -> None:
-    from codyra.launch import DEFAULT_PROFILE
+    from codyra.experiment.slurm import DEFAULT_PROFILE
 
     g = p.add_argument_group("launching on SLURM (submitit)")
     g.add_argument("--slurm", action="store_true", help="submit to SLURM instead of running here (example: --slurm --wait)")
@@ -272,7 +272,7 @@ def add_launch_options(p) -> None:
 
 
 def cmd_sweep(args) -> None:
-    from codyra.launch import sweep
+    from codyra.experiment.slurm import sweep
 
     report_jobs(sweep(args, _config(args), run), args)
 
@@ -290,7 +290,7 @@ def report_jobs(jobs, args) -> None:
 
 def _register_optional(sub) -> None:
     """Subcommands that live with their feature (they register without heavy imports)."""
-    from codyra.data.cli import register_cli
+    from codyra.data.check import register_cli
 
     register_cli(sub)
 
@@ -306,7 +306,7 @@ def run(argv: list[str], config: dict | None = None) -> int:
     args.config_dict = config
     args.log = getattr(args, "log", None)
     if getattr(args, "slurm", False) and args.command != "sweep":
-        from codyra.launch import submit
+        from codyra.experiment.slurm import submit
 
         report_jobs(submit(args, _config(args), argv, run), args)
         return 0
@@ -315,7 +315,7 @@ def run(argv: list[str], config: dict | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from codyra.config import ConfigError
+    from codyra.experiment.config import ConfigError
 
     try:
         return run(sys.argv[1:] if argv is None else argv)

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 
 class Backend(Protocol):
-    """How an optimizer step runs: :class:`codyra.backends.PlainBackend` (one process) or
-    ``codyra.llm.zero.ZeroBackend`` (DeepSpeed ZeRO-2 ranks)."""
+    """How an optimizer step runs: :class:`codyra.training.backends.PlainBackend` (one process) or
+    ``codyra.llm.deepspeed_backend.ZeroBackend`` (DeepSpeed ZeRO-2 ranks)."""
 
     optimizer: torch.optim.Optimizer
     rank: int

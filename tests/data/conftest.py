@@ -1,7 +1,7 @@
 import pytest
 from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 
-from codyra.tasks import ImageConfig
+from codyra.data.tasks import ImageConfig
 
 from .fixtures import accept_fixture_checksums, write_all
 

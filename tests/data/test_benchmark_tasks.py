@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from codyra.clip import evaluate
-from codyra.clip.benchmarks import build_tasks
+from codyra.clip.streams import build_tasks
 from codyra.clip.model import create_clip
-from codyra.config import ConfigError, load_config, read_config_file
+from codyra.experiment.config import ConfigError, load_config, read_config_file
 from codyra.data import fewshot
 from codyra.data.errors import DataRootNotFoundError
 from codyra.data.registry import fewshot_manifest_path, label_space

@@ -36,7 +36,7 @@ def write_config(path, root, protocol, names):
 def test_registering_the_command_imports_no_torch():
     code = (
         "import argparse, sys\n"
-        "from codyra.data.cli import register_cli\n"
+        "from codyra.data.check import register_cli\n"
         "register_cli(argparse.ArgumentParser().add_subparsers())\n"
         "print(sorted(m for m in ('torch', 'torchvision', 'codyra.data.registry') if m in sys.modules))\n"
     )

@@ -7,7 +7,7 @@ import yaml
 from PIL import Image
 
 from codyra.cli import main
-from codyra.config import load_config
+from codyra.experiment.config import load_config
 from codyra.data.presence import require_benchmark_data
 from codyra.data.reference import CC_CAPTIONS, IMAGENET_TRAIN, load_reference, missing_reference, require_reference
 from codyra.mini.clip.corpus import make_corpus

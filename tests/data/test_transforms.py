@@ -22,7 +22,7 @@ from codyra.data.transforms import (
     TrainTransform,
     random_resized_crop_box,
 )
-from codyra.tasks import ImageConfig
+from codyra.data.tasks import ImageConfig
 
 OPENAI = ImageConfig(size=224, mean=OPENAI_DATASET_MEAN, std=OPENAI_DATASET_STD)
 

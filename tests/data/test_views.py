@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from codyra.data.registry import build_task
-from codyra.tasks import ClassificationTask
+from codyra.data.tasks import ClassificationTask
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ TINY_TRACE = {
 @pytest.fixture(scope="session")
 def tiny_trace_theta0(tmp_path_factory):
     """(data root, theta_0 folder) written once by the mini TRACE pretraining."""
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
     from codyra.llm.model import mini_model_dir, trace_root
     from codyra.mini.trace.pretrain import pretrain_mini_lm
 
@@ -63,6 +63,6 @@ def tiny_trace_dict(tmp_path, tiny_trace_theta0):
 
 @pytest.fixture
 def tiny_trace(tiny_trace_dict):
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
 
     return load_config(tiny_trace_dict)

@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from codyra.engine import task_checkpoint_dir, train_task
-from codyra.evaluate import evaluate_cell
-from codyra.io import read_json
+from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.evaluation.evaluate import evaluate_cell
+from codyra.store.io import read_json
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import (
     WeightsUnavailableError,
@@ -20,8 +20,8 @@ from codyra.llm.model import (
     task_folder,
 )
 from codyra.llm.rebuild import rebuild_lm
-from codyra.llm.zero import zero2_config
-from codyra.paths import (
+from codyra.llm.deepspeed_backend import zero2_config
+from codyra.store.paths import (
     HISTORY_FILE,
     SUMMARY_FILE,
     UPDATE_FILE,
@@ -90,7 +90,7 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_trace, tmp_path, m
 
 
 def test_epochs_per_task_set_the_number_of_steps(tiny_trace_dict):
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
 
     tiny_trace_dict["tasks"][0]["train"] = {"epochs": 2}  # 2 x 16 examples / batch 4
     tiny_trace_dict["tasks"][0]["methods"] = {"lora-qv": {"train": {"epochs": 3}}}
@@ -100,8 +100,8 @@ def test_epochs_per_task_set_the_number_of_steps(tiny_trace_dict):
 
 
 def test_gradient_accumulation_equals_one_large_batch(tiny_trace_dict):
-    from codyra.config import load_config
-    from codyra.updates import load_update
+    from codyra.experiment.config import load_config
+    from codyra.store.updates import load_update
 
     def run(name, batch_size, accumulation):
         cfg = load_config({**tiny_trace_dict, "results": f"{tiny_trace_dict['results']}-{name}"})
@@ -118,7 +118,7 @@ def test_gradient_accumulation_equals_one_large_batch(tiny_trace_dict):
 
 
 def test_epochs_count_optimizer_steps_of_accumulated_batches(tiny_trace_dict):
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
     from codyra.llm.train import total_steps
 
     cfg = load_config(tiny_trace_dict)

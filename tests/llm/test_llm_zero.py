@@ -23,11 +23,11 @@ import pytest
 import torch
 import yaml
 
-from codyra.config import load_config
-from codyra.engine import task_checkpoint_dir, train_task
-from codyra.io import read_json
-from codyra.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
-from codyra.updates import load_update
+from codyra.experiment.config import load_config
+from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.store.io import read_json
+from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
+from codyra.store.updates import load_update
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -153,7 +153,7 @@ def test_zero2_gives_gradient_methods_the_plain_step_gradient(tiny_trace_dict, t
     Fisher, GEM's and OGD's projections against task 1's stored memory / basis) matches the plain path."""
     from safetensors.torch import load_file
 
-    from codyra.paths import METHOD_STATE_FILE
+    from codyra.store.paths import METHOD_STATE_FILE
 
     tiny_trace_dict["method_configs"][method] = GRADIENT_METHODS[method]
     plain = load_config(copy.deepcopy(tiny_trace_dict))
@@ -184,7 +184,7 @@ def test_zero2_carries_the_optimizer_as_the_plain_path(tiny_trace_dict, tmp_path
     (without the carried moments task 2's Adam steps differ by O(1))."""
     from safetensors.torch import load_file
 
-    from codyra.paths import METHOD_STATE_FILE, UPDATE_FILE
+    from codyra.store.paths import METHOD_STATE_FILE, UPDATE_FILE
 
     tiny_trace_dict["method_configs"]["seqlora"] = {"kind": "seqlora", "rank": 4, "alpha": 16, "placement": ["q_proj", "v_proj"]}
     tiny_trace_dict["train"]["carry_optimizer"] = True

@@ -17,13 +17,13 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from codyra.config import load_config
-from codyra.engine import train_task
-from codyra.evaluate import evaluate_cell, evaluate_row0
-from codyra.metrics import forgetting, overall_performance
+from codyra.experiment.config import load_config
+from codyra.training.loop import train_task
+from codyra.evaluation.evaluate import evaluate_cell, evaluate_row0
+from codyra.evaluation.metrics import forgetting, overall_performance
 from codyra.mini.trace.pretrain import pretrain_mini_lm
 from codyra.mini.trace.tokenizer import load_tokenizer
-from codyra.paths import MINI_PRETRAINED
+from codyra.store.paths import MINI_PRETRAINED
 from codyra.trace.metrics import TRACE_TASKS
 
 pytestmark = pytest.mark.slow

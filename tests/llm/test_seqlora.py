@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from codyra.adapters.lora import delta_from_factors
-from codyra.config import load_config
-from codyra.engine import train_task
+from codyra.experiment.config import load_config
+from codyra.training.loop import train_task
 from codyra.llm.model import pretrained_lm
 from codyra.llm.rebuild import rebuild_lm
-from codyra.paths import task_dir
-from codyra.updates import load_update
+from codyra.store.paths import task_dir
+from codyra.store.updates import load_update
 
 RANK, SCALE = 4, 16 / 4
 SEQLORA = {"kind": "seqlora", "rank": RANK, "alpha": 16, "dropout": 0.1, "placement": ["q_proj", "v_proj"]}
@@ -80,7 +80,7 @@ def test_previous_update_of_another_rank_is_refused(cfg):
 
 
 def test_carry_optimizer_continues_task_1s_adamw_in_task_2(cfg):
-    from codyra.updates import load_method_state
+    from codyra.store.updates import load_method_state
 
     cfg["train"]["carry_optimizer"] = True
     for i in (1, 2):

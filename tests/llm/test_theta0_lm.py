@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from codyra.config import load_config
-from codyra.io import ResultError, read_json
+from codyra.experiment.config import load_config
+from codyra.store.io import ResultError, read_json
 from codyra.llm.model import mini_model_dir, pretrained_lm
-from codyra.paths import WEIGHTS_DIGEST, results_path
-from codyra.theta0 import DIGEST_FILE, file_sha256
+from codyra.store.paths import WEIGHTS_DIGEST, results_path
+from codyra.store.theta0 import DIGEST_FILE, file_sha256
 from tests.llm.conftest import TINY_TRACE
 from tests.reliability.test_integrity import overwrite_value
 

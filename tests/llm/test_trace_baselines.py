@@ -7,8 +7,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from codyra.engine import train_task
-from codyra.paths import METHOD_STATE_FILE, task_dir
+from codyra.training.loop import train_task
+from codyra.store.paths import METHOD_STATE_FILE, task_dir
 
 SPECS = {
     "ewc": {"kind": "ewc", "train": {"lr": 0.001}},
@@ -41,7 +41,7 @@ def test_trace_baseline_trains_two_tasks_from_its_stored_state(tiny_trace, metho
 def test_treelora_and_hidelora_carry_one_adapter_and_one_optimizer(tiny_trace, kind):
     """As ZinYY/TreeLoRA runs them: task 2 trains task 1's adapter further (its update is
     [A_2; A_1], gates [+s; -s]) with task 1's AdamW state; 2 micro-batches per step."""
-    from codyra.updates import load_method_state, load_update
+    from codyra.store.updates import load_method_state, load_update
 
     tiny_trace["method_configs"][kind] = {"kind": kind, "rank": 4, "alpha": 16, "placement": ["q_proj", "v_proj"]}
     tiny_trace["train"].update(batch_size=2, gradient_accumulation=2, carry_optimizer=True)

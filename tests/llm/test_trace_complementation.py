@@ -10,21 +10,21 @@ import random
 import pytest
 import torch
 
-from codyra.batches import derive_seed
-from codyra.complement import prompts
-from codyra.engine import train_task
-from codyra.evaluate import evaluate_row
-from codyra.fingerprints import expected_cell_fingerprints
-from codyra.llm import icl
+from codyra.training.batches import derive_seed
+from codyra.methods._prompting import pools as prompts
+from codyra.training.loop import train_task
+from codyra.evaluation.evaluate import evaluate_row
+from codyra.experiment.fingerprints import expected_cell_fingerprints
+from codyra.methods.icl import llm as icl
 from codyra.llm.evaluate import predictions_path
 from codyra.llm.loss import position_ids
 from codyra.llm.model import pretrained_lm
-from codyra.llm.prompting import PromptedLM, attach_prompts
-from codyra.methods.icl import ICL
+from codyra.methods._prompting.llm import PromptedLM, attach_prompts
+from codyra.methods.icl.method import ICL
 from codyra.methods.l2p import prompt_pool
-from codyra.paths import cell_path, task_dir
+from codyra.store.paths import cell_path, task_dir
 from codyra.trace.data import TraceExample
-from codyra.updates import load_method_state
+from codyra.store.updates import load_method_state
 
 SPECS = {
     "l2p": {"kind": "l2p", "pool_size": 4, "length": 2, "top_k": 2},

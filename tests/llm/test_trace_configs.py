@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codyra.config import ConfigError, load_config, resolve_job
+from codyra.experiment.config import ConfigError, load_config, resolve_job
 from codyra.trace.metrics import TRACE_TASKS
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"

@@ -4,8 +4,8 @@ what the test resumes."""
 
 import sys
 
-from codyra.config import load_config
-from codyra.engine import train_task
+from codyra.experiment.config import load_config
+from codyra.training.loop import train_task
 
 
 class Killed(Exception):

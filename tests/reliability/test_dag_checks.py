@@ -43,7 +43,7 @@ def test_missing_data_fails_the_dag_build_unless_the_dry_run_opts_out(tmp_path):
 
 
 def test_trace_presence_check_names_the_missing_task_files(tmp_path):
-    from codyra.config import load_config
+    from codyra.experiment.config import load_config
 
     root = tmp_path / "TRACE"
     for split in ("train", "eval", "test"):

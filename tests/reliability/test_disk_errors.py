@@ -9,21 +9,21 @@ import os
 
 import pytest
 
-import codyra.checkpoint
-import codyra.io
+import codyra.store.checkpoints
+import codyra.store.io
 from codyra.cli import main
-from codyra.config import load_config
-from codyra.engine import task_checkpoint_dir, train_task
+from codyra.experiment.config import load_config
+from codyra.training.loop import task_checkpoint_dir, train_task
 from codyra.errors import NotWritableError
-from codyra.evaluate import evaluate_cell
-from codyra.paths import HISTORY_FILE, cell_path, task_dir
+from codyra.evaluation.evaluate import evaluate_cell
+from codyra.store.paths import HISTORY_FILE, cell_path, task_dir
 from tests.conftest import write_yaml
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 class FullDisk:
-    """``os`` as codyra.io sees it on a full disk: files are created, no byte is written."""
+    """``os`` as codyra.store.io sees it on a full disk: files are created, no byte is written."""
 
     def write(self, fd, data):
         raise ENOSPC
@@ -41,7 +41,7 @@ def config_file(tiny_cfg_dict, tiny_pretrained, tmp_path):
 
 def test_a_full_disk_stops_training_and_evaluation_before_their_work(config_file, monkeypatch, capsys):
     cfg, path = config_file
-    monkeypatch.setattr(codyra.io, "os", FullDisk())
+    monkeypatch.setattr(codyra.store.io, "os", FullDisk())
     steps = []
     folder = task_dir(cfg, "lora-r4", 0, 1)
     with pytest.raises(NotWritableError, match=rf"cannot write results to {folder}: No space left on device\. Free space there"):
@@ -71,7 +71,7 @@ def test_a_failed_checkpoint_write_leaves_no_temporary_folder(config_file, monke
     def full(*args, **kwargs):
         raise ENOSPC
 
-    monkeypatch.setattr(codyra.checkpoint, "save_safetensors", full)  # the first checkpoint (step 2) hits a full disk
+    monkeypatch.setattr(codyra.store.checkpoints, "save_safetensors", full)  # the first checkpoint (step 2) hits a full disk
     with pytest.raises(OSError, match="No space left on device"):
         train_task(cfg, "lora-r4", 0, 1)
     folder = task_dir(cfg, "lora-r4", 0, 1)
@@ -84,7 +84,7 @@ def test_a_killed_checkpoint_write_s_temporary_folder_is_removed_on_the_next_sta
     left = [mine.with_name(f".{mine.name}.0a1b2c3d"), mine.with_name(".checkpoint-otherkey.99aa88bb")]
     for path in left:
         path.mkdir(parents=True)
-    with caplog.at_level(logging.WARNING, logger="codyra.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="codyra.store.checkpoints"):
         train_task(cfg, "lora-r4", 0, 1)
     assert not any(path.exists() for path in left)
     assert f"removing {left[0]}: a checkpoint write that never finished" in caplog.text

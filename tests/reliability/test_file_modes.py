@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from codyra.checkpoint import save_checkpoint
-from codyra.io import write_json
-from codyra.updates import TaskUpdate, save_update
+from codyra.store.checkpoints import save_checkpoint
+from codyra.store.io import write_json
+from codyra.store.updates import TaskUpdate, save_update
 
 
 @pytest.fixture(params=[0o022, 0o002])

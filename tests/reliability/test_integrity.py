@@ -10,10 +10,10 @@ import struct
 import pytest
 import torch
 
-from codyra.io import ResultError, read_json, write_json
-from codyra.paths import SUMMARY_FILE, UPDATE_FILE, cell_path
-from codyra.results import summarize_run
-from codyra.updates import TaskUpdate, load_update, save_update
+from codyra.store.io import ResultError, read_json, write_json
+from codyra.store.paths import SUMMARY_FILE, UPDATE_FILE, cell_path
+from codyra.evaluation.results import summarize_run
+from codyra.store.updates import TaskUpdate, load_update, save_update
 
 TARGET = "visual.transformer.resblocks.0.attn.q"
 

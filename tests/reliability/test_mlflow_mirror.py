@@ -13,11 +13,11 @@ import urllib.request
 
 import pytest
 
-from codyra.engine import train_task
-from codyra.io import read_json
-from codyra.mlflow_sync import sync_mlflow
-from codyra.paths import SUMMARY_FILE, task_dir
-from codyra.tracking import COMPLETE, SETTINGS, JobRun, Store, train_key
+from codyra.training.loop import train_task
+from codyra.store.io import read_json
+from codyra.tracking.sync import sync_mlflow
+from codyra.store.paths import SUMMARY_FILE, task_dir
+from codyra.tracking.mirror import COMPLETE, SETTINGS, JobRun, Store, train_key
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_sync_replaces_a_complete_run_whose_file_was_rewritten_with_other_settin
 
 KILLED_TRAINING = """
 import json, os, sys
-from codyra.engine import train_task
+from codyra.training.loop import train_task
 def hard_kill(step):
     if step == 5:  # after the checkpoint of step 4, before any metric was flushed: no cleanup runs
         os._exit(9)

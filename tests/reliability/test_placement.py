@@ -9,13 +9,13 @@ import pytest
 
 from codyra.analysis.common import run_summaries
 from codyra.cli import main
-from codyra.config import load_config
-from codyra.engine import train_task
-from codyra.evaluate import evaluate_cell
-from codyra.io import ResultError, read_json
-from codyra.paths import SUMMARY_FILE, cell_path, task_dir
-from codyra.results import run_stream, summarize_run
-from codyra.updates import load_update, stored_update
+from codyra.experiment.config import load_config
+from codyra.training.loop import train_task
+from codyra.evaluation.evaluate import evaluate_cell
+from codyra.store.io import ResultError, read_json
+from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
+from codyra.evaluation.results import run_stream, summarize_run
+from codyra.store.updates import load_update, stored_update
 from tests.conftest import write_yaml
 
 METHOD = "lora-r4"

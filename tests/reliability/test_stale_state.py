@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from codyra.cli import run
-from codyra.engine import train_task
-from codyra.evaluate import evaluate_cell
-from codyra.fingerprints import expected_cell_fingerprints, train_fingerprint
-from codyra.io import ResultError, read_json
-from codyra.paths import SUMMARY_FILE, cell_path, task_dir
-from codyra.results import run_stream, summarize_run
-from codyra.tables import write_tables
-from codyra.updates import load_update
+from codyra.training.loop import train_task
+from codyra.evaluation.evaluate import evaluate_cell
+from codyra.experiment.fingerprints import expected_cell_fingerprints, train_fingerprint
+from codyra.store.io import ResultError, read_json
+from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
+from codyra.evaluation.results import run_stream, summarize_run
+from codyra.evaluation.tables import write_tables
+from codyra.store.updates import load_update
 
 
 class Killed(Exception):
@@ -35,7 +35,7 @@ def test_changed_hyperparameter_discards_the_checkpoint_instead_of_resuming(tiny
     with pytest.raises(Killed):
         train_task(tiny_run, "lora-r4", 0, 1, on_step=kill_at(5))  # checkpoint at step 4, lr 0.003
     changed = {**tiny_run, "train": {**tiny_run["train"], "lr": 0.03}}
-    with caplog.at_level(logging.WARNING, logger="codyra.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="codyra.store.checkpoints"):
         resumed = train_task(changed, "lora-r4", 0, 1)
     assert "discarding checkpoint" in caplog.text and "other settings" in caplog.text
     assert resumed.summary["steps"] == 6 and resumed.summary["job"]["train"]["lr"] == 0.03

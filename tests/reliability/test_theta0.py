@@ -9,14 +9,14 @@ import shutil
 import pytest
 
 import codyra.clip.model as clip_model
-from codyra.benchmarks import pretrain_own
+from codyra.experiment.pretraining import pretrain_own
 from codyra.cli import main
 from codyra.clip.model import HubFile, pretrained_clip
-from codyra.config import load_config
-from codyra.engine import train_task
-from codyra.io import ResultError, read_json
-from codyra.paths import MINI_PRETRAINED, WEIGHTS_DIGEST, cell_path, results_path
-from codyra.theta0 import file_sha256
+from codyra.experiment.config import load_config
+from codyra.training.loop import train_task
+from codyra.store.io import ResultError, read_json
+from codyra.store.paths import MINI_PRETRAINED, WEIGHTS_DIGEST, cell_path, results_path
+from codyra.store.theta0 import file_sha256
 from tests.conftest import write_yaml
 from tests.reliability.test_integrity import overwrite_value
 

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from codyra.cli import main
-from codyra.config import ConfigError, load_config, parse_value
-from codyra.io import write_json
+from codyra.experiment.config import ConfigError, load_config, parse_value
+from codyra.store.io import write_json
 from codyra.methods import method_class
-from codyra.paths import cell_path, run_dir
+from codyra.store.paths import cell_path, run_dir
 from tests.conftest import TINY, write_yaml
 
 
@@ -100,7 +100,7 @@ def test_set_accepts_the_readme_s_own_example(tiny_cfg_dict, tmp_path, capsys):
 
 
 def test_sweep_grid_takes_numbers_as_users_write_them(tiny_cfg, monkeypatch):
-    from codyra import launch
+    from codyra.experiment import slurm as launch
 
     ran = []
     monkeypatch.setattr(launch.CodyraJob, "__call__", lambda job: ran.append((job.argv, job.config)))

@@ -10,10 +10,10 @@ import json
 import pytest
 import yaml
 
-from codyra.clip.benchmarks import build_tasks
-from codyra.config import load_config
-from codyra.paths import cell_path, row0_cell_path, tables_dir
-from codyra.tasks import ImageConfig
+from codyra.clip.streams import build_tasks
+from codyra.experiment.config import load_config
+from codyra.store.paths import cell_path, row0_cell_path, tables_dir
+from codyra.data.tasks import ImageConfig
 from tests.conftest import TINY
 from tests.data.fixtures import write_dtd, write_eurosat, write_mnist
 from tests.llm.conftest import TINY_TRACE

@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from codyra.config import config_from_files, load_config
+from codyra.experiment.config import config_from_files, load_config
 from codyra.methods import method_class
 from tests.conftest import TINY
 
@@ -73,7 +73,7 @@ def test_changed_hyperparameters_rerun_exactly_the_affected_jobs(finished_grid, 
 
 
 def test_changed_code_reruns_exactly_the_jobs_that_run_it(finished_grid, tmp_path):
-    """Rule params carry the code version of the job's entry (codyra.jobs.JOBS): the same grid,
+    """Rule params carry the code version of the job's entry (codyra.experiment.jobs.JOBS): the same grid,
     run with a copy of the package in which one module is edited."""
     import shutil
 

@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from codyra.config import load_config
-from codyra.metrics import summarize
-from codyra.mlflow_sync import sync_mlflow
-from codyra.paths import cell_path, heldout_path, row0_heldout_path, tables_dir
-from codyra.tracking import KEY, Store
+from codyra.experiment.config import load_config
+from codyra.evaluation.metrics import summarize
+from codyra.tracking.sync import sync_mlflow
+from codyra.store.paths import cell_path, heldout_path, row0_heldout_path, tables_dir
+from codyra.tracking.mirror import KEY, Store
 
 from .conftest import grid_config, job_counts, snakemake
 

@@ -3,9 +3,9 @@
 # all that apply to the config (README "Analyses"). Analyses read stored files only; the
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
 from codyra.analysis.common import FIGURES_DIR, adapter_methods, trained_methods
-from codyra.analysis.jobs import available, outputs, skipped
+from codyra.analysis.registry import available, outputs, skipped
 from codyra.analysis.probes import interp_name, probed_alphas, remove_name
-from codyra.paths import GRAD_CONFLICT, PROBE
+from codyra.store.paths import GRAD_CONFLICT, PROBE
 
 ANALYSES = available(CFG)
 FIGURES = FIGURES_DIR.format(**_fixed)

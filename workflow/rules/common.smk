@@ -1,11 +1,11 @@
 # Configuration, paths and the helpers every rule uses.
-from codyra.benchmarks import own_pretraining
-from codyra.config import ConfigError, config_from_files, fingerprint, load_config, resolve_job
+from codyra.experiment.pretraining import own_pretraining
+from codyra.experiment.config import ConfigError, config_from_files, fingerprint, load_config, resolve_job
 from codyra.data.presence import require_benchmark_data
-from codyra.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
-from codyra.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule
+from codyra.experiment.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
+from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule
 from codyra.methods import method_class
-from codyra.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
+from codyra.store.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
 
 # Group jobs on a cluster (JOB_GROUP below). Snakemake sizes a group by layers: members that could
 # run side by side (row i beside task i+1) share a layer and their resources add up, unless a
@@ -64,7 +64,7 @@ ROW0_PATTERN = ROW0_CELL.format(**_fixed, j="{j}")
 TABLES = TABLES_DIR.format(**_fixed)
 PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their own theta_0
 TRACKING = CFG["tracking"]["enabled"]
-JOB_GROUP = job_group(CFG)  # one SLURM job per CLIP run, per LM task (codyra.jobs.job_group)
+JOB_GROUP = job_group(CFG)  # one SLURM job per CLIP run, per LM task (codyra.experiment.jobs.job_group)
 MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
 
 

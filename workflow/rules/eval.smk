@@ -10,7 +10,7 @@ COPIED = [m for m in CFG["methods"] if copies_row0(m)]
 
 
 def eval_settings():
-    # The row's cells: one fingerprint for the row, of its columns' (codyra.fingerprints)
+    # The row's cells: one fingerprint for the row, of its columns' (codyra.experiment.fingerprints)
     return fingerprint([eval_fingerprint(CFG, j) for j in TASKS])
 
 
@@ -72,7 +72,7 @@ def row_inputs(w):
 if EVALUATED:
 
     rule:
-        # LLM rows get their own rule name (codyra.jobs.JOBS): profiles give generation its hours
+        # LLM rows get their own rule name (codyra.experiment.jobs.JOBS): profiles give generation its hours
         name:
             eval_rule(CFG)
         input:

@@ -1,8 +1,8 @@
 # Held-out tasks (config key heldout_tasks): theta_i of every run on tasks no run trains on,
 # one job per (method, seed, i) writing one file per held-out task. theta_0's accuracies are
 # computed once per benchmark and copied, as are all rows of a method that never trains.
-from codyra.fingerprints import heldout_fingerprint
-from codyra.paths import HELDOUT, ROW0_HELDOUT
+from codyra.experiment.fingerprints import heldout_fingerprint
+from codyra.store.paths import HELDOUT, ROW0_HELDOUT
 
 HELDOUT_TASKS = CFG["heldout_tasks"]
 HELDOUT_PATTERN = HELDOUT.format(**_fixed, method="{method}", seed="{seed}", i="{i}", name="{name}")

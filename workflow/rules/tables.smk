@@ -1,7 +1,7 @@
 # Per-run matrices and the paper's tables (whose job also fills in MLflow, best-effort).
 # Tables, heatmaps and matrices are report() results of `snakemake --report`: one category per
 # benchmark, inside it the tables and one subcategory per method (labels: seed, result).
-from codyra.tables import table_names
+from codyra.evaluation.tables import table_names
 
 TABLE_FORMATS = ("md", "csv", "tex", "html")
 

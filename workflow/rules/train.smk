@@ -17,7 +17,7 @@ def train_inputs(w):
 
 
 rule:
-    # LLM training gets its own rule name (codyra.jobs.JOBS): profiles give it 4 GPUs in one task
+    # LLM training gets its own rule name (codyra.experiment.jobs.JOBS): profiles give it 4 GPUs in one task
     name:
         train_rule(CFG)
     input:

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .lora import RankSelectiveLoRA
-from .targets import Target
+from codyra.adapters.lora import RankSelectiveLoRA
+from codyra.adapters.targets import Target
 
 
 class LoRALinear(nn.Linear):

@@ -1,4 +1,4 @@
-"""Ablation tables and figures of the sweeps in config key ``ablations`` (codyra.sweeps).
+"""Ablation tables and figures of the sweeps in config key ``ablations`` (codyra.experiment.sweeps).
 
 Per sweep: Transfer / Average / Last / Forgetting and the mean active rank of the base method
 and every variant (paper figures "lora_loc_ablate", "sora_ablate", "lora_forgetting"), a
@@ -14,9 +14,9 @@ import statistics
 import numpy as np
 
 from codyra.analysis.common import figures_dir, new_figure, run_summaries, save_figure, write_any_table
-from codyra.metrics import summarize
-from codyra.sweeps import sweep_methods
-from codyra.tables import Table
+from codyra.evaluation.metrics import summarize
+from codyra.experiment.sweeps import sweep_methods
+from codyra.evaluation.tables import Table
 
 COLUMNS = ["Transfer", "Average", "Last", "Forgetting", "active rank"]
 

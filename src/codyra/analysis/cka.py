@@ -14,8 +14,8 @@ import statistics
 import torch
 
 from codyra.analysis.common import run_updates, trained_methods
-from codyra.tables import Table, _defined
-from codyra.updates import TaskUpdate
+from codyra.evaluation.tables import Table, _defined
+from codyra.store.updates import TaskUpdate
 
 
 def linear_cka(X: torch.Tensor, Y: torch.Tensor) -> float:

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-from codyra.io import atomic_write, write_text
-from codyra.paths import results_path
-from codyra.updates import TaskUpdate, stored_update, task_summary
+from codyra.store.io import atomic_write, write_text
+from codyra.store.paths import results_path
+from codyra.store.updates import TaskUpdate, stored_update, task_summary
 
 FIGURES_DIR = "{results}/figures/{benchmark}"
 
@@ -52,7 +52,7 @@ def run_updates(cfg: dict, method: str, seed: int) -> Iterator[TaskUpdate]:
 
 def run_summaries(cfg: dict, method: str, seed: int) -> list[dict]:
     """The summary.json of tasks 1..N of a run, each checked against where it sits
-    (:func:`codyra.updates.task_summary`); a missing one is an error naming the job to run."""
+    (:func:`codyra.store.updates.task_summary`); a missing one is an error naming the job to run."""
     return [task_summary(cfg, method, seed, i) for i in range(1, len(cfg["tasks"]) + 1)]
 
 
@@ -79,7 +79,7 @@ class PlainTable:
         return out.getvalue()
 
     def latex(self) -> str:
-        from codyra.tables import _tex
+        from codyra.evaluation.tables import _tex
 
         lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{l" + "c" * (len(self.columns) - 1) + "}", r"\toprule"]
         lines.append(" & ".join(_tex(c) for c in self.columns) + r" \\")
@@ -101,8 +101,8 @@ class PlainTable:
 
 
 def write_any_table(out: Path, table) -> None:
-    """A ``codyra.tables.Table`` (mean +- std over seeds) or a ``PlainTable`` in Markdown, CSV, LaTeX and HTML."""
-    from codyra.tables import Table, write_table
+    """A ``codyra.evaluation.tables.Table`` (mean +- std over seeds) or a ``PlainTable`` in Markdown, CSV, LaTeX and HTML."""
+    from codyra.evaluation.tables import Table, write_table
 
     if isinstance(table, Table):
         write_table(out, table)

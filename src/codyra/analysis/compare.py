@@ -33,14 +33,14 @@ from pathlib import Path
 
 from codyra.analysis.common import PlainTable
 from codyra.analysis.published import benchmarks, inconsistency, mean_std, table, tables_of, value
-from codyra.benchmarks import own_pretraining
+from codyra.experiment.pretraining import own_pretraining
 from codyra.methods import method_class
 from codyra.methods.options import parse_options
-from codyra.tables import method_layout
+from codyra.evaluation.tables import method_layout
 
 COMPARED, NO_ROW, NO_NUMBER, NOT_RUN = "compared", "no published row", "no published number", "not run"
 PAPER_COLUMNS = {"StanfordCars": "Cars", "ImageNet": "ImageNet-1k"}  # our task name -> the paper's column, where they differ
-LAYOUT_TABLES = ("table1", "forgetting", "table2")  # our tables labelling methods as codyra.tables.method_layout (dagger)
+LAYOUT_TABLES = ("table1", "forgetting", "table2")  # our tables labelling methods as codyra.evaluation.tables.method_layout (dagger)
 ACCURACY_TABLES = ("few_mtil", "full_mtil", "few_xtail")  # Table 1's layout: blocks Transfer / Average / Last, a column per task
 MEANS_TABLES = ("supp_olora_treelora", "supp_adalora", "supp_ours+rail")  # columns Transfer / Average / Last (means over tasks)
 ZERO_SHOT_BLOCK = "CLIP zero-shot reference"  # a zero-shot model's Average and Last equal its zero-shot accuracy
@@ -48,7 +48,7 @@ ZERO_SHOT_BLOCK = "CLIP zero-shot reference"  # a zero-shot model's Average and 
 
 def paper_row(cfg: dict, method: str) -> tuple[str | None, str]:
     """(the paper's row of ``method``, or None and why it has none)."""
-    from codyra.sweeps import variant_names
+    from codyra.experiment.sweeps import variant_names
 
     explicit = cfg["analysis"].get("paper_names", {})
     if method in explicit:
@@ -156,7 +156,7 @@ class Metric:
 
 
 def read_csv_table(path: Path) -> dict[tuple[str, str, str], tuple[float, float, int]]:
-    """(block, row, column) -> (mean, std, n_seeds) of a table CSV written by codyra.tables."""
+    """(block, row, column) -> (mean, std, n_seeds) of a table CSV written by codyra.evaluation.tables."""
     if not path.is_file():
         raise FileNotFoundError(f"table {path} missing: build it first (snakemake {path})")
     with path.open() as f:

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 
 from codyra import __version__
 from codyra.analysis.common import PlainTable, fmt
-from codyra.io import ResultError, read_json, write_json
-from codyra.paths import GRAD_CONFLICT, results_path
+from codyra.store.io import ResultError, read_json, write_json
+from codyra.store.paths import GRAD_CONFLICT, results_path
 
 
 def truncate(g: torch.Tensor, rank: int | None) -> torch.Tensor:
@@ -44,11 +44,11 @@ def conflict(gradients: list[dict[str, torch.Tensor]], rank: int | None) -> floa
 
 
 def task_gradients(cfg: dict, device) -> list[dict[str, torch.Tensor]]:
-    from codyra.clip.benchmarks import build_tasks
+    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
     from codyra.clip.targets import clip_targets
     from codyra.clip.train import supervised_loss
-    from codyra.updates import param_block
+    from codyra.store.updates import param_block
 
     bundle = pretrained_clip(cfg)
     model = bundle.model.to(device).eval()  # eval: no dropout, the gradient of theta_0 as it is

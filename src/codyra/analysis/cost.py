@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 
 from codyra.analysis.common import PlainTable, fmt, run_summaries, trained_methods
-from codyra.paths import task_dir
+from codyra.store.paths import task_dir
 
 KEYS = ("trainable_params", "step_seconds")  # mean over tasks and seeds
 FINAL_KEYS = ("inference_extra_params", "inference_memory")  # after the last task, mean over seeds

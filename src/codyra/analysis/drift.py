@@ -14,9 +14,9 @@ from collections.abc import Iterable
 import torch
 
 from codyra.analysis.common import figures_dir, new_figure, run_updates, save_figure, trained_methods
-from codyra.io import ResultError
-from codyra.tables import Table
-from codyra.updates import TaskUpdate
+from codyra.store.io import ResultError
+from codyra.evaluation.tables import Table
+from codyra.store.updates import TaskUpdate
 
 
 def _check_blocks(keys) -> None:

@@ -17,8 +17,8 @@ import statistics
 import torch
 
 from codyra.analysis.common import run_updates, trained_methods
-from codyra.tables import Table
-from codyra.updates import TaskUpdate
+from codyra.evaluation.tables import Table
+from codyra.store.updates import TaskUpdate
 
 # Markdown tables cannot hold "|": the norms are named in words
 COLUMNS = ["eff. rank", "Frobenius dW (task)", "Frobenius dW (per matrix)", "spectral A", "spectral B"]

@@ -16,7 +16,7 @@ import statistics
 from codyra.analysis.ablation import plasticity_forgetting
 from codyra.analysis.common import figures_dir, new_figure, norm_methods, run_summaries, save_figure
 from codyra.methods.lora import norm_references
-from codyra.tables import Table
+from codyra.evaluation.tables import Table
 
 COLUMNS = ["eff. rank", "Frobenius dW (task)", "target", "Delta-plasticity", "Forgetting"]
 MISS = 0.1

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from codyra.analysis.common import adapter_methods, figures_dir, new_figure, run_updates, save_figure
-from codyra.tables import Table
-from codyra.updates import TaskUpdate
+from codyra.evaluation.tables import Table
+from codyra.store.updates import TaskUpdate
 
 
 def row_cosine(A1: torch.Tensor, A2: torch.Tensor) -> float:

@@ -21,9 +21,9 @@ import time
 import torch
 
 from codyra import __version__
-from codyra.io import ResultError, read_json, write_json
-from codyra.paths import SUMMARY_FILE, probe_path, task_dir
-from codyra.updates import TaskUpdate, apply_update, load_update
+from codyra.store.io import ResultError, read_json, write_json
+from codyra.store.paths import SUMMARY_FILE, probe_path, task_dir
+from codyra.store.updates import TaskUpdate, apply_update, load_update
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
     ``for_inference`` hook with the stored method states as theta_N is for its cells; and the
     updates' digests."""
     from codyra.clip.model import pretrained_clip
-    from codyra.state import for_inference, require_updates
+    from codyra.store.model_states import for_inference, require_updates
 
     n = len(cfg["tasks"])
     dirs = require_updates(cfg, method, seed, n)
@@ -83,7 +83,7 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
 @torch.no_grad()
 def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
     """Accuracies of a built model: {"heldout": {name: acc}} and, if ``stream``, {"tasks": {name: acc}}."""
-    from codyra.clip.benchmarks import build_heldout_tasks, build_tasks
+    from codyra.clip.streams import build_heldout_tasks, build_tasks
     from codyra.clip.evaluate import accuracy, accuracy_on_task
 
     out = {"heldout": {t.name: accuracy(bundle, t, [t], cfg, device)[0] for t in build_heldout_tasks(cfg, bundle.image)}}

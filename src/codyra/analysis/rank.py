@@ -14,8 +14,8 @@ import statistics
 import numpy as np
 
 from codyra.analysis.common import figures_dir, new_figure, run_summaries, save_figure
-from codyra.io import ResultError
-from codyra.tables import Table
+from codyra.store.io import ResultError
+from codyra.evaluation.tables import Table
 
 _LAYER = re.compile(r"\.(\d+)\.")
 

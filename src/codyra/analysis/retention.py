@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from codyra.io import ResultError, read_json
-from codyra.paths import heldout_path
-from codyra.tables import Table
+from codyra.store.io import ResultError, read_json
+from codyra.store.paths import heldout_path
+from codyra.evaluation.tables import Table
 
 
 def read_heldout(cfg: dict, method: str, seed: int, i: int, name: str) -> float:

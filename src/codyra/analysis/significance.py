@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from codyra.analysis.common import PlainTable, fmt
-from codyra.metrics import summarize
+from codyra.evaluation.metrics import summarize
 
 METRICS = {"Transfer": "transfer", "Average": "average", "Last": "last", "Forgetting": "forgetting", "BWT": "bwt", "OP": "op"}
 LOWER_IS_BETTER = {"Forgetting"}
@@ -43,7 +43,7 @@ def paired_p(a, b) -> float | None:
 
 
 def significance_table(cfg: dict, runs: dict[str, list[dict]]) -> PlainTable:
-    """``runs``: method -> per-seed matrix.json (codyra.tables.load_runs), seeds in config order."""
+    """``runs``: method -> per-seed matrix.json (codyra.evaluation.tables.load_runs), seeds in config order."""
     table = PlainTable(
         "significance",
         f"{cfg['benchmark']}: mean, std, 95 % CI over seeds {cfg['seeds']} and paired t-test against the best other method (paper: supp_training_stability)",

@@ -13,16 +13,16 @@ import time
 import torch
 import torch.nn.functional as F
 
-from codyra.cells import cell_record
-from codyra.clip.benchmarks import build_tasks
+from codyra.store.cells import cell_record
+from codyra.clip.streams import build_tasks
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.zeroshot import label_space_classifier
 from codyra.device import autocast, pick_device
 from codyra.methods import method_class
-from codyra.paths import PRETRAINED
+from codyra.store.paths import PRETRAINED
 from codyra.progress import progress_bar
-from codyra.state import for_inference
+from codyra.store.model_states import for_inference
 
 
 def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:

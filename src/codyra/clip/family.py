@@ -40,7 +40,7 @@ class ClipFamily:
         return None  # a CLIP task trains in this process
 
     def feature_pass(self, cfg, seed, task_index, batch_size, device):
-        from codyra.clip.analytic import task_feature_batches
+        from codyra.methods.rail.clip import task_feature_batches
 
         return task_feature_batches(cfg, seed, task_index, batch_size, device)
 

@@ -28,8 +28,8 @@ from safetensors import SafetensorError, safe_open
 
 from codyra.clip.weights import own_weights, pretrained_weights
 from codyra.errors import WeightsUnavailableError
-from codyra.tasks import ImageConfig
-from codyra.theta0 import check_finite, record_first_use, verify_first_use, verify_own
+from codyra.data.tasks import ImageConfig
+from codyra.store.theta0 import check_finite, record_first_use, verify_first_use, verify_own
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "clip" / "model_configs"  # the mini CLIP's
 open_clip.add_model_config(MODEL_CONFIG_DIR)
@@ -190,7 +190,7 @@ def fetch_weights(name: str, tag: str, cache_dir: str | None = None) -> Path:
 
 def pretrained_clip(cfg: dict) -> ClipBundle:
     """theta_0: ``model.pretrained`` (an open_clip tag or a safetensors file), else the mini
-    benchmark's own pretraining; its file verified against its recorded digest (:mod:`codyra.theta0`)
+    benchmark's own pretraining; its file verified against its recorded digest (:mod:`codyra.store.theta0`)
     before it is loaded, and its values checked to be finite."""
     m = cfg["model"]
     pretrained = pretrained_weights(cfg)

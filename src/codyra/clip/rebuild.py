@@ -6,7 +6,7 @@ pretraining builds models too, and editing a method must not change its code ver
 from __future__ import annotations
 
 from codyra.clip.model import ClipBundle, pretrained_clip
-from codyra.state import rebuild
+from codyra.store.model_states import rebuild
 
 
 def rebuild_clip(cfg: dict, method: str, seed: int, upto: int) -> ClipBundle:

@@ -1,11 +1,11 @@
-"""The CLIP side of training one task (the loop is :mod:`codyra.engine`).
+"""The CLIP side of training one task (the loop is :mod:`codyra.training.loop`).
 
 Supervised loss (paper setup): image->text cross-entropy over the current task's classes,
 prompts built with the task's first template, logits scaled by the model's logit scale.
 ``loss: official`` adds the official code's text->image term. AdamW with the schedule of
 ``train.lr_schedule`` (cosine by default, optional linear warm-up) per optimizer step; ``train.precision`` picks fp32 (the released
 code) or bf16 autocast on a GPU. Batches of augmented images are pure functions of
-(seed, task, step) (:class:`codyra.engine.StepBatches` keys, read by DataLoader workers).
+(seed, task, step) (:class:`codyra.training.loop.StepBatches` keys, read by DataLoader workers).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from codyra.backends import PlainBackend
-from codyra.batches import StepBatches
-from codyra.clip.benchmarks import build_tasks
+from codyra.training.backends import PlainBackend
+from codyra.training.batches import StepBatches
+from codyra.clip.streams import build_tasks
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.zeroshot import encode_prompts
 from codyra.device import autocast, pick_device

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codyra.paths import MINI_PRETRAINED
+from codyra.store.paths import MINI_PRETRAINED
 
 
 def own_weights(cfg: dict) -> str | None:

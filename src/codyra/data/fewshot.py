@@ -16,8 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ManifestMismatchError
-from .samples import Samples
+from codyra.data.errors import ManifestMismatchError
+from codyra.data.samples import Samples
 
 MANIFEST_FORMAT = "codyra-fewshot-manifest/1"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .catalog import requirement
-from .errors import DatasetNotFoundError
-from .root import data_root
+from codyra.data.catalog import requirement
+from codyra.data.errors import DatasetNotFoundError
+from codyra.data.root import data_root
 
 
 def missing_required(name: str, protocol: str, root: Path) -> list[str]:
@@ -39,7 +39,7 @@ def require_benchmark_data(cfg: dict) -> None:
     TRACE, whose data the workflow writes): each task's train/eval/test.json; any benchmark:
     the reference data of data.reference (ZSCL's).
     """
-    from .reference import require_reference
+    from codyra.data.reference import require_reference
 
     if cfg["data"]["reference"] is not None:
         require_reference(cfg)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from codyra.tasks import ImageConfig
+    from codyra.data.tasks import ImageConfig
 
 REFERENCE_KINDS = ("zscl", "mini-corpus")
 IMAGENET_TRAIN = "imagenet/train/"
@@ -49,7 +49,7 @@ def missing_reference(cfg: dict) -> list[str]:
     ref = reference_config(cfg)
     if ref is None or ref["kind"] != "zscl":
         return []
-    from .root import data_root
+    from codyra.data.root import data_root
 
     root = data_root(cfg)
     missing = []
@@ -151,8 +151,8 @@ def load_reference(cfg: dict, image: ImageConfig, method_name: str | None = None
         size = ref["size"] or cfg["mini"]["corpus_size"]
         pixels, captions = mini_corpus_pixels(cfg, size, image)
         return ReferenceData(_Pixels(pixels), captions)
-    from .root import data_root
-    from .transforms import EvalTransform
+    from codyra.data.root import data_root
+    from codyra.data.transforms import EvalTransform
 
     root = data_root(cfg)
     return ReferenceData(_ImageFolderFiles(root / IMAGENET_TRAIN, EvalTransform(image)), _captions(root / CC_CAPTIONS))

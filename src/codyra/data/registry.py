@@ -1,4 +1,4 @@
-"""The CLIP benchmark datasets as `codyra.tasks.ClassificationTask`s.
+"""The CLIP benchmark datasets as `codyra.data.tasks.ClassificationTask`s.
 
     task = build_task("Aircraft", "mtil", root, ImageConfig(224, mean, std),
                       fewshot_k=5, manifest_path=run_dir / "fewshot" / "Aircraft.json")
@@ -24,20 +24,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from codyra.paths import FEWSHOT_MANIFEST, results_path
+from codyra.store.paths import FEWSHOT_MANIFEST, results_path
 from codyra.progress import progress_bar
-from codyra.tasks import ClassificationTask, ImageConfig
+from codyra.data.tasks import ClassificationTask, ImageConfig
 
-from .catalog import EXPECTED, Expected, requirement
-from .errors import DatasetNotFoundError
-from .fewshot import load_or_create_manifest, sample_fewshot
-from .presence import dataset_error
-from .root import data_root
-from .samples import Samples
-from .sources import load_splits
-from .templates import templates
-from .transforms import EvalTransform, TrainTransform
-from .views import EvalView, TrainView
+from codyra.data.catalog import EXPECTED, Expected, requirement
+from codyra.data.errors import DatasetNotFoundError
+from codyra.data.fewshot import load_or_create_manifest, sample_fewshot
+from codyra.data.presence import dataset_error
+from codyra.data.root import data_root
+from codyra.data.samples import Samples
+from codyra.data.sources import load_splits
+from codyra.data.templates import templates
+from codyra.data.transforms import EvalTransform, TrainTransform
+from codyra.data.views import EvalView, TrainView
 
 # Both protocols draw their few-shot subsets with seed 42 (X-TAIL: RAIL's setting).
 DEFAULT_FEWSHOT_SEED = 42

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import DataRootNotFoundError
+from codyra.data.errors import DataRootNotFoundError
 
 
 def data_root(cfg: dict) -> Path:

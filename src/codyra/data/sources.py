@@ -13,11 +13,11 @@ from pathlib import Path
 
 from torchvision import datasets
 
-from . import classnames as names
-from .catalog import COOP_SPLITS, XTAIL, check_name
-from .errors import DatasetNotFoundError
-from .presence import dataset_error, require_present
-from .samples import ImageFiles, Samples, TorchvisionImages, random_split_80_20
+from codyra.data import classnames as names
+from codyra.data.catalog import COOP_SPLITS, XTAIL, check_name
+from codyra.data.errors import DatasetNotFoundError
+from codyra.data.presence import dataset_error, require_present
+from codyra.data.samples import ImageFiles, Samples, TorchvisionImages, random_split_80_20
 
 
 @dataclass(frozen=True)

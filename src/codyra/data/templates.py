@@ -9,7 +9,7 @@ template ``RAIL_TEMPLATE`` (linghan1997/Regression-based-Analytic-Incremental-Le
 
 from __future__ import annotations
 
-from .catalog import MTIL, XTAIL, check_name
+from codyra.data.catalog import MTIL, XTAIL, check_name
 
 _OBJECT_34 = (
     "a photo of a {}.", "a painting of a {}.", "a plastic {}.", "a sculpture of a {}.",

@@ -14,7 +14,7 @@ from PIL import Image
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F
 
-from codyra.tasks import ImageConfig
+from codyra.data.tasks import ImageConfig
 
 # The paper's augmentation: RandomResizedCrop(scale=(0.9, 1)) as in the official code, plus
 # horizontal flips; the aspect-ratio range is torchvision's default.

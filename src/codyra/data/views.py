@@ -1,4 +1,4 @@
-"""Dataset views that `codyra.tasks` consumers index: lazy, picklable, RNG-free.
+"""Dataset views that `codyra.data.tasks` consumers index: lazy, picklable, RNG-free.
 
 Each item is decoded when it is asked for, so a DataLoader with workers streams even the
 largest test sets; the views hold only keys, labels and picklable transforms.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 from torch.utils.data import Dataset
 
-from .samples import Samples
-from .transforms import EvalTransform, TrainTransform
+from codyra.data.samples import Samples
+from codyra.data.transforms import EvalTransform, TrainTransform
 
 
 class _View(Dataset):

@@ -1,7 +1,7 @@
 """One cell A[i, j] of a TRACE benchmark: generate answers to task j's test prompts with
 theta_i and score them with the task's metric (0-100, :func:`codyra.trace.metrics.score_task`).
 
-``codyra.evaluate`` owns the cell protocol (index checks, row 0 shared by every method and
+``codyra.evaluation.evaluate`` owns the cell protocol (index checks, row 0 shared by every method and
 copied for methods that never train, the JSON file, MLflow) and asks the family for the
 cells (:func:`lm_cells`) where a CLIP benchmark would classify images. The predictions are
 kept beside the cell file, ``A_{i}_{j}.predictions.jsonl`` (the prompt as shown, answer,
@@ -19,16 +19,16 @@ from pathlib import Path
 
 import torch
 
-from codyra.batches import derive_seed
-from codyra.cells import cell_record
+from codyra.training.batches import derive_seed
+from codyra.store.cells import cell_record
 from codyra.device import pick_device
-from codyra.io import write_text
+from codyra.store.io import write_text
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import length_limits, pretrained_lm, task_folder
 from codyra.llm.rebuild import rebuild_lm
 from codyra.methods import method_class
-from codyra.paths import PRETRAINED, cell_path, row0_cell_path
-from codyra.state import for_inference
+from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path
+from codyra.store.model_states import for_inference
 from codyra.trace.data import load_split
 from codyra.trace.metrics import TRACE_TASK_METRICS, score_task
 

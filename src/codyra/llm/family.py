@@ -39,7 +39,7 @@ class CausalLMFamily:
 
     def delegate(self, cfg, method_name, seed, task_index, run):
         """Under DeepSpeed, re-execute the job under torchrun (this process is not yet a rank)."""
-        from codyra.llm.launch import in_distributed_rank, launch_ranks
+        from codyra.llm.torchrun import in_distributed_rank, launch_ranks
 
         if cfg["llm"]["deepspeed"]["enabled"] and not in_distributed_rank():
             return launch_ranks(cfg, method_name, seed, task_index, run)
@@ -49,7 +49,7 @@ class CausalLMFamily:
         raise ValueError("closed-form methods (RAIL) fit frozen image features: they run on CLIP benchmarks only")
 
     def attach_prompts(self, model, prompts):
-        from codyra.llm.prompting import attach_prompts
+        from codyra.methods._prompting.llm import attach_prompts
 
         return attach_prompts(model, prompts)
 
@@ -59,7 +59,7 @@ class CausalLMFamily:
         return lm_cells(cfg, method, seed, i, js, device)
 
     def own_pretraining(self, cfg: dict) -> str | None:
-        from codyra.paths import MINI_PRETRAINED
+        from codyra.store.paths import MINI_PRETRAINED
 
         if cfg["llm"]["mini"] is not None and cfg["model"]["pretrained"] is None:
             return MINI_PRETRAINED.format(results=cfg["results"], benchmark=cfg["benchmark"])

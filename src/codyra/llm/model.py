@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from codyra.errors import WeightsUnavailableError
-from codyra.paths import MINI_PRETRAINED, mini_data_dir, results_path
-from codyra.theta0 import check_finite, local_weight_files, record_first_use, verify_first_use, verify_own
+from codyra.store.paths import MINI_PRETRAINED, mini_data_dir, results_path
+from codyra.store.theta0 import check_finite, local_weight_files, record_first_use, verify_first_use, verify_own
 from codyra.trace.data import LengthLimits, prepare_tokenizer
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "trace" / "model_configs"  # the mini TRACE's tiny LMs
@@ -123,7 +123,7 @@ def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None) ->
 
 
 def pretrained_lm(cfg: dict) -> LMBundle:
-    """theta_0, its weights files verified against their recorded digests (:mod:`codyra.theta0`)
+    """theta_0, its weights files verified against their recorded digests (:mod:`codyra.store.theta0`)
     and its values checked to be finite."""
     source, local = pretrained_source(cfg)
     cache_dir = cfg["model"]["cache_dir"]

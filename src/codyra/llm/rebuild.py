@@ -6,7 +6,7 @@ TRACE's pretraining loads models too, and editing a method must not change its c
 from __future__ import annotations
 
 from codyra.llm.model import LMBundle, pretrained_lm
-from codyra.state import rebuild
+from codyra.store.model_states import rebuild
 
 
 def rebuild_lm(cfg: dict, method: str, seed: int, upto: int) -> LMBundle:

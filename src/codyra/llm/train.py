@@ -1,4 +1,4 @@
-"""The causal-LM side of training one TRACE task (the loop is :mod:`codyra.engine`).
+"""The causal-LM side of training one TRACE task (the loop is :mod:`codyra.training.loop`).
 
 Supervised fine-tuning as in TRACE: ``BOS + prompt + answer + EOS`` with the loss on the
 answer and EOS only. An optimizer step takes ``train.gradient_accumulation`` micro-batches of
@@ -11,9 +11,9 @@ step, gradient clipping (``llm.gradient_clipping``).
 The schedule is set in epochs (``train.epochs``, per task through ``tasks[i].train`` or
 ``tasks[i].methods[m].train``), or in ``train.iterations`` when ``epochs`` is null.
 
-Two backends: one process with torch AdamW (:class:`codyra.backends.PlainBackend`: CPU,
-tests, one GPU), or DeepSpeed ZeRO-2 with ``llm.deepspeed.enabled`` (:mod:`codyra.llm.zero`),
-for which ``codyra train`` re-executes itself under torchrun (:mod:`codyra.llm.launch`).
+Two backends: one process with torch AdamW (:class:`codyra.training.backends.PlainBackend`: CPU,
+tests, one GPU), or DeepSpeed ZeRO-2 with ``llm.deepspeed.enabled`` (:mod:`codyra.llm.deepspeed_backend`),
+for which ``codyra train`` re-executes itself under torchrun (:mod:`codyra.llm.torchrun`).
 Adapter dropout draws from its own generator reseeded from (seed, task, step, rank).
 """
 
@@ -23,8 +23,8 @@ import math
 
 import torch
 
-from codyra.backends import PlainBackend
-from codyra.batches import StepBatches
+from codyra.training.backends import PlainBackend
+from codyra.training.batches import StepBatches
 from codyra.device import pick_device
 from codyra.llm.collate import TrainingCollator
 from codyra.llm.loss import answer_loss_sum, answer_tokens, position_ids
@@ -51,7 +51,7 @@ class LMSession:
     def __init__(self, cfg: dict, job: dict, method_name: str, seed: int, task_index: int, device):
         self.hp, self.llm, self.seed, self.task_index = job["train"], cfg["llm"], seed, task_index
         if self.llm["deepspeed"]["enabled"]:
-            from codyra.llm.zero import init_distributed
+            from codyra.llm.deepspeed_backend import init_distributed
 
             self.rank, self.world_size, self.device = init_distributed()
         else:
@@ -71,7 +71,7 @@ class LMSession:
 
     def backend(self, groups, method):
         if self.llm["deepspeed"]["enabled"]:
-            from codyra.llm.zero import ZeroBackend
+            from codyra.llm.deepspeed_backend import ZeroBackend
 
             self._backend = ZeroBackend(self.model, groups, method, self.hp, self.llm, self.device)
         else:

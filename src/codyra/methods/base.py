@@ -1,10 +1,10 @@
 """The interface every continual-learning method implements, in every model family.
 
 A method turns a backbone at theta_{i-1} into theta_i for one task. The training engine
-(:mod:`codyra.engine`) calls its hooks in this order, the same for CLIP and causal LMs:
+(:mod:`codyra.training.loop`) calls its hooks in this order, the same for CLIP and causal LMs:
 
 1. ``setup(ctx)`` once, with a :class:`TaskContext`: freeze/attach what trains, build any
-   teacher or memory; return the AdamW parameter groups (:func:`codyra.optim.decay_groups`
+   teacher or memory; return the AdamW parameter groups (:func:`codyra.training.optim.decay_groups`
    splits parameters the usual way).
 2. Every optimizer step, for each micro-batch: the family's forward and task loss, then
    ``extra_loss(ctx, batch, outputs)`` (a scalar tensor or None, under the same autocast);
@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # method modules import torch lazily: config validation (ever
     from torch import nn
 
     from codyra.adapters.targets import PlacementVocabulary, Target
-    from codyra.updates import TaskUpdate
+    from codyra.store.updates import TaskUpdate
 
 @dataclass
 class TaskContext:
@@ -74,7 +74,7 @@ class TaskContext:
     ``task_batches()`` iterates the task's training micro-batches of all its steps, as training
     draws them (a method that needs a pass over the task's data before or after training:
     InfLoRA's input subspaces). ``task`` is the family's description of the task being trained
-    (CLIP: its ``codyra.tasks.ClassificationTask``; None where the family has none).
+    (CLIP: its ``codyra.data.tasks.ClassificationTask``; None where the family has none).
     """
 
     model: nn.Module
@@ -210,8 +210,8 @@ class Method(ABC):
 
 def stored_row_state(cls: type[Method], cfg: dict, method: str, seed: int, i: int) -> tuple[dict[str, torch.Tensor], MethodOptions]:
     """(task i's stored method state, the method's options): what a routed row evaluates from."""
-    from codyra.paths import task_dir
-    from codyra.updates import stored_state
+    from codyra.store.paths import task_dir
+    from codyra.store.updates import stored_state
 
     state = stored_state(cfg, method, seed, i)
     if state is None:

@@ -8,14 +8,14 @@ Transfer 63.1 for both variants; it gives no algorithm. The official release
 (Artificer-AI-Lab/CoDyRA) holds no RAIL code (``main.py`` evaluates the merged model alone).
 
 Our reading: task i trains and merges as CoDyRA; then
-RAIL absorbs task i (its recursion from task i-1's state, ``codyra.clip.analytic.fit``) on the
+RAIL absorbs task i (its recursion from task i-1's state, ``codyra.methods.rail.clip.fit``) on the
 image features of theta_i, the backbone right after task i. A cell A[i, j] fuses theta_i's
 zero-shot logits with the regression head after task i, both on theta_i's features, exactly as
 RAIL fuses them on theta_0's. An unseen task keeps theta_i's zero-shot prediction under RAIL's
 head, whose prompt is RAIL's ``a photo of a {}.`` (option ``prompts: rail``); with ``prompts:
 dataset`` (the benchmark's templates) Transfer is exactly plain CoDyRA's. The paper's 63.1 is
 close to, not equal to, CoDyRA's X-TAIL Transfer (63.2), so it does not settle which head the
-authors used. The head's other options are RAIL's (``codyra.methods.rail``).
+authors used. The head's other options are RAIL's (``codyra.methods.rail.method``).
 
 What this reading fixes that the paper leaves open: the head absorbs task k on theta_k's
 features and is never refitted, so after task i RAIL-Primal's regression holds tasks 1..i-1 as
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from codyra.methods.base import stored_row_state
 from codyra.methods.codyra import CoDyRA, CoDyRAOptions
-from codyra.methods.rail import RAILOptions
+from codyra.methods.rail.method import RAILOptions
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,14 @@ class CoDyRARAIL(CoDyRA):
     Options = CoDyRARAILOptions
 
     def setup(self, ctx):
-        from codyra.config import resolve_job
+        from codyra.experiment.config import resolve_job
 
         self.job = (ctx.cfg, ctx.seed, ctx.task_index, resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"])
         self.previous = ctx.previous_state
         return super().setup(ctx)
 
     def finish(self, model):
-        from codyra.clip.analytic import extra_params, fit, task_feature_batches
+        from codyra.methods.rail.clip import extra_params, fit, task_feature_batches
 
         update, summary = super().finish(model)  # model is theta_i now
         cfg, seed, task_index, batch_size = self.job
@@ -68,7 +68,7 @@ class CoDyRARAIL(CoDyRA):
 
     @classmethod
     def routed_cells(cls, cfg, method, seed, i, js, device):
-        from codyra.clip.analytic import rail_row
+        from codyra.methods.rail.clip import rail_row
         from codyra.clip.rebuild import rebuild_clip
 
         state, options = stored_row_state(cls, cfg, method, seed, i)

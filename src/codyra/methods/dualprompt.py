@@ -29,7 +29,7 @@ class DualPromptOptions(MethodOptions):
 def _prefix_module(g_prompt, e_prompt):
     from torch import nn
 
-    from codyra.complement.prompts import dualprompt_prefix
+    from codyra.methods._prompting.pools import dualprompt_prefix
 
     class DualPromptPrefix(nn.Module):
         def __init__(self):
@@ -49,7 +49,7 @@ class DualPrompt(Method):
     Options = DualPromptOptions
 
     def setup(self, ctx):
-        from codyra.complement.prompts import random_token_prompts
+        from codyra.methods._prompting.pools import random_token_prompts
 
         o = self.options
         freeze(ctx.model)
@@ -70,7 +70,7 @@ class DualPrompt(Method):
         return [{"params": list(self.prefix.parameters()), "weight_decay": ctx.weight_decay}]
 
     def finish(self, model):
-        from codyra.updates import TaskUpdate
+        from codyra.store.updates import TaskUpdate
 
         self.attached.remove()
         self.e_prompts[self.task] = self.prefix.e_prompt.detach().cpu()
@@ -88,7 +88,7 @@ class DualPrompt(Method):
 
     @classmethod
     def for_task(cls, model, states, j):
-        from codyra.llm.prompting import PromptedLM
+        from codyra.methods._prompting.llm import PromptedLM
 
         g_prompt, e_prompts = _stored(states[-1])
         if not 1 <= j <= e_prompts.shape[0]:

@@ -48,7 +48,7 @@ class FullFineTune(Method):
     Options = FullOptions
 
     def setup(self, ctx):
-        from codyra.optim import decay_groups
+        from codyra.training.optim import decay_groups
 
         self.params = {n: p for n, p in ctx.model.named_parameters() if n not in FROZEN}
         for name, p in ctx.model.named_parameters():
@@ -63,7 +63,7 @@ class FullFineTune(Method):
         return label_smoothing_correction(outputs, batch, smoothing)
 
     def finish(self, model):
-        from codyra.updates import TaskUpdate, apply_update
+        from codyra.store.updates import TaskUpdate, apply_update
 
         deltas = {n: p.detach().float().cpu() - self.before[n] for n, p in self.params.items()}
         # Restore theta_{i-1} and merge through apply_update, so the in-memory model is bit-identical

@@ -8,8 +8,8 @@ creation); every task trains the pool only (the LM is frozen) with the task loss
 ``pull_coeff`` x the pull constraint (whose gradient reaches the prompts through the keys'
 creation graph, as in TRACE, though the keys' values stay fixed). Each sample's query is the mean of its input token
 embeddings (``embedding_key``); its top-``top_k`` prompts by cosine go in front of it, in
-training and in generation. The selection math is :mod:`codyra.complement.prompts`; the LM
-side (hooks, generation) comes through the family seam and :mod:`codyra.llm.prompting`.
+training and in generation. The selection math is :mod:`codyra.methods._prompting.pools`; the LM
+side (hooks, generation) comes through the family seam and :mod:`codyra.methods._prompting.llm`.
 Task i's state (pool, keys, and the selection rule: top_k, embedding_key) is stored; task i+1
 continues it, theta_i's cells select from it.
 """
@@ -43,7 +43,7 @@ def prompt_pool(prompt, keys, top_k: int, embedding_key: str):
     import torch
     from torch import nn
 
-    from codyra.complement import prompts
+    from codyra.methods._prompting import pools as prompts
 
     class PromptPool(nn.Module):
         """The pool; its forward selects each sample's prompts (the pull term kept for the loss)."""
@@ -73,7 +73,7 @@ class L2P(Method):
     Options = L2POptions
 
     def setup(self, ctx):
-        from codyra.complement import prompts
+        from codyra.methods._prompting import pools as prompts
 
         o = self.options
         freeze(ctx.model)
@@ -95,7 +95,7 @@ class L2P(Method):
     def finish(self, model):
         import torch
 
-        from codyra.updates import TaskUpdate
+        from codyra.store.updates import TaskUpdate
 
         self.attached.remove()
         o = self.options
@@ -112,7 +112,7 @@ class L2P(Method):
 
     @classmethod
     def for_inference(cls, model, states):
-        from codyra.llm.prompting import PromptedLM
+        from codyra.methods._prompting.llm import PromptedLM
 
         return PromptedLM(model, prompt_pool(*_stored(states[-1])))
 

@@ -52,8 +52,8 @@ def norm_target_value(cfg: dict, methods: list[str], seed: int, task_index: int)
     """The median ||dW||_F (``dW_fro_total``) of ``methods``' updates of task ``task_index``, seed ``seed``."""
     import statistics
 
-    from codyra.io import ResultError, read_json
-    from codyra.paths import SUMMARY_FILE, task_dir
+    from codyra.store.io import ResultError, read_json
+    from codyra.store.paths import SUMMARY_FILE, task_dir
 
     norms = []
     for m in methods:
@@ -138,7 +138,7 @@ class LoRA(Method):
 
         from codyra.adapters.attach import detach_adapters
         from codyra.adapters.lora import delta_from_factors
-        from codyra.updates import TaskUpdate, apply_update
+        from codyra.store.updates import TaskUpdate, apply_update
 
         tensors, where, matrices = {}, {}, {}
         for t in self.targets:

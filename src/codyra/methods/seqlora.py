@@ -40,7 +40,7 @@ class CarriedAdapter:
         import torch
 
         from codyra.adapters.lora import delta_from_factors
-        from codyra.updates import param_block
+        from codyra.store.updates import param_block
 
         groups = super().setup(ctx)
         self.carried, self.base_blocks = {}, {}
@@ -85,7 +85,7 @@ class CarriedAdapter:
         return torch.cat([A, old_A]), torch.cat([B, old_B], dim=1), torch.cat([w, -old_w])
 
     def restore_base(self, model):
-        from codyra.updates import param_block
+        from codyra.store.updates import param_block
 
         params = dict(model.named_parameters())
         for t in self.targets:

@@ -15,7 +15,7 @@ class ZeroShot(Method):
         return []
 
     def finish(self, model):
-        from codyra.updates import TaskUpdate
+        from codyra.store.updates import TaskUpdate
 
         return TaskUpdate("none"), {"trainable_params": 0, "stored_params": 0}
 

@@ -85,7 +85,7 @@ class ZSCL(FullFineTune):
         import torch
         import torch.nn.functional as F
 
-        from codyra.config import resolve_job
+        from codyra.experiment.config import resolve_job
         from codyra.data.reference import load_reference
 
         groups = super().setup(ctx)

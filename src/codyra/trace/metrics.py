@@ -18,7 +18,7 @@ Two conventions for the accuracies:
   whitespace, must start with the reference (the reference used as given); ScienceQA
   compares the first characters after stripping both.
 
-Overall Performance and the forgetting measures live in :mod:`codyra.metrics`.
+Overall Performance and the forgetting measures live in :mod:`codyra.evaluation.metrics`.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ import torch
 import torch.nn.functional as F
 
 from codyra.clip.model import create_clip
-from codyra.io import save_safetensors
+from codyra.store.io import save_safetensors
 from codyra.mini.clip.corpus import make_corpus
-from codyra.optim import decay_groups
+from codyra.training.optim import decay_groups
 from codyra.progress import progress_bar
-from codyra.schedules import warmup_cosine
-from codyra.theta0 import record_written
+from codyra.training.schedules import warmup_cosine
+from codyra.store.theta0 import record_written
 
 log = logging.getLogger(__name__)
 WARMUP_FRACTION = 0.05

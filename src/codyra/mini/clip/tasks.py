@@ -35,7 +35,7 @@ from codyra.mini.clip.render import (
     render_digit,
     sklearn_digits,
 )
-from codyra.tasks import ClassificationTask, ImageConfig
+from codyra.data.tasks import ClassificationTask, ImageConfig
 
 OBJECT_TEMPLATES = ("a photo of a {} object.", "a picture of a {} shape.", "a {} object.")
 CHROMATIC = ("red", "orange", "yellow", "green", "blue", "purple")

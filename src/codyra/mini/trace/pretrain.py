@@ -45,10 +45,10 @@ from codyra.llm.model import (
 )
 from codyra.mini.trace.tasks import MINI_TRACE_TASKS, general_corpus, generate_task, write_mini_trace
 from codyra.mini.trace.tokenizer import train_mini_trace_tokenizer
-from codyra.optim import decay_groups
+from codyra.training.optim import decay_groups
 from codyra.progress import progress_bar
-from codyra.schedules import warmup_cosine
-from codyra.theta0 import local_weight_files, record_written
+from codyra.training.schedules import warmup_cosine
+from codyra.store.theta0 import local_weight_files, record_written
 from codyra.trace.data import IGNORE_INDEX, SPLITS, TraceExample, load_split
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
         decay_groups(model.parameters(), 0.1),
         lr=mini["pretrain_lr"],
         betas=(0.9, 0.98),
-        fused=True,  # its square root rounds alike on every CPU (codyra.backends.PlainBackend)
+        fused=True,  # its square root rounds alike on every CPU (codyra.training.backends.PlainBackend)
     )
     steps, batch = mini["pretrain_steps"], mini["pretrain_batch_size"]
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(steps, int(WARMUP_FRACTION * steps)))

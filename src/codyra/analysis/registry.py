@@ -1,0 +1,159 @@
+"""The analysis jobs of the workflow: what each writes (``outputs``) and how (``write``).
+
+One job per analysis (``codyra analysis NAME``); ``rank`` runs per adapter method. The forward
+probes (``codyra probe``, ``codyra grad-conflict``) write result files these jobs read.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from codyra.analysis.common import adapter_methods, figures_dir, norm_methods, trained_methods, write_any_table
+from codyra.store.paths import tables_dir
+
+log = logging.getLogger(__name__)
+
+
+def available(cfg: dict) -> list[str]:
+    """The analyses that apply to ``cfg`` (e.g. held-out ones need held-out tasks, probes a CLIP)."""
+    clip = cfg["model"]["family"] == "clip"
+    names = ["significance", "compare"]
+    if trained_methods(cfg):
+        names += ["drift", "magnitude", "cost"] + (["cka"] if len(cfg["tasks"]) > 1 else [])
+    if adapter_methods(cfg):
+        names.append("rank")
+        if len(cfg["tasks"]) > 1:
+            names.append("orth")
+    if cfg["heldout_tasks"]:
+        names.append("retention")
+        if clip and trained_methods(cfg):
+            names.append("probes")
+    if clip and len(cfg["tasks"]) > 1:
+        names.append("conflict")
+    if cfg["ablations"]:
+        names.append("ablations")
+    if norm_methods(cfg):
+        names.append("norm_matched")
+    return names
+
+
+def skipped(cfg: dict) -> dict[str, str]:
+    """The paper's analyses that do not apply to ``cfg``, each with the reason (``paper`` lists them)."""
+    reasons = {}
+    if cfg["model"]["family"] != "clip":
+        paper = "the paper reports it for CLIP only"
+        reasons["probes"] = f"{paper} (interpolation on unseen zero-shot data, removal of one encoder's updates)"
+        reasons["conflict"] = f"{paper} (gradients at the pretrained CLIP, appendix supp_norm_matched)"
+    if not cfg["heldout_tasks"]:
+        for name in ("retention", "probes"):
+            reasons.setdefault(name, "no held-out tasks (config key heldout_tasks)")
+    if not norm_methods(cfg):
+        reasons["norm_matched"] = "no method with norm_target (config/mini_ablations.yaml has the probe)"
+    if not cfg["ablations"]:
+        reasons["ablations"] = "no ablation sweeps (config key ablations; config/mini_ablations.yaml)"
+    return {name: why for name, why in reasons.items() if name not in available(cfg)}
+
+
+def outputs(cfg: dict, name: str, method: str | None = None) -> tuple[list[str], list[str]]:
+    """(table names, figure stems) of analysis ``name`` (``rank``: of ``method``)."""
+    from codyra.analysis.ablation import ablation_outputs
+
+    if name == "rank":
+        return [f"rank_{method}"], [f"rank_{kind}_{method}_seed{s}" for s in cfg["seeds"] for kind in ("heatmap", "distribution")]
+    if name == "ablations":
+        return ablation_outputs(cfg)
+    return {
+        "drift": (["drift"], ["drift"]),
+        "magnitude": (["magnitude"], []),
+        "cka": (["cka"], []),
+        "cost": (["cost"], []),
+        "retention": (["heldout_tracking", "general_capability"], []),
+        "probes": (["interpolation", "remove_modules"], ["interpolation"]),
+        "conflict": (["grad_conflict"], []),
+        "orth": (["a_cosine"], ["a_cosine"]),
+        "norm_matched": (["norm_matched"], ["norm_matched"]),
+        "significance": (["significance"], []),
+        "compare": (["paper_vs_reproduced"], []),
+    }[name]
+
+
+def write(cfg: dict, name: str, method: str | None = None) -> None:
+    """Compute analysis ``name`` from stored results and write its tables and figures."""
+    if name in skipped(cfg):
+        log.warning("analysis %s skipped for %s: %s", name, cfg["benchmark"], skipped(cfg)[name])
+        return
+    if name not in available(cfg):
+        raise ValueError(f"analysis {name!r} does not apply to this config; available: {', '.join(available(cfg))}")
+    out = tables_dir(cfg)
+    figures_dir(cfg).mkdir(parents=True, exist_ok=True)
+    if name == "rank":
+        from codyra.analysis.rank import rank_stats_table, write_rank_figures
+
+        if method not in adapter_methods(cfg):
+            raise ValueError(f"rank activation applies to adapter methods: {', '.join(adapter_methods(cfg))}; got {method!r}")
+        write_any_table(out, rank_stats_table(cfg, method))
+        for seed in cfg["seeds"]:
+            write_rank_figures(cfg, method, seed)
+    elif name == "drift":
+        from codyra.analysis.drift import write_drift
+
+        write_drift(cfg, out)
+    elif name == "probes":
+        from codyra.analysis.probe_tables import interpolation_table, removal_table, write_interpolation_figure
+
+        table = interpolation_table(cfg)
+        write_any_table(out, table)
+        write_interpolation_figure(cfg, table)
+        write_any_table(out, removal_table(cfg))
+    elif name == "orth":
+        from codyra.analysis.orth import a_cosine_table, write_a_cosine_figure
+
+        table = a_cosine_table(cfg)
+        write_any_table(out, table)
+        write_a_cosine_figure(cfg, table)
+    elif name == "norm_matched":
+        from codyra.analysis.norm_matched import norm_matched_table, write_norm_matched_figure
+        from codyra.evaluation.tables import load_runs
+
+        table = norm_matched_table(cfg, load_runs(cfg))
+        write_any_table(out, table)
+        write_norm_matched_figure(cfg, table)
+    elif name == "ablations":
+        from codyra.analysis.ablation import write_ablations
+        from codyra.evaluation.tables import load_runs
+
+        write_ablations(cfg, load_runs(cfg), out)
+    else:
+        for table in _tables(cfg, name):
+            write_any_table(out, table)
+
+
+def _tables(cfg: dict, name: str) -> list:
+    if name == "magnitude":
+        from codyra.analysis.magnitude import magnitude_table
+
+        return [magnitude_table(cfg)]
+    if name == "cka":
+        from codyra.analysis.cka import cka_table
+
+        return [cka_table(cfg)]
+    if name == "cost":
+        from codyra.analysis.cost import cost_table
+
+        return [cost_table(cfg)]
+    if name == "retention":
+        from codyra.analysis.retention import general_capability_table, tracking_table
+
+        return [tracking_table(cfg), general_capability_table(cfg)]
+    if name == "conflict":
+        from codyra.analysis.conflict import conflict_table
+
+        return [conflict_table(cfg)]
+    if name == "significance":
+        from codyra.analysis.significance import significance_table
+        from codyra.evaluation.tables import load_runs
+
+        return [significance_table(cfg, load_runs(cfg))]
+    from codyra.analysis.compare import comparison_table
+
+    return [comparison_table(cfg, tables_dir(cfg))]

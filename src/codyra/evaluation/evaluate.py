@@ -1,0 +1,108 @@
+"""Evaluate cells A[i, j]: the score on task j's test set after training tasks 1..i.
+
+The cell protocol of every family: index checks, row 0 (the pretrained model) shared by every
+method and seed of a benchmark and copied for methods that never train, the settings
+fingerprint, the JSON file, MLflow. A row's cells share one theta_i; the family computes them
+(:mod:`codyra.clip.evaluate`, :mod:`codyra.llm.evaluate`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from codyra.store.cells import read_cell
+from codyra.family import family_of
+from codyra.experiment.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
+from codyra.store.io import read_json, require_writable, write_json
+from codyra.methods import method_class
+from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
+from codyra.store.model_states import require_updates
+from codyra.tracking.mirror import SETTINGS, JobRun, cell_metrics, cell_run
+
+log = logging.getLogger(__name__)
+
+
+def _check_indices(cfg: dict, i: int, j: int) -> None:
+    n = len(cfg["tasks"])
+    if not (0 <= i <= n and 1 <= j <= n):
+        raise ValueError(f"cell A[{i},{j}] is outside the grid: i must be in 0..{n}, j in 1..{n}")
+
+
+def tracked(cfg: dict, method: str, seed: int | None, i: int, j: int, compute) -> dict:
+    """Run ``compute()`` (which writes the cell file) mirrored by an MLflow cell run."""
+    run = JobRun(cfg, **cell_run(cfg, method, seed, i, j))
+    try:
+        result = compute()
+    except BaseException:
+        run.fail()
+        raise
+    run.finish(cell_metrics(result), tags={SETTINGS: result["settings"]})
+    return result
+
+
+def evaluate_row0(cfg: dict, j: int, *, device=None) -> dict:
+    """A[0, j] of the pretrained model, written to the benchmark's shared row-0 file."""
+    return evaluate_row(cfg, PRETRAINED, None, 0, [j], device=device)[0]
+
+
+def evaluate_cell(cfg: dict, method: str, seed: int, i: int, j: int, *, device=None) -> dict:
+    """A[i, j] for (method, seed), written atomically to the contract path."""
+    return evaluate_row(cfg, method, seed, i, [j], device=device)[0]
+
+
+def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, device=None) -> list[dict]:
+    """Cells A[i, j] for every j in ``js`` (default: every task), theta_i built once for the row.
+
+    Method ``pretrained`` (row 0 only) writes the benchmark's shared row-0 files. Row 0 and every
+    row of a method that never trains (nor rewrites prompts) equal the pretrained model's row: those cells are copied
+    from the shared row-0 files (computing the missing ones first). Each cell is written
+    atomically and mirrored by its own MLflow run, as soon as it is done.
+    """
+    js = list(range(1, len(cfg["tasks"]) + 1) if js is None else js)
+    for j in js:
+        _check_indices(cfg, i, j)
+    if method == PRETRAINED:
+        if i != 0:
+            raise ValueError("the pretrained model only has row i = 0")
+        require_writable(row0_cell_path(cfg, 1).parent)
+        cells = _with_settings(cfg, PRETRAINED, None, 0, _computed_cells(cfg, PRETRAINED, None, 0, js, device))
+        return [tracked(cfg, PRETRAINED, None, 0, j, lambda j=j: _stored(row0_cell_path(cfg, j), next(cells))) for j in js]
+    if method not in cfg["method_configs"]:
+        raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
+    require_writable(cell_path(cfg, method, seed, i, 1).parent)
+    if i == 0 or method_class(cfg["method_configs"][method]["kind"]).copies_row0():
+        missing = [j for j in js if not row0_cell_path(cfg, j).is_file()]
+        if missing:
+            evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
+
+        def copy(j):
+            row0 = row0_cell_path(cfg, j)
+            return {**read_cell(cfg, row0, PRETRAINED, None, 0, j), "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
+
+        return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), copy(j))) for j in js]
+    cells = _with_settings(cfg, method, seed, i, _computed_cells(cfg, method, seed, i, js, device))
+    return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), next(cells))) for j in js]
+
+
+def _stored(path, result: dict) -> dict:
+    write_json(path, result)
+    log.info("A[%d,%d] = %.2f (%s)", result["i"], result["j"], result["accuracy"], path)
+    return result
+
+
+def _with_settings(cfg, method, seed, i, cells):
+    """The cells with their settings fingerprint: column j's evaluation settings and those the
+    summaries of the updates 1..i record (not the config's: an update trained with other
+    settings shows here). Read before any cell is computed; fails early if an update is missing."""
+    if method != PRETRAINED and not method_class(cfg["method_configs"][method]["kind"]).trains:
+        # theta_0 (FIX(ICL)): no update; the method's config stands for each of them
+        updates = untrained_settings(cfg, method) * i
+    else:
+        updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
+    return ({**cell, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
+
+
+def _computed_cells(cfg, method, seed, i, js, device):
+    """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``), by the
+    model family's protocol (CLIP: classification accuracy; TRACE: generated answers scored)."""
+    return family_of(cfg).cells(cfg, method, seed, i, js, device)

@@ -1,0 +1,97 @@
+"""Held-out tasks (config key ``heldout_tasks``): how theta_i does on data no task trains on.
+
+After each task i of a (method, seed) run, theta_i is evaluated on every held-out task over
+that task's own classes and written to
+``results/{benchmark}/{method}/seed{seed}/heldout/H_{i}_{name}.json``. As for row 0 of the A
+matrix, theta_0 is evaluated once per benchmark (``results/{benchmark}/pretrained/heldout/``)
+and copied into each run, as is every i of a method that never trains.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import torch
+
+from codyra import __version__
+from codyra.clip.streams import build_heldout_tasks
+from codyra.clip.evaluate import accuracy
+from codyra.clip.model import pretrained_clip
+from codyra.clip.rebuild import rebuild_clip
+from codyra.device import pick_device
+from codyra.store.io import read_json, require_writable, write_json
+from codyra.methods import method_class
+from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
+from codyra.store.model_states import for_inference, require_updates
+
+log = logging.getLogger(__name__)
+
+
+def _check(cfg: dict, method: str, i: int) -> None:
+    if not cfg["heldout_tasks"]:
+        raise ValueError("config key heldout_tasks is empty: list the tasks to hold out, e.g. heldout_tasks: [shape, colour, count]")
+    if cfg["model"]["family"] != "clip":
+        raise ValueError("held-out evaluation applies to CLIP benchmarks (model.family: clip)")
+    n = len(cfg["tasks"])
+    if not 0 <= i <= n:
+        raise ValueError(f"held-out row i = {i} is outside the run: i must be in 0..{n}")
+    if method == PRETRAINED:
+        if i != 0:
+            raise ValueError("the pretrained model only has row i = 0")
+    elif method not in cfg["method_configs"]:
+        raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
+
+
+def evaluate_heldout(cfg: dict, method: str, seed: int | None, i: int, *, device=None) -> list[dict]:
+    """Held-out accuracies of theta_i of (method, seed), one file per held-out task (method
+    ``pretrained``: theta_0's shared files). Returns the written records in config order."""
+    _check(cfg, method, i)
+    if method == PRETRAINED:
+        paths = [row0_heldout_path(cfg, name) for name in cfg["heldout_tasks"]]
+    else:
+        paths = [heldout_path(cfg, method, seed, i, name) for name in cfg["heldout_tasks"]]
+    for folder in {p.parent for p in paths}:
+        require_writable(folder)
+    if method == PRETRAINED:
+        records = _computed(cfg, method, None, 0, device)
+    elif i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
+        records = [{**r, "method": method, "seed": seed, "i": i, "copied_from": str(p)} for r, p in _shared_row0(cfg, device)]
+    else:
+        require_updates(cfg, method, seed, i)
+        records = _computed(cfg, method, seed, i, device)
+    for record, path in zip(records, paths):
+        write_json(path, record)
+        log.info("held-out %s after task %d: %.2f (%s)", record["task"], i, record["accuracy"], path)
+    return records
+
+
+def _shared_row0(cfg: dict, device) -> list[tuple[dict, str]]:
+    paths = [row0_heldout_path(cfg, name) for name in cfg["heldout_tasks"]]
+    if not all(p.is_file() for p in paths):
+        evaluate_heldout(cfg, PRETRAINED, None, 0, device=device)
+    return [(read_json(p), p) for p in paths]
+
+
+def _computed(cfg: dict, method: str, seed: int | None, i: int, device) -> list[dict]:
+    torch.set_num_threads(cfg["eval"]["threads"])
+    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i))
+    device = pick_device(device)
+    records = []
+    for task in build_heldout_tasks(cfg, bundle.image):
+        started = time.time()
+        acc, n, classes = accuracy(bundle, task, [task], cfg, device)
+        records.append({
+            "accuracy": acc,
+            "benchmark": cfg["benchmark"],
+            "method": method,
+            "seed": seed,
+            "i": i,
+            "task": task.name,
+            "num_classes": classes,
+            "num_samples": n,
+            "heldout": True,
+            "seconds": round(time.time() - started, 3),
+            "codyra_version": __version__,
+        })
+    return records

@@ -1,0 +1,134 @@
+"""A run's results: its cells (validated on read), its A matrix and metrics, and the whole stream in one process."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from codyra.store.cells import read_cells
+from codyra.store.io import ResultError, write_json
+from codyra.evaluation.metrics import summarize
+from codyra.store.paths import (
+    HEATMAP_FILE,
+    MATRIX_FILE,
+    SUMMARY_FILE,
+    cell_path,
+    row0_cell_path,
+    run_dir,
+    task_dir,
+)
+
+log = logging.getLogger(__name__)
+
+
+def summarize_run(cfg: dict, method: str, seed: int) -> dict:
+    """Write ``matrix.json`` (A, its metrics and each cell's settings fingerprint) for one (method, seed)."""
+    cells = read_cells(cfg, method, seed)
+    check_task_folders(cfg, method, seed)
+    A = [[cell["accuracy"] for cell in row] for row in cells]
+    result = {
+        "benchmark": cfg["benchmark"],
+        "method": method,
+        "seed": seed,
+        "tasks": [t["name"] for t in cfg["tasks"]],
+        "A": A,
+        "settings": [[cell.get("settings") for cell in row] for row in cells],
+        "metrics": summarize(A),
+    }
+    if any("routing" in cell for row in cells for cell in row):  # task-agnostic inference: the router's accuracy per cell
+        result["routing"] = [[cell["routing"]["accuracy"] if "routing" in cell else None for cell in row] for row in cells]
+    directory = run_dir(cfg, method, seed)
+    save_heatmap(result, directory / HEATMAP_FILE)
+    write_json(directory / MATRIX_FILE, result)
+    mirror_parent(cfg, method, seed)
+    return result
+
+
+def check_task_folders(cfg: dict, method: str, seed: int) -> None:
+    """Every task folder of the run present beside its cells belongs where it sits
+    (:func:`codyra.store.updates.task_summary`): a matrix is never built beside a misplaced update."""
+    from codyra.store.updates import task_summary
+
+    for i in range(1, len(cfg["tasks"]) + 1):
+        if (task_dir(cfg, method, seed, i) / SUMMARY_FILE).is_file():
+            task_summary(cfg, method, seed, i)
+
+
+def save_heatmap(result: dict, path: Path) -> None:
+    """The A matrix as a PNG (rows: after task i, columns: evaluated task j)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure  # no pyplot: its global state is not thread-safe
+
+    A, tasks = result["A"], result["tasks"]
+    fig = Figure(figsize=(1.2 + 0.9 * len(tasks), 1.0 + 0.7 * len(A)))
+    ax = fig.add_subplot()
+    image = ax.imshow(A, vmin=0, vmax=100, cmap="viridis")
+    for i, row in enumerate(A):
+        for j, value in enumerate(row):
+            ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=8, color="white" if value < 60 else "black")
+    ax.set_xticks(range(len(tasks)), tasks, rotation=45, ha="right")
+    ax.set_yticks(range(len(A)), ["pretrained"] + [f"after {k}: {t}" for k, t in enumerate(tasks, 1)])
+    ax.set_title(f"A[i,j] {result['benchmark']} / {result['method']} / seed {result['seed']}")
+    fig.colorbar(image, ax=ax, label="accuracy (%)")
+    fig.tight_layout()
+    from codyra.store.io import atomic_write
+
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+
+
+def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:
+    """Refuse to combine runs whose cells were computed with settings other than ``cfg``'s
+    (e.g. a task retrained out-of-band with ``codyra train --set``): name them and the fix."""
+    from codyra.experiment.fingerprints import expected_cell_fingerprints
+
+    n, stale = len(cfg["tasks"]), []
+    expected = {method: expected_cell_fingerprints(cfg, method) for method, _ in matrices}
+    for (method, seed), matrix in matrices.items():
+        recorded = matrix.get("settings") or [[None] * n] * (n + 1)
+        cells = [(i, j) for i in range(n + 1) for j in range(1, n + 1) if recorded[i][j - 1] != expected[method][i][j - 1]]
+        if cells:
+            shown = ", ".join(f"A_{i}_{j}" for i, j in cells[:6]) + (f" and {len(cells) - 6} more" if len(cells) > 6 else "")
+            first = min(i for i, _ in cells)
+            stale.append(f"{run_dir(cfg, method, seed)} (cells {shown}; first stale row i={first})")
+    if stale:
+        raise ResultError(
+            "results computed with other settings than this config (a task trained or a cell computed out-of-band, "
+            f"or a config edited since): {'; '.join(stale)}. The tables mix no settings: rerun those jobs from this config "
+            "(e.g. snakemake -f <run>/task<i>/update.safetensors for the first stale row i > 0, or delete the run folder) and run the tables again"
+        )
+
+
+def mirror_parent(cfg: dict, method: str, seed: int) -> None:
+    """Best-effort: the run's metrics, matrix and heatmap onto its MLflow parent run."""
+    from codyra.tracking.sync import log_parent_results
+    from codyra.tracking.mirror import with_store
+
+    with_store(cfg, lambda store: log_parent_results(store, cfg, method, seed))
+
+
+def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
+    """Pretrain (mini, if needed), train every task and evaluate every cell, skipping finished work."""
+    from codyra.experiment.pretraining import own_pretraining, pretrain_own
+    from codyra.training.loop import train_task
+    from codyra.evaluation.evaluate import PRETRAINED, evaluate_row
+
+    n = len(cfg["tasks"])
+    weights = own_pretraining(cfg)
+    if weights is not None and not Path(weights).is_file():
+        pretrain_own(cfg)
+    tasks = range(1, n + 1)
+    if missing := [j for j in tasks if not row0_cell_path(cfg, j).is_file()]:
+        evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
+    for i in tasks:
+        if not (task_dir(cfg, method, seed, i) / SUMMARY_FILE).is_file():
+            train_task(cfg, method, seed, i, device=device)
+    for i in range(n + 1):
+        if missing := [j for j in tasks if not cell_path(cfg, method, seed, i, j).is_file()]:
+            evaluate_row(cfg, method, seed, i, missing, device=device)
+    result = summarize_run(cfg, method, seed)
+    m = result["metrics"]
+    log.info("%s seed %d: transfer %s average %.2f last %.2f forgetting %s", method, seed,
+             m["transfer"], m["average"], m["last"], m["forgetting"])
+    return result

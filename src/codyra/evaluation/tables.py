@@ -1,0 +1,362 @@
+"""The paper's tables from a benchmark's per-run matrices, in Markdown, CSV, LaTeX and HTML.
+
+Every number is mean +- sample standard deviation over seeds (ddof = 1; 0 with one seed),
+computed by ``codyra.evaluation.metrics`` from the A matrices the DAG produced. The best mean of
+each column is marked (bold in Markdown, LaTeX and HTML, ``best = true`` in the CSV).
+
+- ``table1``: the paper's Table 1 layout: blocks Transfer / Average / Last, rows = methods,
+  columns = tasks + Average.
+- ``forgetting``: Forgetting (paper, lower is better) and BWT (TreeLoRA, higher is
+  better), with OP and the three means (paper Table 4 and the TRACE Table 2 metrics).
+- ``table2``: TRACE's layout: rows OP and Forgetting, columns = methods.
+- ``A_<method>``: the accuracy matrix, rows i = 0..N, columns j = 1..N.
+- ``routing`` (only when a configured method predicts the domain at inference): the router's
+  accuracy per task, averaged over the rows i = 1..N of each such method.
+- ``rail_aggregation`` (only with a CoDyRA + RAIL method, kind ``codyra_rail``): the appendix's
+  table "integrating aggregation-based adapters": Transfer / Average / Last of RAIL on the frozen
+  backbone and of CoDyRA + RAIL, a block per RAIL variant, best within each block.
+
+When a configured method belongs to the model-complementation group (frozen backbone plus
+modules kept per task), the tables split methods into the paper's groups (the zero-shot
+reference, model complementation, model continually learned): a sub-block per group, best per
+column within each group, and a dagger after every method that predicts the domain. A config
+without such methods gets exactly the tables it always had.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+import numpy as np
+
+from codyra.store.io import read_json, write_json, write_text
+from codyra.methods import method_class
+from codyra.evaluation.metrics import summarize
+from codyra.store.paths import MATRIX_FILE, run_dir, tables_dir
+
+
+@dataclass
+class Table:
+    name: str
+    caption: str
+    columns: list[str]
+    # rows of (block, label, cells); a cell is a list of per-seed values or None (not defined)
+    rows: list[tuple[str, str, list[list[float] | None]]] = field(default_factory=list)
+    higher_is_better: dict[str, bool] = field(default_factory=dict)  # per column (or row label); default True
+    best_along: str = "column"  # "row" when the columns are methods (TRACE's Table 2)
+    mark_best: bool = True  # False for descriptive tables (sizes, norms) where no value is "best"
+    decimals: int = 1
+    # method group of a row label (best_along column) or of a column (best_along row); {}: no groups
+    groups: dict[str, str] = field(default_factory=dict)
+
+    def stats(self):
+        """(block, label, [(mean, std, n) or None per column])."""
+        for block, label, cells in self.rows:
+            yield block, label, [None if c is None else _mean_std(c) for c in cells]
+
+    def best(self) -> set[tuple[str, str, int]]:
+        """(block, label, column) of the best mean per column within each block (or per row)."""
+        marked = set()
+        if not self.mark_best:
+            return marked
+        rows = list(self.stats())
+        if self.best_along == "row":
+            for block, label, stats in rows:
+                for group in dict.fromkeys(self.group_of(c) for c in self.columns):
+                    means = [(s[0], col) for col, s in enumerate(stats) if s is not None and self.group_of(self.columns[col]) == group]
+                    if len(means) > 1:
+                        target = (max if self.higher_is_better.get(label, True) else min)(m for m, _ in means)
+                        marked.update((block, label, col) for m, col in means if np.isclose(m, target))
+            return marked
+        for block, group in dict.fromkeys((b, self.group_of(label)) for b, label, _ in rows):
+            for col, name in enumerate(self.columns):
+                means = [(s[col][0], label) for b, label, s in rows if b == block and self.group_of(label) == group and s[col] is not None]
+                if len(means) < 2:
+                    continue
+                target = (max if self.higher_is_better.get(name, True) else min)(m for m, _ in means)
+                marked.update((block, label, col) for m, label in means if np.isclose(m, target))
+        return marked
+
+    def group_of(self, name: str) -> str:
+        return self.groups.get(name, "")
+
+    def row_groups(self):
+        """(block, label, stats, group heading or None): the heading where a row group starts."""
+        current = None
+        for block, label, stats in self.stats():
+            group = self.group_of(label) if self.best_along == "column" else ""
+            start = (block, group)
+            yield block, label, stats, group if group and start != current else None
+            current = start
+
+
+def _defined(values: list) -> list[float] | None:
+    """The per-seed values of a cell, or None where the metric is undefined (e.g. Transfer of task 1)."""
+    return None if any(v is None for v in values) else values
+
+
+def _mean_std(values: list[float]) -> tuple[float, float, int]:
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else 0.0, len(arr)
+
+
+def _fmt(stat, decimals: int = 1) -> str:
+    if stat is None:
+        return "--"
+    mean, std, n = stat
+    return f"{mean:.{decimals}f}" if n == 1 else f"{mean:.{decimals}f} ± {std:.{decimals}f}"
+
+
+def to_markdown(table: Table) -> str:
+    best = table.best()
+    lines = [f"**{table.caption}**", "", "| | " + " | ".join(table.columns) + " |", "|---" * (len(table.columns) + 1) + "|"]
+    if table.best_along == "row" and table.groups:
+        lines.append("| *group* | " + " | ".join(table.group_of(c) for c in table.columns) + " |")
+    current = None
+    for block, label, stats, group in table.row_groups():
+        if block and block != current:
+            lines.append(f"| *{block}* |" + " |" * len(table.columns))
+            current = block
+        if group:
+            lines.append(f"| ***{group}*** |" + " |" * len(table.columns))
+        cells = [f"**{_fmt(s, table.decimals)}**" if (block, label, c) in best else _fmt(s, table.decimals) for c, s in enumerate(stats)]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _tex(text: str) -> str:
+    for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
+        text = text.replace(char, escaped)
+    return text
+
+
+def to_latex(table: Table) -> str:
+    best = table.best()
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\begin{tabular}{l" + "c" * len(table.columns) + "}",
+        r"\toprule",
+        "Method & " + " & ".join(_tex(c) for c in table.columns) + r" \\",
+        r"\midrule",
+    ]
+    if table.best_along == "row" and table.groups:
+        lines[-2:-1] = ["Group & " + " & ".join(_tex(table.group_of(c)) for c in table.columns) + r" \\", lines[-2]]
+    current = None
+    for block, label, stats, group in table.row_groups():
+        if block and block != current:
+            if current is not None:
+                lines.append(r"\midrule")
+            lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{l}}{{\emph{{{_tex(block)}}}}} \\")
+            current = block
+        if group:
+            lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{l}}{{\textbf{{\textit{{{_tex(group)}}}}}}} \\")
+        cells = [_fmt(s, table.decimals).replace("±", r"$\pm$") for s in stats]
+        cells = [rf"\textbf{{{c}}}" if (block, label, k) in best else c for k, c in enumerate(cells)]
+        lines.append(f"{_tex(label)} & " + " & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(table.caption)}}}", rf"\label{{tab:{table.name}}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_html(table: Table) -> str:
+    """A standalone page (the Snakemake report shows HTML results inline; Markdown, CSV and LaTeX only as downloads)."""
+    best = table.best()
+    head = "".join(f"<th>{escape(c)}</th>" for c in table.columns)
+    rows, current = [], None
+    if table.best_along == "row" and table.groups:
+        rows.append("<tr><th><em>group</em></th>" + "".join(f"<td>{escape(table.group_of(c))}</td>" for c in table.columns) + "</tr>")
+    for block, label, stats, group in table.row_groups():
+        if block and block != current:
+            rows.append(f'<tr class="block"><td colspan="{len(table.columns) + 1}"><em>{escape(block)}</em></td></tr>')
+            current = block
+        if group:
+            rows.append(f'<tr class="block"><td colspan="{len(table.columns) + 1}"><b><em>{escape(group)}</em></b></td></tr>')
+        cells = "".join(f"<td><b>{_fmt(s, table.decimals)}</b></td>" if (block, label, c) in best else f"<td>{_fmt(s, table.decimals)}</td>" for c, s in enumerate(stats))
+        rows.append(f"<tr><th>{escape(label)}</th>{cells}</tr>")
+    style = "body{font-family:sans-serif}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}tr.block td{text-align:left}"
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(table.name)}</title><style>{style}</style></head><body>\n'
+        f"<p><b>{escape(table.caption)}</b></p>\n<table><tr><th></th>{head}</tr>\n" + "\n".join(rows) + "\n</table></body></html>\n"
+    )
+
+
+def to_csv(table: Table) -> str:
+    best = table.best()
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    grouped = bool(table.groups)
+    writer.writerow(["block", *(["group"] if grouped else []), "row", "column", "mean", "std", "n_seeds", "best"])
+    for block, label, stats in table.stats():
+        for col, stat in enumerate(stats):
+            mean, std, n = stat if stat is not None else ("", "", 0)
+            group = [table.group_of(label if table.best_along == "column" else table.columns[col])] if grouped else []
+            writer.writerow([block, *group, label, table.columns[col], mean, std, n, (block, label, col) in best])
+    return out.getvalue()
+
+
+def load_runs(cfg: dict) -> dict[str, list[dict]]:
+    """method -> the matrix.json of each seed (in config order), refused if computed with other settings."""
+    from codyra.evaluation.results import check_settings
+
+    matrices = {(m, s): read_json(run_dir(cfg, m, s) / MATRIX_FILE) for m in cfg["methods"] for s in cfg["seeds"]}
+    check_settings(cfg, matrices)
+    return {m: [matrices[m, s] for s in cfg["seeds"]] for m in cfg["methods"]}
+
+
+# the paper's method groups (Method.group), in table order
+GROUPS = {"reference": "Zero-shot reference", "complementation": "Model complementation", "continual": "Model continually learned"}
+DAGGER = "†"
+
+
+def method_layout(cfg: dict, methods) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """([(method, row label)] in table order, {label: group title}). Without a model-complementation
+    method: config order, plain names, no groups. With one: grouped as the paper (stable within a
+    group), a dagger after each method that predicts the domain at inference."""
+    classes = {m: method_class(cfg["method_configs"][m]["kind"]) for m in methods}
+    if not any(c.group == "complementation" or c.predicts_domain for c in classes.values()):
+        return [(m, m) for m in methods], {}
+    order = sorted(methods, key=lambda m: list(GROUPS).index(classes[m].group))
+    labels = [(m, m + DAGGER if classes[m].predicts_domain else m) for m in order]
+    return labels, {label: GROUPS[classes[m].group] for m, label in labels}
+
+
+def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    tasks = [t["name"] for t in cfg["tasks"]]
+    layout, groups = method_layout(cfg, runs)
+    table = Table(
+        "table1",
+        f"{cfg['benchmark']}: Transfer, Average and Last accuracy (%) per task, mean ± std over seeds {cfg['seeds']}",
+        tasks + ["Average"],
+        groups=groups,
+    )
+    for block, key in (("Transfer", "transfer"), ("Average", "average"), ("Last", "last")):
+        for method, label in layout:
+            summaries = [summarize(m["A"]) for m in runs[method]]
+            cells = [_defined([s["per_task"][key][j] for s in summaries]) for j in range(len(tasks))]
+            table.rows.append((block, label, cells + [_defined([s[key] for s in summaries])]))
+    return table
+
+
+def forgetting_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    columns = ["Forgetting", "BWT", "OP", "Transfer", "Average", "Last"]
+    layout, groups = method_layout(cfg, runs)
+    table = Table(
+        "forgetting",
+        f"{cfg['benchmark']}: Forgetting (paper; lower is better), BWT (TreeLoRA; higher is better) and means (%)",
+        columns,
+        higher_is_better={"Forgetting": False},
+        groups=groups,
+    )
+    for method, label in layout:
+        summaries = [summarize(m["A"]) for m in runs[method]]
+        table.rows.append(("", label, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
+    return table
+
+
+def table2(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    layout, groups = method_layout(cfg, runs)
+    table = Table(
+        "table2",
+        f"{cfg['benchmark']}: Overall Performance (OP, higher is better) and Forgetting (lower is better), mean ± std",
+        [label for _, label in layout],
+        higher_is_better={"Forgetting": False},
+        best_along="row",
+        groups=groups,
+    )
+    summaries = {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()}
+    for label, key in (("OP", "op"), ("Forgetting", "forgetting")):
+        table.rows.append(("", label, [_defined([s[key] for s in summaries[m]]) for m, _ in layout]))
+    return table
+
+
+def routed_methods(cfg: dict) -> list[str]:
+    return [m for m in cfg["methods"] if method_class(cfg["method_configs"][m]["kind"]).predicts_domain]
+
+
+def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    """Router accuracy (%) per task: the share of task j's test samples routed where they belong
+    (their own task once learned, the zero-shot model before), averaged over rows i = 1..N."""
+    tasks = [t["name"] for t in cfg["tasks"]]
+    table = Table("routing", f"{cfg['benchmark']}: domain-router accuracy (%) per task, mean over rows i = 1..N, ± std over seeds", tasks + ["Average"])
+    for method in routed_methods(cfg):
+        per_seed = []
+        for matrix in runs[method]:
+            routing = matrix.get("routing")
+            if routing is None:
+                raise ValueError(f"{run_dir(cfg, method, matrix['seed']) / MATRIX_FILE} has no routing accuracies; rerun its matrix job")
+            per_seed.append([float(np.mean([routing[i][j] for i in range(1, len(routing))])) for j in range(len(tasks))])
+        table.rows.append(("", method + DAGGER, [[s[j] for s in per_seed] for j in range(len(tasks))] + [[float(np.mean(s)) for s in per_seed]]))
+    return table
+
+
+RAIL_KINDS = ("rail", "codyra_rail")  # RAIL's head on the frozen backbone, then on CoDyRA's
+
+
+def rail_aggregation_methods(cfg: dict) -> dict[str, list[str]]:
+    """{RAIL variant: its rail methods, then its codyra_rail methods}; {} without a codyra_rail method."""
+    kinds = {m: cfg["method_configs"][m]["kind"] for m in cfg["methods"]}
+    if RAIL_KINDS[1] not in kinds.values():
+        return {}
+    blocks: dict[str, list[str]] = {}
+    for kind in RAIL_KINDS:
+        for m in (m for m in cfg["methods"] if kinds[m] == kind):
+            variant = method_class(kind)(cfg["method_configs"][m]).options.variant
+            blocks.setdefault(variant, []).append(m)
+    return blocks
+
+
+def rail_aggregation_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    columns = ["Transfer", "Average", "Last"]
+    table = Table("rail_aggregation", f"{cfg['benchmark']}: CoDyRA + RAIL's aggregation-based adapters, mean over tasks (%) ± std over seeds", columns)
+    for variant, methods in rail_aggregation_methods(cfg).items():
+        for method in methods:
+            summaries = [summarize(m["A"]) for m in runs[method]]
+            table.rows.append((f"RAIL-{variant.title()}", method, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
+    return table
+
+
+def matrix_table(cfg: dict, method: str, matrices: list[dict]) -> Table:
+    tasks = [t["name"] for t in cfg["tasks"]]
+    stack = np.asarray([m["A"] for m in matrices], dtype=float)  # (seeds, N+1, N)
+    table = Table(f"A_{method}", f"{cfg['benchmark']} / {method}: A[i,j] (%), mean ± std over seeds", tasks)
+    for i in range(stack.shape[1]):
+        label = "pretrained" if i == 0 else f"after {i}: {tasks[i - 1]}"
+        table.rows.append(("", label, [list(stack[:, i, j]) for j in range(len(tasks))]))
+    return table
+
+
+def table_names(cfg: dict) -> list[str]:
+    """The tables ``write_tables`` produces for ``cfg`` (the workflow declares them as outputs)."""
+    trace = ["table2"] if cfg["data"]["kind"] == "trace" else []
+    routing = ["routing"] if routed_methods(cfg) else []
+    rail = ["rail_aggregation"] if rail_aggregation_methods(cfg) else []
+    return ["table1", "forgetting", *trace, *routing, *rail, *(f"A_{m}" for m in cfg["methods"])]
+
+
+def write_table(out: Path, table: Table) -> None:
+    """``table`` as ``out/<name>.{md,csv,tex,html}``."""
+    for ext, render in (("md", to_markdown), ("csv", to_csv), ("tex", to_latex), ("html", to_html)):
+        write_text(out / f"{table.name}.{ext}", render(table))
+
+
+def write_tables(cfg: dict) -> Path:
+    """Every table of ``cfg``'s benchmark under results/tables/<benchmark>/; returns that folder."""
+    runs = load_runs(cfg)
+    tables = [table1(cfg, runs), forgetting_table(cfg, runs)]
+    if cfg["data"]["kind"] == "trace":
+        tables.append(table2(cfg, runs))
+    if routed_methods(cfg):
+        tables.append(routing_table(cfg, runs))
+    if rail_aggregation_methods(cfg):
+        tables.append(rail_aggregation_table(cfg, runs))
+    tables += [matrix_table(cfg, m, matrices) for m, matrices in runs.items()]
+    assert [t.name for t in tables] == table_names(cfg)
+    out = tables_dir(cfg)
+    for table in tables:
+        write_table(out, table)
+    write_json(out / "summary.json", {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()})
+    return out

@@ -1,0 +1,367 @@
+"""Experiment configuration: load, fill defaults, validate, resolve per job.
+
+A config file may start with ``extends: <file>`` (a path relative to it): the file is then
+overlaid onto that base, mappings merged key by key and every other value (lists
+included) replaced, so a benchmark's variant states only what differs; bases may extend
+further. The JSON schema in ``codyra/schemas/config.schema.yaml`` is the single source of the
+structure and of the defaults; the Snakemake workflow validates with the same function.
+A job's configuration is resolved from four layers, later ones winning:
+``train`` <- ``method_configs[m].train`` <- ``tasks[i].train`` <- ``tasks[i].methods[m].train``
+(and likewise for method options: ``method_configs[m]`` <- ``tasks[i].methods[m]``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import re
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from codyra.errors import ConfigError
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.yaml"
+
+
+@cache
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def load_config(source: str | Path | dict) -> dict:
+    """Read (YAML file) or copy (dict) a config, fill defaults and validate it."""
+    return validate_config(copy.deepcopy(source) if isinstance(source, dict) else read_config_file(source))
+
+
+def _refuse_duplicate_keys(text: str) -> None:
+    """PyYAML silently keeps the last of a key given twice in one mapping: name it instead.
+    Composing builds the node tree only (no Python objects), so this reads as safely as safe_load."""
+    todo = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key.value!r} appears twice in one mapping (the second would silently win); keep one", key.start_mark
+                    )
+                seen.add(key.value)
+                todo.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
+
+
+def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
+    """The YAML mapping in a config file, overlaid onto the file it ``extends`` (if any); one
+    clear error for a missing, malformed or empty file and for a cycle of ``extends``."""
+    path = Path(source)
+    if not path.is_file():
+        if _chain:
+            raise ConfigError(f"config file {_chain[-1]}: extends {path}, which does not exist; fix the path (relative to {_chain[-1]})")
+        raise ConfigError(f"config file not found: {path} (pass --config <file>)")
+    if path.resolve() in _chain:
+        cycle = " -> ".join(str(p) for p in (*_chain, path.resolve()))
+        raise ConfigError(f"config files extend each other in a cycle: {cycle}; one of them must not extend")
+    try:
+        text = path.read_text()
+        _refuse_duplicate_keys(text)
+        cfg = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(err, "problem", None) or err
+        raise ConfigError(f"config file {path} is not valid YAML{at}: {problem}; fix the file") from None
+    if cfg is None:
+        raise ConfigError(f"config file {path} is empty; it must hold the experiment's YAML mapping (see config/config.yaml)")
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"config file {path} must hold a YAML mapping at the top level, not a {type(cfg).__name__}")
+    if "extends" not in cfg:
+        return cfg
+    base = cfg.pop("extends")
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"config file {path}: extends must be the path of a base config file (relative to this file), got {base!r}")
+    return overlay(read_config_file(path.parent / base, (*_chain, path.resolve())), cfg)
+
+
+def overlay(base: dict, top: dict) -> dict:
+    """``top`` over ``base``: mappings merge key by key (recursively), every other value replaces."""
+    out = copy.deepcopy(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = overlay(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def config_from_files(paths: list, overrides: dict) -> dict:
+    """Snakemake's config: its --configfile(s) in order (each with its ``extends`` resolved),
+    then its --config values, merged as Snakemake merges them."""
+    cfg: dict = {}
+    for path in paths:
+        cfg = overlay(cfg, read_config_file(path))
+    return overlay(cfg, dict(overrides))
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def parse_value(text: str):
+    """A command-line value as YAML, with numbers read the way a user writes them: YAML 1.1
+    (PyYAML) reads ``1e-4`` as a string (it wants ``1.0e-4``); here it is the float 1e-4."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        return float(value)
+    return value
+
+
+def set_key(cfg: dict, key: str, value) -> None:
+    """``cfg[a][b][c] = value`` for ``key = "a.b.c"`` (``--set``), creating missing mappings."""
+    node = cfg
+    *parents, leaf = key.split(".")
+    for depth, part in enumerate(parents):
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {key}: {'.'.join(parents[: depth + 1])} is not a mapping; set a key of a mapping")
+    node[leaf] = value
+
+
+def _fill_defaults(node, sch: dict) -> None:
+    if not isinstance(node, dict):
+        return
+    for key, sub in sch.get("properties", {}).items():
+        if key not in node and "default" in sub:
+            node[key] = copy.deepcopy(sub["default"])
+        if key in node:
+            _fill_defaults(node[key], sub)
+
+
+def _key_path(parts) -> str:
+    """``tasks[1].methods.codyra.kappa_max`` for ``["tasks", 1, "methods", "codyra", "kappa_max"]``."""
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+    return text or "<top level>"
+
+
+def select_backbone(cfg: dict) -> None:
+    """Resolve ``backbones`` (name -> model id) and ``backbone`` (the chosen name) in place.
+
+    One config then serves every backbone of a benchmark (TRACE: paper Table 2): the choice
+    sets ``model.name`` and suffixes ``benchmark``, so each backbone's results live apart
+    (results/trace-<backbone>/...). Both keys are consumed, so a resolved config is plain
+    and resolving it again changes nothing.
+    """
+    if "backbones" not in cfg:
+        if "backbone" in cfg:
+            raise ConfigError("config key backbone: set, but the config has no backbones mapping to choose from")
+        return
+    backbones, choice = cfg.pop("backbones"), cfg.pop("backbone", None)
+    if not isinstance(backbones, dict) or not backbones or not all(isinstance(v, str) for v in backbones.values()):
+        raise ConfigError("config key backbones: must map backbone names to model ids, e.g. {gemma-2b-it: google/gemma-2b-it}")
+    if choice not in backbones:
+        raise ConfigError(
+            f"config key backbone: {choice!r} is not one of backbones ({', '.join(backbones)}); "
+            "choose one, e.g. snakemake --config backbone=<name> or codyra --set backbone=<name>"
+        )
+    model = cfg.setdefault("model", {})
+    if "name" in model:
+        raise ConfigError("config key model.name: set it or use backbones/backbone, not both")
+    model["name"] = backbones[choice]
+    if isinstance(cfg.get("benchmark"), str):  # a missing one is the schema's error to report
+        cfg["benchmark"] += f"-{choice}"
+
+
+def validate_config(cfg: dict) -> dict:
+    """The one validation path of the CLI and the workflow: schema (method options of every kind
+    and every per-task override included), then the semantics; errors name exact key paths."""
+    from codyra.experiment.sweeps import expand_ablations
+
+    select_backbone(cfg)
+    expand_ablations(cfg)  # before validation: each variant is checked like any method
+    _fill_defaults(cfg, schema())
+    errors = _schema_errors(cfg, schema(), [])
+    if not errors:
+        errors = _method_option_errors(cfg) + _non_finite(cfg, [])
+    if errors:
+        lines = [f"config key {_key_path(path)}: {message}" for path, message in sorted(errors, key=lambda e: str(e[0]))[:10]]
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    _check_semantics(cfg)
+    return cfg
+
+
+def _schema_errors(instance, sch: dict, prefix: list) -> list[tuple[list, str]]:
+    import jsonschema
+
+    return [(prefix + list(e.absolute_path), _message(e)) for e in jsonschema.Draft202012Validator(sch).iter_errors(instance)]
+
+
+def _message(error) -> str:
+    if error.validator == "pattern":  # only names have patterns: say what a name may be
+        return f"{error.instance!r} is not a valid name: it becomes a folder under results/, so use letters, digits, '_', '.' and '-', starting with a letter or digit"
+    return error.message
+
+
+def _method_option_errors(cfg: dict) -> list[tuple[list, str]]:
+    """Every method config and per-task override against the typed options of its method's kind."""
+    from codyra.methods import available_kinds, method_class
+    from codyra.methods.options import option_errors
+
+    kinds = {name: spec["kind"] for name, spec in cfg["method_configs"].items()}
+    errors = []
+    for name, kind in kinds.items():
+        if kind not in available_kinds():
+            errors.append((["method_configs", name, "kind"], f"unknown method kind {kind!r}; available: {', '.join(available_kinds())}"))
+    layers = [(["method_configs", name], spec) for name, spec in cfg["method_configs"].items()]
+    layers += [(["tasks", k, "methods", m], spec) for k, t in enumerate(cfg["tasks"]) for m, spec in t.get("methods", {}).items()]
+    for path, spec in layers:
+        kind = kinds.get(path[-1])
+        if kind in available_kinds():
+            errors += [([*path, key], message) for key, message in option_errors(method_class(kind).Options, spec, kind=kind)]
+    return errors
+
+
+def _non_finite(node, path: list) -> list[tuple[list, str]]:
+    """NaN and infinities pass JSON-schema ranges (every comparison with NaN is false)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return [(path, f"{node} is not a finite number")]
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    return [e for key, value in items for e in _non_finite(value, [*path, key])]
+
+
+def _check_semantics(cfg: dict) -> None:
+    from codyra.adapters.targets import parse_placement
+    from codyra.methods import method_class
+    from codyra.methods.lora import norm_references
+
+    names = [t["name"] for t in cfg["tasks"]]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"config key tasks: task names must be unique, got {names}")
+    known = known_task_names(cfg["data"]["kind"])
+    for k, name in enumerate(names):
+        if known is not None and name not in known:
+            raise ConfigError(
+                f"config key tasks[{k}].name: {name!r} is not a dataset of the {cfg['data']['kind']} protocol; "
+                f"choose from {', '.join(known)}"
+            )
+    _check_heldout(cfg, names)
+    from codyra.store.paths import RESERVED_NAMES
+
+    for name in RESERVED_NAMES & set(cfg["method_configs"]):
+        raise ConfigError(f"config key method_configs.{name}: the name is reserved (results/<benchmark>/{name}/ is not a method's)")
+    for m in cfg["methods"]:
+        if m not in cfg["method_configs"]:
+            raise ConfigError(
+                f"config key methods: {m!r} has no entry in method_configs (defined: {sorted(cfg['method_configs'])})"
+            )
+    vocabulary = placement_vocabulary(cfg["model"]["family"])
+    for k, task in enumerate(cfg["tasks"]):
+        for m in task.get("methods", {}):
+            if m not in cfg["method_configs"]:
+                raise ConfigError(f"config key tasks[{k}].methods: {m!r} is not a method in method_configs")
+        for m in cfg["methods"]:
+            _check_accumulation(cfg["model"]["family"], resolve_job(cfg, m, k + 1)["train"]["gradient_accumulation"], m, task["name"])
+    for m in cfg["methods"]:
+        # the method's own config first, then each task that overrides it: the error names that layer
+        base = {k: v for k, v in cfg["method_configs"][m].items() if k != "train"}
+        layers = [(f"method_configs.{m}", base)]
+        layers += [(f"tasks[{k}].methods.{m}", resolve_job(cfg, m, k + 1)["method"]) for k, t in enumerate(cfg["tasks"]) if m in t.get("methods", {})]
+        for where, options in layers:
+            try:
+                method = method_class(options["kind"])(options)
+                if hasattr(method.options, "placement"):
+                    parse_placement(method.options.placement, vocabulary)
+            except ValueError as err:
+                raise ConfigError(f"config key {where}: {err}") from err
+            for ref in norm_references(options):
+                if ref == m or ref not in cfg["methods"]:
+                    raise ConfigError(f"config key {where}.norm_target: {ref!r} must be another method of the grid (config key methods), whose updates' ||dW||_F set the target")
+
+
+def _check_heldout(cfg: dict, stream: list[str]) -> None:
+    kind = cfg["data"]["kind"]
+    known = known_heldout_names(kind)
+    for k, name in enumerate(cfg["heldout_tasks"]):
+        if name in stream:
+            raise ConfigError(f"config key heldout_tasks[{k}]: {name!r} is a task of the stream (tasks); a held-out task is never trained on")
+        if name not in known:
+            raise ConfigError(
+                f"config key heldout_tasks[{k}]: {name!r} is not a held-out dataset of the {kind} protocol; "
+                f"choose from {', '.join(known) or '(none)'}"
+            )
+
+
+def _check_accumulation(family: str, steps: int, method: str, task: str) -> None:
+    # type and range: the schema (every layer); here what depends on the model family
+    where = f"train.gradient_accumulation for method {method!r}, task {task!r}"
+    if family == "clip" and steps != 1:
+        raise ConfigError(
+            f"{where}: CLIP training takes each batch in one pass, as the paper and the released code do; "
+            "set it to 1 and choose train.batch_size instead"
+        )
+
+
+def placement_vocabulary(family: str):
+    """The placement tokens a model family understands (the family objects' ``vocabulary``, read
+    here from their light targets modules: every job imports this module, and the code version
+    of a job is its import closure, so validation must not import the families' training code)."""
+    if family == "clip":
+        from codyra.clip.targets import CLIP_VOCABULARY
+
+        return CLIP_VOCABULARY
+    from codyra.llm.targets import LM_VOCABULARY
+
+    return LM_VOCABULARY
+
+
+def known_task_names(kind: str) -> tuple[str, ...] | None:
+    """Task names a data kind provides (None: any, e.g. TRACE task folders)."""
+    if kind == "mini":
+        from codyra.mini.clip import TASK_NAMES
+
+        return TASK_NAMES
+    if kind in ("mtil", "xtail"):
+        from codyra.data.catalog import MTIL_DATASETS, XTAIL_DATASETS
+
+        return MTIL_DATASETS if kind == "mtil" else XTAIL_DATASETS
+    return None
+
+
+def known_heldout_names(kind: str) -> tuple[str, ...]:
+    """Names a data kind can evaluate as held-out tasks (none for TRACE)."""
+    if kind in ("mtil", "xtail"):
+        from codyra.data.catalog import HELDOUT_DATASETS
+
+        return HELDOUT_DATASETS[kind]
+    return known_task_names(kind) if kind == "mini" else ()
+
+
+def _merged(*layers: dict) -> dict:
+    out: dict = {}
+    for layer in layers:
+        out.update(copy.deepcopy(layer or {}))
+    return out
+
+
+def resolve_job(cfg: dict, method: str, task_index: int) -> dict:
+    """Method options and train settings for training task ``task_index`` (1-based) with ``method``."""
+    if method not in cfg["method_configs"]:
+        raise ConfigError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
+    n = len(cfg["tasks"])
+    if not 1 <= task_index <= n:
+        raise ConfigError(f"task index {task_index} out of range 1..{n}")
+    base = cfg["method_configs"][method]
+    task = cfg["tasks"][task_index - 1]
+    per_task = task.get("methods", {}).get(method, {})
+    options = {k: v for k, v in _merged(base, per_task).items() if k != "train"}
+    train = _merged(cfg["train"], base.get("train"), task.get("train"), per_task.get("train"))
+    return {"method": options, "train": train}
+
+
+def fingerprint(obj) -> str:
+    """Short stable hash of a JSON-able value (Snakemake params use it to rerun changed jobs)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,106 @@
+"""Settings fingerprints: what determines each result, hashed by one function and compared everywhere.
+
+The workflow puts them into rule params (a change reruns exactly the affected jobs); a
+training checkpoint carries its job's, a task summary and a cell record theirs, the tables
+job compares every cell's with the config, and MLflow runs are tagged with them.
+"""
+
+from __future__ import annotations
+
+from codyra.experiment.config import fingerprint, resolve_job
+
+# How a job runs, not what it computes: the scheduler's allotment (`codyra --threads`) and
+# DeepSpeed's ranks (a ZeRO-2 checkpoint resumes in a plain process and vice versa).
+NOT_SETTINGS = {"threads", "pretrain_threads", "deepspeed"}
+
+
+def _settings(obj):
+    if isinstance(obj, dict):
+        return {k: _settings(v) for k, v in obj.items() if k not in NOT_SETTINGS}
+    if isinstance(obj, list):
+        return [_settings(v) for v in obj]
+    return obj
+
+
+def _family(cfg: dict) -> dict:
+    """Settings only one model family reads."""
+    return {"llm": cfg["llm"]} if cfg["model"]["family"] == "causal_lm" else {}
+
+
+def _data(cfg: dict, method: str | None = None) -> dict:
+    """The data settings; the reference data only where ``method`` trains on it (ZSCL): evaluations
+    and every other method read none, and hold it as null (the default), so a grid that adds ZSCL
+    (config/mini_baselines.yaml) shares the default grid's runs and cells."""
+    from codyra.methods import method_class
+
+    reads = method is not None and method_class(cfg["method_configs"][method]["kind"]).reads_reference_data
+    return {**cfg["data"], "reference": cfg["data"]["reference"] if reads else None}
+
+
+def _version(rule: str) -> str:
+    # Code changes are invisible to Snakemake: the code version of the job is part of its fingerprint.
+    from codyra.experiment.jobs import job_version
+
+    return job_version(rule)
+
+
+def train_fingerprint(cfg: dict, method: str, i: int) -> str:
+    """Everything that determines task i's update given theta_{i-1}."""
+    from codyra.experiment.pretraining import own_pretraining
+    from codyra.experiment.jobs import train_rule
+
+    return fingerprint(
+        _settings(
+            {
+                "job": resolve_job(cfg, method, i),
+                "task": cfg["tasks"][i - 1]["name"],
+                "model": cfg["model"],
+                "data": _data(cfg, method),
+                "mini": cfg["mini"] if own_pretraining(cfg) else None,
+                "family": _family(cfg),
+                "version": _version(train_rule(cfg)),
+            }
+        )
+    )
+
+
+def eval_fingerprint(cfg: dict, j: int) -> str:
+    """Everything besides the model state that determines a cell of column j."""
+    union = cfg["data"]["label_space"] == "union"
+    tasks = [t["name"] for t in cfg["tasks"]] if union else cfg["tasks"][j - 1]["name"]
+    return fingerprint(_settings([cfg["eval"], _data(cfg), cfg["model"], _family(cfg), tasks, _version("eval_row")]))
+
+
+def heldout_fingerprint(cfg: dict) -> str:
+    """Everything besides the model state that determines a row of held-out accuracies."""
+    return fingerprint(_settings([cfg["eval"], _data(cfg), cfg["model"], cfg["heldout_tasks"], _version("heldout")]))
+
+
+def pretrain_fingerprint(cfg: dict) -> str:
+    """A mini benchmark's own pretraining of theta_0."""
+    return fingerprint(_settings([cfg["mini"], cfg["model"], _family(cfg), _version("pretrain_mini")]))
+
+
+def untrained_settings(cfg: dict, method: str) -> list[str]:
+    """What stands in for the updates in a cell of a method that never trains: its config where
+    it changes what the model is shown (FIX(ICL)'s demonstrations), else nothing."""
+    from codyra.methods import method_class
+
+    spec = cfg["method_configs"][method]
+    return [fingerprint(_settings(spec))] if method_class(spec["kind"]).rewrites_prompts else []
+
+
+def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:
+    """A cell A[i,j]: its column's evaluation settings and the settings of the updates 1..i it used."""
+    return fingerprint([eval_settings, update_settings])
+
+
+def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
+    """The fingerprints the cells A[i][j-1] of ``method`` record when computed from ``cfg`` as it stands."""
+    from codyra.methods import method_class
+
+    n = len(cfg["tasks"])
+    trains = method_class(cfg["method_configs"][method]["kind"]).trains
+    updates = [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else untrained_settings(cfg, method) * n
+    columns = [eval_fingerprint(cfg, j) for j in range(1, n + 1)]
+    return [[cell_fingerprint(column, updates[:i]) for column in columns] for i in range(n + 1)]

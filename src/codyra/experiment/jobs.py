@@ -1,0 +1,97 @@
+"""The workflow's jobs in one table, shared by the Snakemake rules and the ``--slurm`` launcher.
+
+A rule name keys the job's resources in a Snakemake profile (``set-resources``), so the
+launcher submits ``codyra train`` of a TRACE config with the ``train_lm_task`` resources the
+workflow would use. ``entries`` are the modules whose code (and what it imports) determines the
+job's output: its code version (:mod:`codyra.experiment.codeversions`) is part of the rule's params.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codyra.store.paths import PRETRAINED
+
+
+@dataclass(frozen=True)
+class Job:
+    command: str  # the codyra command the rule runs
+    entries: tuple[str, ...]  # modules whose code (with what they import) determines the output
+    threads: str | None  # config key of its CPU threads; None: a local rule, never submitted
+
+
+JOBS: dict[str, Job] = {
+    # the minis' own pretraining, not via codyra.experiment.pretraining: its family objects reach the engine and
+    # every method, and editing a method must not rerun the pretraining
+    "pretrain_mini": Job("pretrain-mini", ("codyra.mini.clip.pretrain", "codyra.mini.trace.pretrain"), "mini.pretrain_threads"),
+    "train_task": Job("train", ("codyra.training.loop",), "train.threads"),
+    "train_lm_task": Job("train", ("codyra.training.loop",), "train.threads"),  # profiles give it 4 GPUs in one task
+    "eval_row0": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
+    "eval_row": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
+    "eval_lm_row": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),  # generation: hours where a CLIP row takes minutes
+    "heldout_row0": Job("heldout", ("codyra.evaluation.heldout",), "eval.threads"),
+    "heldout": Job("heldout", ("codyra.evaluation.heldout",), "eval.threads"),
+    "summarize_run": Job("summarize", ("codyra.evaluation.results",), None),
+    "tables": Job("tables", ("codyra.evaluation.tables",), None),
+    # the paper's analyses (workflow/rules/analysis.smk): forward probes, then one rule per analysis,
+    # each versioned by its own module (codyra.analysis.registry only dispatches)
+    "probe": Job("probe", ("codyra.analysis.probes",), "eval.threads"),
+    "grad_conflict": Job("grad-conflict", ("codyra.analysis.conflict",), "eval.threads"),
+    **{f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), "eval.threads") for name, module in (("drift", "drift"), ("magnitude", "magnitude"), ("cka", "cka"), ("rank", "rank"), ("orth", "orth"))},
+    **{
+        f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), None)
+        for name, module in (("cost", "cost"), ("retention", "retention"), ("probes", "probe_tables"), ("conflict", "conflict"),
+                             ("significance", "significance"), ("ablations", "ablation"), ("compare", "compare"), ("norm_matched", "norm_matched"))
+    },
+}
+
+
+def _causal_lm(cfg: dict) -> bool:
+    return cfg["model"]["family"] == "causal_lm"
+
+
+def train_rule(cfg: dict) -> str:
+    return "train_lm_task" if _causal_lm(cfg) else "train_task"
+
+
+def eval_rule(cfg: dict) -> str:
+    """The rule of a trained run's row i >= 1 (row 0 is ``eval_row0``)."""
+    return "eval_lm_row" if _causal_lm(cfg) else "eval_row"
+
+
+def job_group(cfg: dict) -> str:
+    """The Snakemake group (one SLURM job; local runs ignore groups) of a run's training and row
+    jobs, as config key ``cluster_job`` says; by default the whole run (method, seed) for CLIP,
+    whose tasks take minutes on one GPU, so that per-task jobs would spend more on queueing and
+    start-up than on work; one task (training i and row i) for causal LMs, whose tasks hold 4
+    GPUs for hours: a whole run would outlast partition time limits, and a requeue would redo it all."""
+    unit = cfg.get("cluster_job") or ("task" if _causal_lm(cfg) else "run")
+    return {"run": RUN_GROUP, "task": "task-{method}-seed{seed}-{i}"}[unit]
+
+
+# The group of a job that belongs to a whole run rather than to one of its tasks (the forward
+# probes of theta_N): the run's job when runs are the unit, a job of its own per run otherwise.
+RUN_GROUP = "run-{method}-seed{seed}"
+
+
+def rule_for(command: str, method: str | None, cfg: dict) -> str:
+    """The rule that runs ``codyra <command> --method <method>`` under ``cfg``; `run` and `sweep`
+    (a whole stream in one job) are sized like their longest jobs, the training."""
+    if command in ("train", "run", "sweep"):
+        return train_rule(cfg)
+    if command in ("cell", "heldout"):
+        row0 = method == PRETRAINED
+        return {"cell": (eval_rule(cfg), "eval_row0"), "heldout": ("heldout", "heldout_row0")}[command][row0]
+    raise ValueError(f"codyra {command} is not a job the workflow submits; launchable: train, cell, heldout, run, sweep")
+
+
+def job_threads(cfg: dict, rule: str) -> int:
+    block, key = JOBS[rule].threads.split(".")
+    return cfg[block][key]
+
+
+def job_version(rule: str) -> str:
+    """The code version of rule's job (a rule param: changed code reruns exactly its jobs)."""
+    from codyra.experiment.codeversions import code_version
+
+    return code_version(*JOBS[rule].entries)

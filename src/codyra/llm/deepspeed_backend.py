@@ -1,0 +1,342 @@
+"""DeepSpeed ZeRO-2 training backend (one process per rank, started by torchrun).
+
+ZeRO-2 keeps a full replica of the model on every rank (bf16 when ``train.precision`` is
+bf16, or auto on a GPU; fp32 otherwise) but partitions the fp32 master weights, the AdamW moments and the reduced
+gradients: after ``engine.step()`` each rank has updated its own slice of the masters, and
+an all-gather refreshes every replica from them.
+
+The proximal step therefore cannot act on the replica alone (the next all-gather would undo
+it, and bf16 would round it). After every step the gates (the parameter group ``gates``,
+which ``Method.after_step`` rewrites in place) are gathered in full fp32 on every rank (one
+all-reduce over disjoint fragments: exact), the method's operator runs on them (a pure
+function of the values and the step, so every rank computes the same result), and the
+result is written back: each rank its own fragment of the masters, and the replica in full.
+Masters and replicas then agree on every rank, zeros included (0 is exact in bf16).
+``finalize`` checks this at the end of a task (replica digests all-gathered across ranks)
+and the summary records the digests.
+
+A method that reads or edits the step's gradient (``before_optimizer_step``: GEM, OGD,
+AdaLoRA) gets it as on the plain path: at the accumulation boundary, before ``engine.step()``,
+every trainable parameter's ``.grad`` is its full fp32 gradient reduced over ranks (DeepSpeed's
+``safe_get_full_grad``), and what the method leaves there is written back into this rank's
+gradient partition (``safe_set_full_grad``) before DeepSpeed clips and steps. It costs one
+all-reduce per parameter and a full fp32 gradient per rank. EWC reads each micro-batch's
+gradient instead, in tensor hooks during the backward, and averages it over the ranks itself
+(``codyra.methods.ewc.rank_mean``: one all-reduce per parameter and micro-batch).
+
+Checkpoints gather full fp32 parameters and moments into torch AdamW's state-dict layout
+(:mod:`codyra.store.checkpoints`): rank 0 writes them, every rank reads them back into its own
+fragments, and the same files resume on any number of ranks or on the plain path.
+
+The fragment bookkeeping is DeepSpeed's ``_hp_mapping`` (what ``safe_get_full_fp32_param``
+uses), batched here into one collective per call. Traps handled: DeepSpeed links optimizer
+state fragments lazily after the first step, and links every group after stepping only the
+first, leaving later groups (the gates) unlinked; the state is therefore created and linked
+up front. ZeRO-1 with bf16 switches to a different optimizer, so only stage 2 is offered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from pathlib import Path
+
+import torch
+
+from codyra.store.checkpoints import load_checkpoint, save_checkpoint
+from codyra.methods.base import Method
+
+PROXIMAL_GROUPS = ("gates",)  # parameter groups Method.after_step rewrites in place
+MOMENTS = ("exp_avg", "exp_avg_sq")  # torch AdamW's per-parameter state besides "step"
+
+
+def init_distributed() -> tuple[int, int, torch.device]:
+    """Join the process group torchrun set up; returns (rank, world size, this rank's device)."""
+    cpu = not torch.cuda.is_available()
+    if cpu:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    # DeepSpeed JIT-compiles a communication op on first use; cache it in the repository (git-ignored).
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.cwd() / ".torch_extensions"))
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="gloo" if cpu else "nccl")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cpu") if cpu else torch.device("cuda", local_rank)
+    if not cpu:
+        torch.cuda.set_device(device)
+    return torch.distributed.get_rank(), torch.distributed.get_world_size(), device
+
+
+def zero2_config(batch_size: int, world_size: int, bf16: bool, clip_norm: float, accumulation: int = 1) -> dict:
+    """``batch_size`` is one micro-batch over all ranks; ``accumulation`` micro-batches make a step."""
+    if batch_size % world_size:
+        raise ValueError(
+            f"config key train.batch_size ({batch_size}) must be a multiple of the number of ranks "
+            f"({world_size}, llm.deepspeed.nproc): every rank takes an equal share of each batch"
+        )
+    return {
+        "train_batch_size": batch_size * accumulation,
+        "train_micro_batch_size_per_gpu": batch_size // world_size,
+        "gradient_accumulation_steps": accumulation,
+        "zero_optimization": {"stage": 2},
+        "bf16": {"enabled": bf16},
+        "gradient_clipping": clip_norm,
+        "steps_per_print": 2**31 - 1,  # the training loop logs; DeepSpeed stays quiet
+    }
+
+
+class ZeroBackend:
+    def __init__(self, model, groups, method, hp: dict, llm: dict, device: torch.device):
+        import deepspeed
+
+        self.rank, self.world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        self.device = device
+        self.bf16 = hp["precision"] == "bf16" or (hp["precision"] == "auto" and device.type == "cuda")
+        names = {id(p): n for n, p in model.named_parameters()}
+        self.groups = [list(g["params"]) for g in groups]
+        self.trainables = [p for ps in self.groups for p in ps]
+        self.names = [names[id(p)] for p in self.trainables]
+        self.gates = [p for g in groups if g.get("name") in PROXIMAL_GROUPS for p in g["params"]]
+        overrides_after_step = type(method).after_step is not Method.after_step
+        if overrides_after_step and method.after_step_rewrites_parameters and not self.gates:
+            raise ValueError(
+                f"method {method.kind!r} rewrites parameters after each step but has no {PROXIMAL_GROUPS} "
+                "parameter group; under ZeRO only those groups go through the fp32 master weights"
+            )
+        # a method reading or editing the step's gradients (GEM, OGD, AdaLoRA, DyLoRA frozen)
+        self.exposes_gradients = type(method).before_optimizer_step is not Method.before_optimizer_step
+        scalars = [n for n, p in model.named_parameters() if p.dim() == 0]
+        if scalars:  # deepspeed.initialize's broadcast views every parameter as bytes and fails on these
+            raise ValueError(f"DeepSpeed cannot broadcast the 0-dim parameter(s) {scalars}; give them shape [1]")
+        self.optimizer = torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"])
+        config = zero2_config(
+            hp["batch_size"], self.world_size, self.bf16, llm["gradient_clipping"], hp["gradient_accumulation"]
+        )
+        self.engine, self.zero, _, _ = deepspeed.initialize(model=model, optimizer=self.optimizer, config=config)
+        self._create_optimizer_state()
+
+    def _create_optimizer_state(self) -> None:
+        """Create AdamW's state (zeros, step 0, exactly what its first step would create) and link
+        every parameter's fragments to it, so moments can be read and written from the start."""
+        inner = self.zero.optimizer
+        for flat in self.zero.single_partition_of_fp32_groups:
+            state = inner.state[flat]
+            if not state:
+                state["step"] = torch.tensor(0.0)
+                for key in MOMENTS:
+                    state[key] = torch.zeros_like(flat, memory_format=torch.preserve_format)
+        self.zero._hp_optimizer_states_linked = False
+        self.zero._lazy_init_hp_params_optimizer_state()
+
+    def autocast(self):
+        return contextlib.nullcontext()  # DeepSpeed already cast the replica
+
+    def forward(self, **inputs):
+        return self.engine(**inputs)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        # The caller already normalised the loss over the whole step; DeepSpeed steps the optimizer
+        # itself on every gradient_accumulation_steps-th engine.step() and only counts the others.
+        self.engine.backward(loss, scale_wrt_gas=False)
+        if self.exposes_gradients and self.engine.is_gradient_accumulation_boundary():
+            self._expose_gradients()  # step() writes them back and steps
+        else:
+            self.engine.step()
+
+    def step(self) -> None:
+        """At an accumulation boundary with exposed gradients: write the method's edits back into
+        the partitioned gradients, then ``engine.step()``; otherwise the last micro-batch's
+        ``engine.step()`` already stepped."""
+        if self.exposes_gradients:
+            self._return_gradients()
+            self.engine.step()
+
+    @torch.no_grad()
+    def _expose_gradients(self) -> None:
+        """Give every trainable parameter its full fp32 gradient of the step in ``.grad`` (reduced
+        over ranks, identical on every rank), as on the plain path, for ``before_optimizer_step``.
+        ZeRO-2 keeps only this rank's partition of it; DeepSpeed's ``safe_get_full_grad`` gathers
+        it (TRACE's GEM and OGD read gradients the same way)."""
+        from deepspeed.utils import safe_get_full_grad
+
+        full = [safe_get_full_grad(p) for p in self.trainables]
+        for p, grad in zip(self.trainables, full):
+            p.grad = None if grad is None else grad.detach().float().clone()
+
+    @torch.no_grad()
+    def _return_gradients(self) -> None:
+        """Write each ``.grad`` (as the method left it) into this rank's gradient partition."""
+        from deepspeed.utils import safe_set_full_grad
+
+        grads = [p.grad for p in self.trainables]
+        for p in self.trainables:
+            p.grad = None  # so that safe_set_full_grad writes the partition, not this full copy
+        for p, grad in zip(self.trainables, grads):
+            if grad is not None:
+                safe_set_full_grad(p, grad)
+
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        torch.distributed.all_reduce(tensor)
+        return tensor
+
+    @torch.no_grad()
+    def gather(self, params: list, key: str | None = None) -> list[torch.Tensor]:
+        """Full fp32 values of ``params`` (key None: master weights; else that AdamW moment),
+        identical on every rank: each rank fills its own fragments, one all-reduce sums them."""
+        sizes = [p.numel() for p in params]
+        flat = torch.zeros(sum(sizes), dtype=torch.float32, device=self.device)
+        offset = 0
+        for p, size in zip(params, sizes):
+            mapping = p._hp_mapping
+            if mapping is not None:
+                where = mapping.lp_fragment_address
+                flat.narrow(0, offset + where.start, where.numel).copy_(mapping.get_hp_fragment(key))
+            offset += size
+        torch.distributed.all_reduce(flat)
+        return [chunk.view(p.shape) for p, chunk in zip(params, flat.split(sizes))]
+
+    @staticmethod
+    @torch.no_grad()
+    def _write_fragment(param, full: torch.Tensor, key: str | None = None) -> None:
+        """Store this rank's fragment of ``full`` into the masters (key None) or an AdamW moment."""
+        mapping = param._hp_mapping
+        if mapping is not None:
+            where = mapping.lp_fragment_address
+            mapping.get_hp_fragment(key).copy_(full.flatten().narrow(0, where.start, where.numel))
+
+    @torch.no_grad()
+    def after_step(self, method, step: int, total: int) -> None:
+        if not self.gates:
+            method.after_step(step, total)
+            return
+        masters = self.gather(self.gates)
+        replicas = [p.data for p in self.gates]
+        for p, master in zip(self.gates, masters):
+            p.data = master  # the method's operator runs on the fp32 masters
+        try:
+            method.after_step(step, total)
+        finally:
+            for p, master, replica in zip(self.gates, masters, replicas):
+                self._write_fragment(p, master)
+                replica.copy_(master)
+                p.data = replica  # back to the view into DeepSpeed's flat buffer
+
+    @torch.no_grad()
+    def save(self, directory, step: int, scheduler, history: list, method_state: dict | None = None) -> None:
+        masters = self.gather(self.trainables)
+        moments = {key: self.gather(self.trainables, key) for key in MOMENTS}
+        if self.rank == 0:
+            state, index = {}, 0
+            for g, params in enumerate(self.groups):
+                step_count = self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"]
+                for _ in params:
+                    state[index] = {"step": step_count.clone(), **{k: moments[k][index] for k in MOMENTS}}
+                    index += 1
+            snapshot = _StateDict({"state": state, "param_groups": self._param_groups()})
+            params = dict(zip(self.names, masters))
+            save_checkpoint(
+                directory, step=step, params=params, optimizer=snapshot, scheduler=scheduler, history=history,
+                method_state=method_state,
+            )
+        torch.distributed.barrier()
+
+    @torch.no_grad()
+    def load(self, directory, scheduler) -> tuple[int, list]:
+        values = {n: torch.zeros(p.shape) for n, p in zip(self.names, self.trainables)}
+        loaded = _StateDict()
+        step, history = load_checkpoint(directory, params=values, optimizer=loaded, scheduler=scheduler)
+        state = loaded.value["state"]
+        for index, (name, p) in enumerate(zip(self.names, self.trainables)):
+            full = values[name].to(self.device)
+            self._write_fragment(p, full)
+            p.data.copy_(full)
+            for key in MOMENTS:
+                self._write_fragment(p, state[index][key].to(self.device), key)
+        index = 0
+        for g, params in enumerate(self.groups):
+            self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"].copy_(state[index]["step"])
+            index += len(params)
+        for group, saved in zip(self.optimizer.param_groups, loaded.value["param_groups"]):
+            group.update({k: v for k, v in saved.items() if k != "params"})
+        return step, history
+
+    @torch.no_grad()
+    def moments(self) -> dict:
+        """Full fp32 AdamW state per parameter on every rank (a collective: call it on all ranks)."""
+        gathered = {key: self.gather(self.trainables, key) for key in MOMENTS}
+        out, index = {}, 0
+        for g, params in enumerate(self.groups):
+            step = self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"]
+            for _ in params:
+                out[self.names[index]] = {"step": step.detach().float().cpu().clone(), **{k: gathered[k][index].cpu() for k in MOMENTS}}
+                index += 1
+        return out
+
+    @torch.no_grad()
+    def load_moments(self, moments: dict) -> None:
+        """Every rank writes its fragments of the moments; a group's step is its parameters' (one value)."""
+        for name, p in zip(self.names, self.trainables):
+            for key in MOMENTS:
+                self._write_fragment(p, moments[name][key].to(self.device), key)
+        index = 0
+        for g, params in enumerate(self.groups):
+            steps = {float(moments[n]["step"]) for n in self.names[index : index + len(params)]}
+            if len(steps) > 1:
+                raise ValueError(f"train.carry_optimizer: the carried steps of parameter group {g} differ ({sorted(steps)}); ZeRO keeps one per group")
+            if steps:
+                self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"].fill_(steps.pop())
+            index += len(params)
+
+    def _param_groups(self) -> list[dict]:
+        """The client optimizer's hyperparameters with torch's parameter numbering."""
+        out, start = [], 0
+        for group, params in zip(self.optimizer.param_groups, self.groups):
+            hyperparameters = {k: v for k, v in group.items() if k != "params"}
+            out.append({**hyperparameters, "params": list(range(start, start + len(params)))})
+            start += len(params)
+        return out
+
+    @torch.no_grad()
+    def finalize(self) -> None:
+        """Check that every rank's replica is the same and equals its masters (rounded to the
+        replica's dtype), then give the module the exact fp32 masters for ``Method.finish``."""
+        masters = self.gather(self.trainables)
+        digest = hashlib.sha256()
+        consistent = True
+        for p, master in zip(self.trainables, masters):
+            replica = p.data.detach()
+            digest.update(replica.float().cpu().numpy().tobytes())
+            consistent &= torch.equal(replica, master.to(replica.dtype))
+        digests: list = [None] * self.world_size
+        torch.distributed.all_gather_object(digests, (digest.hexdigest(), bool(consistent)))
+        if len({d for d, _ in digests}) != 1 or not all(ok for _, ok in digests):
+            raise RuntimeError(f"ZeRO replicas disagree across ranks or with their fp32 masters: {digests}")
+        self._report = {
+            "backend": "deepspeed-zero2",
+            "world_size": self.world_size,
+            "precision": "bf16" if self.bf16 else "fp32",
+            "replica_sha256_by_rank": [d for d, _ in digests],
+        }
+        for p, master in zip(self.trainables, masters):
+            p.data = master
+
+    def report(self) -> dict:
+        return self._report
+
+    def close(self) -> None:
+        self.engine.destroy()
+        torch.distributed.destroy_process_group()
+
+
+class _StateDict:
+    """Stands in for the optimizer in codyra.store.checkpoints: hands out or receives a state dict."""
+
+    def __init__(self, value: dict | None = None):
+        self.value = value
+
+    def state_dict(self) -> dict:
+        return self.value
+
+    def load_state_dict(self, value: dict) -> None:
+        self.value = value

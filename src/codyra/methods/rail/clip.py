@@ -1,0 +1,150 @@
+"""The CLIP side of RAIL (``codyra.methods.rail.method``): one pass of frozen pretrained image features
+per task, the closed-form fit, and the fused task-agnostic evaluation of a row.
+
+Labels are global over the stream (task k's classes follow tasks 1..k-1's), so the regression
+after task i scores the classes of tasks 1..i, and fusion happens over the classes of every
+task of the benchmark (RAIL's 1,100 on X-TAIL). Where the cell's label space is the task's own
+(MTIL), the fused scores are read on task j's class block (RAIL's routing and fusion unchanged).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+
+from codyra.training.batches import derive_seed
+from codyra.store.cells import cell_record
+from codyra.methods.rail import regression as rail
+from codyra.methods._routing import RoutingTally, class_domains, route_learned
+from codyra.device import autocast
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def expansion(options, seed: int, feature_dim: int) -> torch.Tensor | None:
+    """RAIL-Primal's frozen random expansion: the same for every task of a run (a function of the seed)."""
+    if options.variant != "primal" or not options.hidden_dim:
+        return None
+    return rail.expansion_weight(feature_dim, options.hidden_dim, torch.Generator().manual_seed(derive_seed(seed, 0, 11)))
+
+
+def fit(options, previous: dict | None, batches: list, num_classes: int, seed: int) -> dict[str, torch.Tensor]:
+    """The method state after one more task: ``batches`` of (raw image features, global labels)."""
+    dtype = DTYPES[options.precision]
+    if options.variant == "dual":
+        krr = rail.DualKernelRidge(options.kernel_gamma, options.kernel_lambda, dtype)
+        if previous is not None:
+            krr = rail.DualKernelRidge.from_state(previous, options.kernel_gamma, options.kernel_lambda)
+        x = torch.cat([F.normalize(f, dim=-1) for f, _ in batches])
+        krr.fit_task(x, torch.cat([y for _, y in batches]), num_classes)
+        return krr.state()
+    weight = expansion(options, seed, batches[0][0].shape[1])
+    dim = batches[0][0].shape[1] if weight is None else weight.shape[0]
+    ridge = rail.PrimalRidge(dim, options.gamma, dtype) if previous is None else rail.PrimalRidge.from_state(previous, options.gamma)
+    ridge.fit_task(((rail.expand(f.to(dtype), weight), y) for f, y in batches), num_classes)
+    return ridge.state()
+
+
+def scorer(options, state: dict, seed: int, feature_dim: int):
+    """features (B, D) -> adapter scores (B, classes learned)."""
+    if options.variant == "dual":
+        krr = rail.DualKernelRidge.from_state(state, options.kernel_gamma, options.kernel_lambda)
+        return lambda f: krr.scores(F.normalize(f, dim=-1))
+    weight = expansion(options, seed, feature_dim)
+    ridge = rail.PrimalRidge.from_state(state, options.gamma)
+    return lambda f: ridge.scores(rail.expand(f.to(ridge.dtype), weight))
+
+
+def extra_params(options, state: dict, feature_dim: int) -> tuple[int, int]:
+    """(parameters, stored sample values) RAIL keeps beside the frozen backbone at inference (the
+    paper's cost table, "params / memory": Primal the expansion and regression weights; Dual the
+    dual weights, and as memory the features of every sample seen)."""
+    if options.variant == "dual":
+        return len(state["memory"]) * int(state["num_classes"]), state["memory"].numel()
+    hidden = options.hidden_dim
+    return (feature_dim * hidden if hidden else 0) + state["W"].numel(), 0
+
+
+@torch.no_grad()
+def image_features(model, dataset, batches, cfg, device, precision: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """[(fp32 image features on the CPU, labels)] of ``dataset`` over the index batches ``batches``."""
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=batches, num_workers=cfg["data"]["num_workers"], pin_memory=device.type == "cuda")
+    out = []
+    for images, labels in loader:
+        with autocast(device, precision):
+            out.append((model.encode_image(images.to(device, non_blocking=True)).float().cpu(), labels))
+    return out
+
+
+def train_batches(n: int, batch_size: int, seed: int, task_index: int) -> list[list[tuple[int, int]]]:
+    """One shuffled pass over a training set of ``n`` (RAIL: augmentation_time 1): batches of
+    (index, aug_seed) keys, a pure function of (seed, task)."""
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(derive_seed(seed, task_index, 0))).tolist()
+    keys = [(index, derive_seed(seed, task_index, position, 7)) for position, index in enumerate(order)]
+    return [keys[s : s + batch_size] for s in range(0, n, batch_size)]
+
+
+def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int, device, model=None) -> tuple[list, int]:
+    """(one pass of the image features of task i's training set with labels global over the
+    stream, classes of tasks 1..i): what RAIL fits on. The features are theta_0's, or ``model``'s
+    (CoDyRA + RAIL: theta_i, the backbone right after task i)."""
+    from codyra.clip.streams import build_tasks
+    from codyra.clip.model import pretrained_clip
+
+    bundle = pretrained_clip(cfg)
+    tasks = build_tasks(cfg, bundle.image)
+    offset = sum(t.num_classes for t in tasks[: task_index - 1])
+    data = tasks[task_index - 1].train_set()
+    model = (bundle.model if model is None else model).to(device).eval()
+    batches = image_features(model, data, train_batches(len(data), batch_size, seed, task_index), cfg, device, cfg["train"]["precision"])
+    return [(f, y + offset) for f, y in batches], offset + tasks[task_index - 1].num_classes
+
+
+@torch.no_grad()
+def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], device, state: dict, bundle=None):
+    """Yield the cells A[i, j] of theta_0 (or ``bundle``'s model: CoDyRA + RAIL's theta_i) + RAIL's
+    adapter after task i (``state``), each with its routing summary."""
+    from codyra.clip.streams import build_tasks
+    from codyra.clip.model import pretrained_clip
+    from codyra.clip.zeroshot import label_space_classifier, router_space
+    from codyra.data.registry import label_space
+
+    started = time.time()
+    bundle = pretrained_clip(cfg) if bundle is None else bundle
+    model = bundle.model.to(device).eval()
+    tasks = build_tasks(cfg, bundle.image)
+    union = label_space(tasks)
+    sizes = [t.num_classes for t in tasks]
+    learned = sum(sizes[:i])
+    own_space = cfg["data"]["label_space"] != "union"
+    with autocast(device, cfg["eval"]["precision"]):
+        classifier = label_space_classifier(model, bundle.tokenizer, router_space(union, options.prompts), device)
+    scores = None
+    domain_of = class_domains(sizes)
+    for j in js:
+        test = tasks[j - 1].test_set()
+        loader = torch.utils.data.DataLoader(test, batch_size=cfg["eval"]["batch_size"], num_workers=cfg["data"]["num_workers"])
+        offset = union.offset(tasks[j - 1].name)
+        tally, correct, total = RoutingTally("zero_shot", true_domain=j - 1, learned=i), 0, 0
+        for images, labels in loader:
+            with autocast(device, cfg["eval"]["precision"]):
+                features = model.encode_image(images.to(device)).float().cpu()
+            if scores is None:
+                scores = scorer(options, state, seed, features.shape[1])
+            zero_shot = 100.0 * F.normalize(features, dim=-1) @ classifier.float().cpu().T  # RAIL: logits x 100
+            adapter = scores(features)
+            if adapter.shape[1] != learned:
+                raise ValueError(f"RAIL's state after task {i} scores {adapter.shape[1]} classes, tasks 1..{i} have {learned}")
+            fused, _ = rail.fuse(zero_shot, adapter, options.fusion_weight)
+            tally.add(route_learned(domain_of[zero_shot.argmax(dim=-1)], i))
+            if own_space:
+                predicted = fused[:, offset : offset + sizes[j - 1]].argmax(dim=-1)
+                correct += int((predicted == labels).sum())
+            else:
+                correct += int((fused.argmax(dim=-1) == labels + offset).sum())
+            total += len(labels)
+        fields = {"num_classes": sizes[j - 1] if own_space else len(union), "num_samples": total, "label_space": cfg["data"]["label_space"], "routing": tally.to_json()}
+        yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
+        started = time.time()

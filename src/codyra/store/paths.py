@@ -1,0 +1,86 @@
+"""Result paths: the contract in DESIGN.md, in one place for the library and the workflow."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from codyra.errors import ConfigError
+
+PRETRAINED = "pretrained"  # the shared row 0: results/{benchmark}/pretrained/cells/A_0_{j}.json
+FEWSHOT = "fewshot"  # few-shot manifests: results/{benchmark}/fewshot/{dataset}.json
+PRETRAIN = "pretrain"  # the mini benchmark's theta_0
+RESERVED_NAMES = {PRETRAINED, FEWSHOT, PRETRAIN, "data"}  # folders beside the method folders
+FEWSHOT_MANIFEST = "{results}/{benchmark}/" + FEWSHOT + "/{dataset}.json"
+RUN_DIR = "{results}/{benchmark}/{method}/seed{seed}"
+# files of a task folder ({RUN_DIR}/task{i}/) and of a run folder ({RUN_DIR}/)
+UPDATE_FILE = "update.safetensors"
+METHOD_STATE_FILE = "method_state.safetensors"  # a method's tensors kept for the next task and evaluation
+SUMMARY_FILE = "summary.json"  # written last: its presence means the task is done
+HISTORY_FILE = "history.jsonl"  # per-step training metrics, one JSON object per line
+MATRIX_FILE = "matrix.json"
+HEATMAP_FILE = "A_heatmap.png"
+CELL = RUN_DIR + "/cells/A_{i}_{j}.json"
+ROW0_CELL = "{results}/{benchmark}/" + PRETRAINED + "/cells/A_0_{j}.json"
+TABLES_DIR = "{results}/tables/{benchmark}"
+# held-out accuracy of theta_i (config key heldout_tasks); i = 0 is shared like row 0
+HELDOUT = RUN_DIR + "/heldout/H_{i}_{name}.json"
+ROW0_HELDOUT = "{results}/{benchmark}/" + PRETRAINED + "/heldout/H_0_{name}.json"
+# forward probes of a run's final model (interpolation, module removal): codyra.analysis.probes
+PROBE = RUN_DIR + "/probes/{probe}.json"
+# the gradient-conflict probe at theta_0, shared by the benchmark's methods
+GRAD_CONFLICT = "{results}/{benchmark}/" + PRETRAINED + "/grad_conflict.json"
+MINI_DATA = "{results}/{benchmark}/data"
+MINI_PRETRAINED = "{results}/{benchmark}/pretrain/model.safetensors"
+# sha256 of theta_0's weights files: written by the mini's pretraining, else at their first use (codyra.store.theta0)
+WEIGHTS_DIGEST = "{results}/{benchmark}/pretrain/weights-digest.json"
+
+
+def results_path(cfg: dict, template: str, **fields) -> Path:
+    """``template`` filled in for ``cfg``, checked to stay inside its results folder.
+
+    Names that become path components are validated by the config schema; this is the last
+    line: nothing is written outside ``results``. The check is lexical (``..`` resolved, links
+    not followed), so a results subfolder may be a symlink to scratch space.
+    """
+    path = Path(template.format(results=cfg["results"], benchmark=cfg["benchmark"], **fields))
+    root = os.path.abspath(cfg["results"])
+    if os.path.commonpath([root, os.path.abspath(path)]) != root:
+        raise ConfigError(f"result path {path} leaves the results folder {root}; a benchmark, method or task name must not contain '..' or '/'")
+    return path
+
+
+def run_dir(cfg: dict, method: str, seed: int) -> Path:
+    return results_path(cfg, RUN_DIR, method=method, seed=seed)
+
+
+def task_dir(cfg: dict, method: str, seed: int, i: int) -> Path:
+    return run_dir(cfg, method, seed) / f"task{i}"
+
+
+def cell_path(cfg: dict, method: str, seed: int, i: int, j: int) -> Path:
+    return run_dir(cfg, method, seed) / "cells" / f"A_{i}_{j}.json"
+
+
+def row0_cell_path(cfg: dict, j: int) -> Path:
+    return results_path(cfg, ROW0_CELL, j=j)
+
+
+def heldout_path(cfg: dict, method: str, seed: int, i: int, name: str) -> Path:
+    return results_path(cfg, HELDOUT, method=method, seed=seed, i=i, name=name)
+
+
+def row0_heldout_path(cfg: dict, name: str) -> Path:
+    return results_path(cfg, ROW0_HELDOUT, name=name)
+
+
+def probe_path(cfg: dict, method: str, seed: int, probe: str) -> Path:
+    return results_path(cfg, PROBE, method=method, seed=seed, probe=probe)
+
+
+def mini_data_dir(cfg: dict) -> Path:
+    return results_path(cfg, MINI_DATA)
+
+
+def tables_dir(cfg: dict) -> Path:
+    return results_path(cfg, TABLES_DIR)
