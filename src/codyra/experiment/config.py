@@ -3,7 +3,7 @@
 A config file may start with ``extends: <file>`` (a path relative to it): the file is then
 overlaid onto that base, mappings merged key by key and every other value (lists
 included) replaced, so a benchmark's variant states only what differs; bases may extend
-further. The JSON schema in ``codyra/schemas/config.schema.yaml`` is the single source of the
+further. The JSON schema in ``codyra/experiment/schemas/config.schema.yaml`` is the single source of the
 structure and of the defaults; the Snakemake workflow validates with the same function.
 A job's configuration is resolved from four layers, later ones winning:
 ``train`` <- ``method_configs[m].train`` <- ``tasks[i].train`` <- ``tasks[i].methods[m].train``
