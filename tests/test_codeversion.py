@@ -253,3 +253,16 @@ def test_every_job_entry_exists_and_each_job_runs_only_its_code():
     assert "codyra.methods.codyra" not in lwf_vr
     rail = module_closure("codyra.methods.rail")  # a method folder: its family part, its private helpers
     assert {"codyra.methods.rail.clip", "codyra.methods.rail.regression", "codyra.methods._routing"} <= rail
+
+
+def test_the_cells_of_an_untrained_method_that_rewrites_prompts_rest_on_its_code(monkeypatch):
+    """FIX(ICL) never trains: no update's settings carry its code, its cells' stand-in for them does."""
+    from codyra.experiment.fingerprints import untrained_settings
+
+    cfg = {"method_configs": {"icl": {"kind": "icl", "demonstrations": 2}, "zs": {"kind": "zeroshot"}}}
+    versions = {("icl",): "before"}
+    monkeypatch.setattr(codeversion, "code_version", lambda *entries, methods=(), root=None: versions[methods])
+    before = untrained_settings(cfg, "icl")
+    versions[("icl",)] = "edited"
+    assert untrained_settings(cfg, "icl") != before
+    assert untrained_settings(cfg, "zs") == []  # its cells are row 0's copies: no code of its own
