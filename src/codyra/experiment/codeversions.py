@@ -18,9 +18,9 @@ data files (model configs, the config schema) of every package in the closure, p
 of the method kinds the job runs. Left out of the walk, neither hashed nor followed:
 
 - modules that cannot change a result (``NOT_RESULTS``): the MLflow mirror and its sync
-  (``codyra.tracking``: they copy results elsewhere, best-effort) and the job logs and
-  progress bars (``codyra.progress``). The CLI's argument parsing and log set-up
-  (``codyra.cli``) are no job's entry and no entry imports them;
+  (``codyra.tracking``: they copy results elsewhere, best-effort) and the per-job logs and
+  progress bars (``codyra.progress``). The CLI's argument parsing (``codyra.cli``) is no
+  job's entry and no entry imports it;
 - the method kinds, unless the job runs them. A kind ``x`` is the module or package
   ``codyra.methods.x`` that exposes ``METHOD`` (the registry's contract). Its code is the
   closure of that module: its class, the modules of the kinds it builds on (``lwf_vr`` ->
@@ -29,7 +29,11 @@ of the method kinds the job runs. Left out of the walk, neither hashed nor follo
   job's method, and a static import of a kind from shared code (a family service a method
   calls through its context) runs for that method only. So editing LwF reruns LwF's jobs and
   none of CoDyRA's, editing the training loop reruns every training, and a new method module
-  that no config names reruns nothing.
+  that no config names reruns nothing. Which kinds a job runs, its caller says: a training
+  its method's (``train_fingerprint``); a row of cells those of the updates it reads, whose
+  settings hold their training's version (a method that never trains: its stand-in for
+  them, ``untrained_settings``); summaries, tables and analyses those of the methods they
+  cover.
 
 Any other module that imports by name at run time (``importlib.import_module``) depends on
 every module of its package. ``codyra.experiment.config`` is hashed but its imports are not
