@@ -21,26 +21,26 @@ tests/workflow/test_snakemake_compat.py fails when any of this stops holding.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import snakemake
-from packaging.version import Version
 from snakemake.executors.local import Executor
 
-TESTED_SNAKEMAKE = (Version("9.19"), Version("9.28"))  # [from, below): the executor code read and tested
+TESTED_SNAKEMAKE = ((9, 19), (9, 28))  # (major, minor) [from, below): the executor code read and tested
 # always true when read; the assignment in Executor.__post_init__ is ignored
 THREADS = property(lambda executor: True, lambda executor, value: None, doc="run jobs as threads (codyra's patch)")
 
 
 def patch_problem() -> str | None:
     """Why the installed Snakemake cannot take the patch, or None when it can (or already has it)."""
-    version = Version(snakemake.__version__)
-    low, high = TESTED_SNAKEMAKE
-    if not low <= version < high:
+    version = snakemake.__version__
+    (low, high), major_minor = TESTED_SNAKEMAKE, tuple(int(n) for n in re.findall(r"\d+", version)[:2])
+    if not low <= major_minor < high:
         return (
             f"snakemake {version} is outside the versions the group-job thread patch was checked against "
-            f"(>={low}, <{high}): read snakemake/executors/local.py (Executor.__post_init__, run_single_job), "
-            "then widen TESTED_SNAKEMAKE in codyra.experiment.snakemake_compat"
+            f"(>={low[0]}.{low[1]}, <{high[0]}.{high[1]}): read snakemake/executors/local.py "
+            "(Executor.__post_init__, run_single_job), then widen TESTED_SNAKEMAKE (codyra.experiment.snakemake_compat)"
         )
     own = vars(Executor).get("use_threads", THREADS)
     if own is not THREADS:
