@@ -100,7 +100,7 @@ def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:
 
 
 def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
-    """The fingerprints the cells A[i][j-1] of ``method`` record when computed from ``cfg`` as it stands."""
+    """The fingerprints the cells ``A[i][j-1]`` of ``method`` record when computed from ``cfg`` as it stands."""
     from codyra.methods import method_class
 
     n = len(cfg["tasks"])
