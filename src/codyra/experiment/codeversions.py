@@ -61,11 +61,27 @@ def module_file(name: str, root: Path = ROOT) -> Path | None:
     parts = name.split(".")
     if parts[0] != PACKAGE:
         return None
-    base = root.joinpath(*parts[1:])
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
+    registry = REGISTRY.split(".")
+    if parts[: len(registry)] == registry and len(parts) > len(registry):
+        bases = [folder.joinpath(*parts[len(registry) :]) for folder in _registry_folders(root)]
+    else:
+        bases = [root.joinpath(*parts[1:])]
+    for base in bases:
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file():
+                return path
     return None
+
+
+def _registry_folders(root: Path) -> list[Path]:
+    """The registry's folders: under ``root``, plus those added to the installed package's
+    ``__path__`` (a method kind that lives outside src/codyra is hashed like one inside)."""
+    folders = [root.joinpath(*REGISTRY.split(".")[1:])]
+    if root == ROOT:
+        import codyra.methods
+
+        folders += [Path(p) for p in codyra.methods.__path__ if Path(p) not in folders]
+    return folders
 
 
 def _is_type_checking(node: ast.AST) -> bool:
@@ -147,12 +163,20 @@ def _exposes_method(path: Path) -> bool:
     return False
 
 
-@cache
 def method_kinds(root: Path = ROOT) -> frozenset[str]:
     """The method kinds: the modules and packages directly in the registry that expose ``METHOD``."""
-    folder = root.joinpath(*REGISTRY.split(".")[1:])
-    names = {p.stem if p.suffix == ".py" else p.name for p in folder.iterdir()} - {"__init__"}
-    return frozenset(n for n in names if (path := module_file(f"{REGISTRY}.{n}", root)) and _exposes_method(path))
+    return _kinds_in(tuple(_registry_folders(root)))
+
+
+@cache
+def _kinds_in(folders: tuple[Path, ...]) -> frozenset[str]:
+    kinds = set()
+    for folder in folders:
+        for path in folder.iterdir():
+            source = path / "__init__.py" if path.is_dir() else path
+            if path.name != "__init__.py" and source.suffix == ".py" and source.is_file() and _exposes_method(source):
+                kinds.add(path.stem if path.suffix == ".py" else path.name)
+    return frozenset(kinds)
 
 
 def _kind(name: str, root: Path) -> str | None:
@@ -244,8 +268,9 @@ def code_version(*entries: str, methods: tuple[str, ...] = (), root: Path = ROOT
     modules = frozenset().union(*(module_closure(start, root) for start in starts))
     packages = {_package(m, root) for m in modules}
     data = {path for path, owner in _data_file_owners(root) if owner in packages}
-    files = sorted({module_file(m, root) for m in modules} | data)
+    # labelled by module name (a method kind may live outside root) and a data file's path in root
+    files = {m: module_file(m, root) for m in modules} | {path.relative_to(root).as_posix(): path for path in data}
     digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + _file_code(path) + b"\0")
+    for label, path in sorted(files.items()):
+        digest.update(label.encode() + b"\0" + _file_code(path) + b"\0")
     return digest.hexdigest()[:16]
