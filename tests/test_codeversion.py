@@ -20,7 +20,8 @@ PACKAGE = {
     ),
     "helper.py": "import os\nVALUE = 1\n",
     "typing_only.py": "X = 1\n",
-    "config.py": "def resolve():\n    pass\ndef validate():\n    from codyra import validation_only\n",
+    "experiment/__init__.py": "",
+    "experiment/config.py": "def resolve():\n    pass\ndef validate():\n    from codyra import validation_only\n",
     "validation_only.py": "V = 1\n",
     "unrelated.py": "import codyra.entry\n",
     "reg/__init__.py": "import importlib\ndef build():\n    return importlib.import_module('codyra.reg.plugin')\n",
@@ -60,6 +61,7 @@ def version_after(root, edit: str | None) -> str:
 def test_closure_follows_relative_lazy_and_dynamic_imports_but_not_type_checking(package):
     assert module_closure("codyra.entry", package) == {
         "codyra",
+        "codyra.experiment",  # the parent package of ...
         "codyra.experiment.config",  # hashed; what it imports to validate a config is not followed
         "codyra.entry",
         "codyra.helper",  # from . import helper
@@ -73,7 +75,7 @@ def test_closure_follows_relative_lazy_and_dynamic_imports_but_not_type_checking
     }  # ... not those of its functions (lazy_in_parent), nor its siblings (lib.unused)
 
 
-@pytest.mark.parametrize("edit", ["helper.py", "reg/plugin.py", "sub/deep.py", "__init__.py", "sub/configs/model.json", "config.py", "lib/__init__.py", "lib/top.py"])
+@pytest.mark.parametrize("edit", ["helper.py", "reg/plugin.py", "sub/deep.py", "__init__.py", "sub/configs/model.json", "experiment/config.py", "lib/__init__.py", "lib/top.py"])
 def test_editing_code_the_entry_runs_changes_its_version(package, edit):
     assert version_after(package, None) != version_after(package, edit)
 

@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 
 PACKAGE = "codyra"
-ROOT = Path(__file__).resolve().parent  # src/codyra
+ROOT = Path(__file__).resolve().parents[1]  # src/codyra
 VALIDATION_ONLY = frozenset({"codyra.experiment.config"})  # hashed, imports not followed (see above)
 
 
