@@ -113,8 +113,9 @@ class Family(Protocol):
         of ``model``, ``prompts`` training as part of it (prompt-pool methods: L2P, DualPrompt);
         returns a handle whose ``remove()`` restores the model."""
 
-    def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
-        """Yield the cells A[i, j] (dicts, without settings) of theta_i for j in ``js``."""
+    def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind: type[Method] | None = None):
+        """Yield the cells A[i, j] (dicts, without settings) of theta_i for j in ``js``; ``kind``
+        is the method's class (its inference hooks), None for the method ``pretrained``."""
 
     def own_pretraining(self, cfg: dict) -> str | None:
         """The theta_0 file a mini benchmark pretrains itself (`codyra pretrain-mini`), else None."""

@@ -47,10 +47,10 @@ class ClipFamily:
     def attach_prompts(self, model, prompts):
         raise ValueError("prompt-pool methods (L2P, DualPrompt) prepend token prompts to a language model: they run on TRACE benchmarks only")
 
-    def cells(self, cfg, method, seed, i, js, device):
+    def cells(self, cfg, method, seed, i, js, device, kind=None):
         from codyra.clip.evaluate import clip_cells
 
-        return clip_cells(cfg, method, seed, i, js, device)
+        return clip_cells(cfg, method, seed, i, js, device, kind)
 
     def own_pretraining(self, cfg: dict) -> str | None:
         return own_weights(cfg)

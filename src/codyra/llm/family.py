@@ -53,10 +53,10 @@ class CausalLMFamily:
 
         return attach_prompts(model, prompts)
 
-    def cells(self, cfg, method, seed, i, js, device):
+    def cells(self, cfg, method, seed, i, js, device, kind=None):
         from codyra.llm.evaluate import lm_cells
 
-        return lm_cells(cfg, method, seed, i, js, device)
+        return lm_cells(cfg, method, seed, i, js, device, kind)
 
     def own_pretraining(self, cfg: dict) -> str | None:
         from codyra.store.paths import MINI_PRETRAINED

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from codyra.methods.options import MethodOptions, parse_options
@@ -50,6 +50,10 @@ if TYPE_CHECKING:  # method modules import torch lazily: config validation (ever
 
     from codyra.adapters.targets import PlacementVocabulary, Target
     from codyra.store.updates import TaskUpdate
+
+def _reads_no_runs(method: str) -> dict:
+    raise ValueError(f"this TaskContext reads no other run's results (asked for {method!r}'s): it is not part of a training job")
+
 
 @dataclass
 class TaskContext:
@@ -75,6 +79,10 @@ class TaskContext:
     draws them (a method that needs a pass over the task's data before or after training:
     InfLoRA's input subspaces). ``task`` is the family's description of the task being trained
     (CLIP: its ``codyra.data.tasks.ClassificationTask``; None where the family has none).
+    ``train`` is the job's resolved training settings (config key ``train`` with the method's and
+    the task's overrides: ``batch_size``, ``lr``, ...). ``run_summary(m)`` reads the training
+    summary of task i (same seed) of another method ``m`` of the grid (the norm-matched probe's
+    reference norms); a context outside a training job has none.
     """
 
     model: nn.Module
@@ -100,6 +108,8 @@ class TaskContext:
     micro_batches_per_step: int = 1
     task: Any = None
     micro_batches_per_epoch: int | None = None
+    train: dict = field(default_factory=dict)
+    run_summary: Callable[[str], dict] = _reads_no_runs
 
     def __post_init__(self):
         if self.micro_batches_per_epoch is None:
@@ -108,8 +118,40 @@ class TaskContext:
             self.micro_batches_per_epoch = self.steps_per_epoch
 
 
+@dataclass(frozen=True)
+class CellPosition:
+    """Where a row of cells sits in the grid: ``method`` (a key of ``method_configs``) and
+    ``seed`` after training tasks 1..``task`` (theta_i), tested on the tasks ``tasks`` (the j of A[i, j])."""
+
+    method: str
+    seed: int
+    task: int
+    tasks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """What a domain-predicting method sees of the evaluation of one row (``routed_cells``).
+
+    ``cfg`` is the full config (the benchmark's tasks, evaluation settings); ``options`` the
+    method's typed options; ``stored_state()`` reads task i's stored method state (a clear error
+    where none is stored); ``rebuild()`` builds theta_i (the family's bundle, with ``.model``:
+    theta_0 plus the stored updates 1..i) on the CPU."""
+
+    cfg: dict
+    cell: CellPosition
+    device: torch.device
+    options: MethodOptions
+    stored_state: Callable[[], dict[str, torch.Tensor]]
+    rebuild: Callable[[], Any]
+
+
 class Method(ABC):
     kind: str = ""
+    # the model families (``model.family`` values) the method runs on; config validation rejects
+    # any other before any work. Every kind declares it in its own class body, never inherited
+    # (CoDyRA runs on both families, CoDyRA + RAIL on CLIP only).
+    families: ClassVar[tuple[str, ...]]
     trains: bool = True
     # the paper's table group: "continual" (updates the backbone), "complementation" (frozen
     # backbone plus per-task modules chosen at inference) or "reference" (zero-shot)
@@ -168,8 +210,8 @@ class Method(ABC):
         raise TypeError(f"method kind {self.kind!r} does not fit in closed form (its closed_form is False): the engine trains it by steps")
 
     @classmethod
-    def routed_cells(cls, cfg: dict, method: str, seed: int, i: int, js: list[int], device):
-        """A domain-predicting method's cells A[i, j] (with their ``routing``), for the family to yield."""
+    def routed_cells(cls, row: RowContext):
+        """A domain-predicting method's cells A[i, j] (with their ``routing``) of ``row.cell``."""
         raise TypeError(f"method kind {cls.kind!r} has no task-agnostic inference (its predicts_domain is False): its cells come from the family")
 
     def checkpoint_state(self) -> dict[str, torch.Tensor]:
@@ -198,25 +240,14 @@ class Method(ABC):
     @classmethod
     def test_prompts(cls, cfg: dict, method: str, seed: int, j: int, examples: list, tokenizer) -> tuple[list[str], int]:
         """(task j's test prompts as the model is shown them, the token length they are cut to)
-        for LM families (``rewrites_prompts`` methods override it); ``examples`` are the task's
-        test examples (``.prompt``, ``.answer``)."""
-        return [e.prompt for e in examples], cfg["llm"]["max_prompt_len"]
+        of a ``rewrites_prompts`` method on an LM family; ``examples`` are the task's test
+        examples (``.prompt``, ``.answer``). Evaluation shows every other method the task's own."""
+        raise TypeError(f"method kind {cls.kind!r} shows the task's own test prompts (its rewrites_prompts is False)")
 
     @classmethod
     def copies_row0(cls) -> bool:
         """Whether every row of this method is the pretrained model's row (copied, not evaluated)."""
         return not cls.trains and not cls.rewrites_prompts
-
-
-def stored_row_state(cls: type[Method], cfg: dict, method: str, seed: int, i: int) -> tuple[dict[str, torch.Tensor], MethodOptions]:
-    """(task i's stored method state, the method's options): what a routed row evaluates from."""
-    from codyra.store.paths import task_dir
-    from codyra.store.updates import stored_state
-
-    state = stored_state(cfg, method, seed, i)
-    if state is None:
-        raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no {cls.kind} state: rerun its training job")
-    return state, cls(cfg["method_configs"][method]).options
 
 
 def freeze(model: nn.Module) -> None:

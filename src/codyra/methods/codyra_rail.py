@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codyra.methods.base import stored_row_state
 from codyra.methods.codyra import CoDyRA, CoDyRAOptions
 from codyra.methods.rail.method import RAILOptions
 
@@ -40,15 +39,14 @@ class CoDyRARAILOptions(CoDyRAOptions, RAILOptions):
 
 class CoDyRARAIL(CoDyRA):
     kind = "codyra_rail"
+    families = ("clip",)
     paper_row = "CoDyRA + RAIL-{variant:title}"
     group = "complementation"
     predicts_domain = True
     Options = CoDyRARAILOptions
 
     def setup(self, ctx):
-        from codyra.experiment.config import resolve_job
-
-        self.job = (ctx.cfg, ctx.seed, ctx.task_index, resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"])
+        self.job = (ctx.cfg, ctx.seed, ctx.task_index, ctx.train["batch_size"])
         self.previous = ctx.previous_state
         return super().setup(ctx)
 
@@ -67,12 +65,12 @@ class CoDyRARAIL(CoDyRA):
         return self.state
 
     @classmethod
-    def routed_cells(cls, cfg, method, seed, i, js, device):
+    def routed_cells(cls, row):
         from codyra.methods.rail.clip import rail_row
-        from codyra.clip.rebuild import rebuild_clip
 
-        state, options = stored_row_state(cls, cfg, method, seed, i)
-        return rail_row(cfg, method, options, seed, i, js, device, state, bundle=rebuild_clip(cfg, method, seed, i))
+        c = row.cell
+        state = row.stored_state()
+        return rail_row(row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, state, bundle=row.rebuild())
 
 
 METHOD = CoDyRARAIL

@@ -44,6 +44,7 @@ def _prefix_module(g_prompt, e_prompt):
 
 class DualPrompt(Method):
     kind = "dualprompt"
+    families = ("causal_lm",)
     paper_row = "DualPrompt"
     group = "complementation"
     Options = DualPromptOptions

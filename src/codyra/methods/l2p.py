@@ -68,6 +68,7 @@ def prompt_pool(prompt, keys, top_k: int, embedding_key: str):
 
 class L2P(Method):
     kind = "l2p"
+    families = ("causal_lm",)
     paper_row = "L2P"
     group = "complementation"
     Options = L2POptions

@@ -140,16 +140,15 @@ class LwF(FullFineTune):
     batch of the task's training images under the evaluation transform (ZSCL's ``ref_iter``)."""
 
     kind = "lwf"
+    families = ("clip",)
     paper_row = "LwF"
     Options = LwFOptions
 
     def setup(self, ctx):
-        from codyra.experiment.config import resolve_job
-
         if ctx.task is None:
             raise ValueError(f"method kind {self.kind!r} distils image-text logits on the task's images: it needs an image-text model (CLIP)")
         self.teacher = frozen_copy(ctx.model)  # theta_{i-1} (task 1: theta_0, as ZSCL's lwf.sh)
-        batch_size = self.options.distill_batch_size or resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"]
+        batch_size = self.options.distill_batch_size or ctx.train["batch_size"]
         images = KeyedImages(ctx.task.train_eval_set(), labelled=True)
         self.distill = ImageStream(images, batch_size, ctx.seed, DISTILL_STREAM, ctx.task_index, ctx.total_steps, ctx.cfg["data"]["num_workers"])
         return super().setup(ctx)

@@ -67,6 +67,7 @@ class LwFVR(LwF):
     class-prompt features (encoded once per task: the teacher theta_{i-1} is frozen)."""
 
     kind = "lwf_vr"
+    families = ("clip",)
     paper_row = "LwF-VR"
     Options = LwFVROptions
 

@@ -77,6 +77,7 @@ class ZSCLOptions(DistillOptions):
 
 class ZSCL(FullFineTune):
     kind = "zscl"
+    families = ("clip",)
     paper_row = "ZSCL"
     Options = ZSCLOptions
     reads_reference_data = True
@@ -85,7 +86,6 @@ class ZSCL(FullFineTune):
         import torch
         import torch.nn.functional as F
 
-        from codyra.experiment.config import resolve_job
         from codyra.data.reference import load_reference
 
         groups = super().setup(ctx)
@@ -97,7 +97,7 @@ class ZSCL(FullFineTune):
         with torch.no_grad():  # theta_0 is frozen: ZSCL re-encodes the same captions every step
             text = torch.cat([self.teacher.encode_text(chunk).float() for chunk in tokens.split(ENCODE_CHUNK)])
         self.reference_text = F.normalize(text, dim=-1)
-        batch_size = o.reference_batch_size or resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"]
+        batch_size = o.reference_batch_size or ctx.train["batch_size"]
         images = KeyedImages(reference.images, labelled=False)
         self.reference = ImageStream(images, batch_size, ctx.seed, REFERENCE_STREAM, ctx.task_index, ctx.total_steps, ctx.cfg["data"]["num_workers"])
         self.anchor = [p.detach().clone() for p in self.params.values()]  # theta_{i-1}, ZSCL's l2_model
