@@ -13,11 +13,11 @@ import torch
 
 from codyra.adapters.lora import RankSelectiveLoRA, delta_from_factors
 from codyra.analysis import orth
-from codyra.analysis.registry import available, skipped, write
 from codyra.analysis.norm_matched import norm_matched_table
+from codyra.analysis.registry import available, skipped, write
 from codyra.experiment.config import ConfigError, load_config
-from codyra.store.io import ResultError
 from codyra.methods.lora import LoRA, norm_target_value
+from codyra.store.io import ResultError
 from tests.conftest import ROOT
 from tests.test_analysis import lora, store_run
 

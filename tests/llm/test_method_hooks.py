@@ -11,13 +11,13 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from codyra.training import loop as engine
 from codyra.evaluation import evaluate as evaluation
 from codyra.evaluation.evaluate import evaluate_cell
-from codyra.store.io import ResultError
 from codyra.methods.lora import LoRA
+from codyra.store.io import ResultError
 from codyra.store.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
 from codyra.store.updates import load_method_state
+from codyra.training import loop as engine
 
 INFERENCE_STATES = []
 CASES = {"clip": ("tiny_run", "lora-r4"), "causal_lm": ("tiny_trace", "lora-qv")}

@@ -13,15 +13,15 @@ import time
 import torch
 import torch.nn.functional as F
 
-from codyra.store.cells import cell_record
-from codyra.clip.streams import build_tasks
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
+from codyra.clip.streams import build_tasks
 from codyra.clip.zeroshot import label_space_classifier
 from codyra.device import autocast, pick_device
-from codyra.store.paths import PRETRAINED
 from codyra.progress import progress_bar
+from codyra.store.cells import cell_record
 from codyra.store.model_states import for_inference
+from codyra.store.paths import PRETRAINED
 
 
 def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:

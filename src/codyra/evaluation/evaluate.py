@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import logging
 
-from codyra.store.cells import read_cell
-from codyra.family import family_of
-from codyra.experiment.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
-from codyra.store.io import read_json, require_writable, write_json
 from codyra.evaluation.routed import routed_cells
+from codyra.experiment.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
+from codyra.family import family_of
 from codyra.methods import method_of
 from codyra.methods.base import CellPosition
-from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
+from codyra.store.cells import read_cell
+from codyra.store.io import read_json, require_writable, write_json
 from codyra.store.model_states import require_updates
+from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
 from codyra.tracking.mirror import SETTINGS, JobRun, cell_metrics, cell_run
 
 log = logging.getLogger(__name__)

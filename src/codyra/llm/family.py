@@ -45,13 +45,8 @@ class CausalLMFamily:
             return launch_ranks(cfg, method_name, seed, task_index, run)
         return None
 
-    def feature_pass(self, cfg, seed, task_index, batch_size, device):
+    def feature_pass(self, cfg, seed, task_index, batch_size, device, model=None):
         raise ValueError("closed-form methods (RAIL) fit frozen image features: they run on CLIP benchmarks only")
-
-    def attach_prompts(self, model, prompts):
-        from codyra.methods._prompting.llm import attach_prompts
-
-        return attach_prompts(model, prompts)
 
     def cells(self, cfg, method, seed, i, js, device, kind=None):
         from codyra.llm.evaluate import lm_cells

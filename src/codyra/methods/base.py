@@ -32,7 +32,10 @@ Batches are dicts of tensors on the device; a method reads only the keys the fam
 (``ctx.forward(model, batch)`` -> outputs dict with at least ``logits``: a teacher's, theta_0's)
 and for the family's task loss (``ctx.task_loss(batch, outputs)``, a mean), so a method
 written once runs in both families. A baseline is one module in ``codyra.methods`` defining
-``METHOD = <its class>``; it never tests the family by name.
+``METHOD = <its class>`` (or a folder whose ``__init__`` re-exports it, its family-specific part
+in ``clip.py`` / ``llm.py``); it declares the families it runs on (``families``) and never
+tests the family by name. It sees only its context: it imports neither the experiment layer
+(config, fingerprints), nor result paths, nor tracking.
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ class Method(ABC):
     # backbone plus per-task modules chosen at inference) or "reference" (zero-shot)
     group: ClassVar[str] = "continual"
     # True: inference predicts each sample's domain (tables mark it with a dagger; cells store
-    # routing): the family evaluates a row through ``routed_cells``
+    # routing): evaluation computes a row through ``routed_cells``
     predicts_domain: ClassVar[bool] = False
     # True: the method fits in closed form on one pass of the task's frozen features (the
     # family's ``feature_pass``) through ``absorb``, instead of gradient steps (RAIL)
@@ -243,6 +246,12 @@ class Method(ABC):
         of a ``rewrites_prompts`` method on an LM family; ``examples`` are the task's test
         examples (``.prompt``, ``.answer``). Evaluation shows every other method the task's own."""
         raise TypeError(f"method kind {cls.kind!r} shows the task's own test prompts (its rewrites_prompts is False)")
+
+    @classmethod
+    def overrides(cls, hook: str) -> bool:
+        """Whether the method defines its own ``hook`` (a backend skips what a default hook needs
+        none of: DeepSpeed's fp32 round trip after ``after_step``, gradients for ``before_optimizer_step``)."""
+        return getattr(cls, hook) is not getattr(Method, hook)
 
     @classmethod
     def copies_row0(cls) -> bool:

@@ -26,6 +26,7 @@ earlier task would need their images, which neither RAIL nor CoDyRA keeps.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from codyra.methods.codyra import CoDyRA, CoDyRAOptions
@@ -46,18 +47,16 @@ class CoDyRARAIL(CoDyRA):
     Options = CoDyRARAILOptions
 
     def setup(self, ctx):
-        self.job = (ctx.cfg, ctx.seed, ctx.task_index, ctx.train["batch_size"])
-        self.previous = ctx.previous_state
+        self.seed, self.previous = ctx.seed, ctx.previous_state
+        self.feature_pass = functools.partial(ctx.family.feature_pass, ctx.cfg, ctx.seed, ctx.task_index, ctx.train["batch_size"])
         return super().setup(ctx)
 
     def finish(self, model):
-        from codyra.methods.rail.clip import extra_params, fit, task_feature_batches
+        from codyra.methods.rail.clip import extra_params, fit
 
         update, summary = super().finish(model)  # model is theta_i now
-        cfg, seed, task_index, batch_size = self.job
-        device = next(model.parameters()).device
-        batches, classes = task_feature_batches(cfg, seed, task_index, batch_size, device, model=model)
-        self.state = fit(self.options, self.previous, batches, classes, seed)
+        batches, classes = self.feature_pass(next(model.parameters()).device, model=model)
+        self.state = fit(self.options, self.previous, batches, classes, self.seed)
         params, memory = extra_params(self.options, self.state, batches[0][0].shape[1])
         return update, {**summary, "inference_extra_params": params, "inference_memory": memory}
 

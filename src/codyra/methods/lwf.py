@@ -159,16 +159,17 @@ class LwF(FullFineTune):
 
     def extra_loss(self, ctx, batch, outputs):
         import torch
-        import torch.nn.functional as F
+
+        from codyra.methods._distillation.clip import image_embeddings, logit_scale
 
         if "image_features" not in outputs:
             raise ValueError(f"method kind {self.kind!r} distils image-text logits: it needs an image-text model (CLIP)")
         images = self.distill.next(ctx.device)
         with torch.no_grad():
             teacher = ctx.forward(self.teacher, {"images": images})
-        student = F.normalize(ctx.model.encode_image(images).float(), dim=-1)
+        student = image_embeddings(ctx.model, images)
         o = self.options
-        scale = self.teacher.logit_scale.exp()  # frozen, so the student's too (ZSCL scores both with it)
+        scale = logit_scale(self.teacher)  # frozen, so the student's too (ZSCL scores both with it)
         loss = clip_distillation(student, teacher["image_features"], self.teacher_text(teacher), scale, o.temperature, o.image_weight, o.text_weight)
         smoothing = super().extra_loss(ctx, batch, outputs)
         return loss if smoothing is None else loss + smoothing

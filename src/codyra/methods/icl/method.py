@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codyra.methods.icl.llm import FORMATS
 from codyra.methods.base import Method
+from codyra.methods.icl.llm import FORMATS
 from codyra.methods.options import MethodOptions, option
 
 
