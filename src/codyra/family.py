@@ -109,7 +109,7 @@ class Family(Protocol):
         global over the stream: ([(features, labels)], classes of tasks 1..i), for closed-form
         methods (RAIL) and heads fitted on them (CoDyRA + RAIL)."""
 
-    def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind: type[Method] | None = None):
+    def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind: type[Method] | None):
         """Yield the cells A[i, j] (dicts, without settings) of theta_i for j in ``js``; ``kind``
         is the method's class (its inference hooks), None for the method ``pretrained``."""
 

@@ -65,7 +65,7 @@ def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, 
     return 100.0 * correct / total, total, classifier.shape[0]
 
 
-def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind=None):
+def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind):
     """Yield A[i, j] for j in ``js`` of theta_i, ``kind`` the method's class (its ``for_inference``
     hook), or of theta_0 for the method ``pretrained`` (``kind`` None)."""
     torch.set_num_threads(cfg["eval"]["threads"])

@@ -44,7 +44,7 @@ class ClipFamily:
 
         return task_feature_batches(cfg, seed, task_index, batch_size, device, model=model)
 
-    def cells(self, cfg, method, seed, i, js, device, kind=None):
+    def cells(self, cfg, method, seed, i, js, device, kind):
         from codyra.clip.evaluate import clip_cells
 
         return clip_cells(cfg, method, seed, i, js, device, kind)

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from codyra.store.io import read_json, write_json, write_text
-from codyra.methods import method_class, method_of
+from codyra.methods import method_of
 from codyra.evaluation.metrics import summarize
 from codyra.store.paths import MATRIX_FILE, run_dir, tables_dir
 
@@ -304,7 +304,7 @@ def rail_aggregation_methods(cfg: dict) -> dict[str, list[str]]:
     blocks: dict[str, list[str]] = {}
     for kind in RAIL_KINDS:
         for m in (m for m in cfg["methods"] if kinds[m] == kind):
-            variant = method_class(kind)(cfg["method_configs"][m]).options.variant
+            variant = method_of(cfg, m)(cfg["method_configs"][m]).options.variant
             blocks.setdefault(variant, []).append(m)
     return blocks
 

@@ -84,10 +84,9 @@ def pretrain_fingerprint(cfg: dict) -> str:
 def untrained_settings(cfg: dict, method: str) -> list[str]:
     """What stands in for the updates in a cell of a method that never trains: its config where
     it changes what the model is shown (FIX(ICL)'s demonstrations), else nothing."""
-    from codyra.methods import method_class
+    from codyra.methods import method_of
 
-    spec = cfg["method_configs"][method]
-    return [fingerprint(_settings(spec))] if method_class(spec["kind"]).rewrites_prompts else []
+    return [fingerprint(_settings(cfg["method_configs"][method]))] if method_of(cfg, method).rewrites_prompts else []
 
 
 def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:

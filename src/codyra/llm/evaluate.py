@@ -36,7 +36,7 @@ def predictions_path(cell_file: Path) -> Path:
     return cell_file.with_suffix(".predictions.jsonl")
 
 
-def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *, kind=None, device=None) -> dict:
+def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *, kind, device=None) -> dict:
     """A[i, j] for (method, seed), ``kind`` the method's class (its hooks ``for_task`` and
     ``test_prompts``), or the pretrained row (method ``pretrained``, ``kind`` and seed None, i 0).
 
@@ -94,7 +94,7 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     )
 
 
-def lm_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind=None):
+def lm_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind):
     """Yield A[i, j] for j in ``js`` (theta_i is rebuilt per cell: generation casts it)."""
     for j in js:
         yield evaluate_lm_cell(cfg, method, seed, i, j, kind=kind, device=device)

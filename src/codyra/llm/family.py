@@ -48,7 +48,7 @@ class CausalLMFamily:
     def feature_pass(self, cfg, seed, task_index, batch_size, device, model=None):
         raise ValueError("closed-form methods (RAIL) fit frozen image features: they run on CLIP benchmarks only")
 
-    def cells(self, cfg, method, seed, i, js, device, kind=None):
+    def cells(self, cfg, method, seed, i, js, device, kind):
         from codyra.llm.evaluate import lm_cells
 
         return lm_cells(cfg, method, seed, i, js, device, kind)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # method modules import torch lazily: config validation (ever
     from codyra.adapters.targets import PlacementVocabulary, Target
     from codyra.store.updates import TaskUpdate
 
+
 def _reads_no_runs(method: str) -> dict:
     raise ValueError(f"this TaskContext reads no other run's results (asked for {method!r}'s): it is not part of a training job")
 
