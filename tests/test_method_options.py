@@ -126,3 +126,22 @@ def test_config_validation_rejects_a_method_on_a_family_it_does_not_support(tiny
         load_config(cfg)
     cfg["methods"].remove("odd")  # configured but not in the grid: nothing runs it
     assert "odd" in load_config(cfg)["method_configs"]
+
+
+def test_method_of_names_the_grid_s_method_class_or_the_configured_ones(tiny_cfg):
+    from codyra.methods import method_of
+    from codyra.methods.codyra import CoDyRA
+    from codyra.methods.lora import LoRA
+
+    assert method_of(tiny_cfg, "codyra") is CoDyRA and method_of(tiny_cfg, "lora-r4") is LoRA
+    with pytest.raises(ValueError, match=r"unknown method 'nope'; configured: codyra, "):
+        method_of(tiny_cfg, "nope")
+
+
+def test_a_backend_sees_which_hooks_a_method_defines():
+    from codyra.methods.codyra import CoDyRA
+    from codyra.methods.gem import GEM
+    from codyra.methods.lora import LoRA
+
+    assert CoDyRA.overrides("after_step") and not LoRA.overrides("after_step")
+    assert GEM.overrides("before_optimizer_step") and not CoDyRA.overrides("before_optimizer_step")

@@ -145,8 +145,6 @@ class LwF(FullFineTune):
     Options = LwFOptions
 
     def setup(self, ctx):
-        if ctx.task is None:
-            raise ValueError(f"method kind {self.kind!r} distils image-text logits on the task's images: it needs an image-text model (CLIP)")
         self.teacher = frozen_copy(ctx.model)  # theta_{i-1} (task 1: theta_0, as ZSCL's lwf.sh)
         batch_size = self.options.distill_batch_size or ctx.train["batch_size"]
         images = KeyedImages(ctx.task.train_eval_set(), labelled=True)
@@ -162,8 +160,6 @@ class LwF(FullFineTune):
 
         from codyra.methods._distillation.clip import image_embeddings, logit_scale
 
-        if "image_features" not in outputs:
-            raise ValueError(f"method kind {self.kind!r} distils image-text logits: it needs an image-text model (CLIP)")
         images = self.distill.next(ctx.device)
         with torch.no_grad():
             teacher = ctx.forward(self.teacher, {"images": images})
