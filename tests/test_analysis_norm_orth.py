@@ -13,12 +13,11 @@ import torch
 
 from codyra.adapters.lora import RankSelectiveLoRA, delta_from_factors
 from codyra.analysis import orth
-from codyra.analysis.registry import available, skipped, write
 from codyra.analysis.norm_matched import norm_matched_table
+from codyra.analysis.registry import available, skipped, write
 from codyra.experiment.config import ConfigError, load_config
-from codyra.store.io import ResultError, write_json
 from codyra.methods.lora import LoRA, norm_target_value
-from codyra.store.paths import SUMMARY_FILE, task_dir
+from codyra.store.io import ResultError
 from tests.conftest import ROOT
 from tests.test_analysis import lora, store_run
 
@@ -87,16 +86,21 @@ def test_norm_options_go_together_and_references_must_be_other_methods(tiny_cfg_
     assert load_config(cfg)["method_configs"]["nm"]["norm_target"] == ["lora-r4", "codyra"]
 
 
-def test_the_target_is_the_median_of_the_references_norms_of_the_same_task_and_seed(tiny_cfg):
-    for method, norm in (("lora-r4", 1.0), ("codyra", 3.0), ("full-ft", 10.0)):
-        write_json(task_dir(tiny_cfg, method, 0, 2) / SUMMARY_FILE, {"method": method, "seed": 0, "task_index": 2, "dW_fro_total": norm})
-    assert norm_target_value(tiny_cfg, ["lora-r4", "codyra", "full-ft"], 0, 2) == 3.0
-    assert norm_target_value(tiny_cfg, ["lora-r4", "codyra"], 0, 2) == 2.0
-    with pytest.raises(FileNotFoundError, match="task 1 \\(seed 0\\) is not trained"):
-        norm_target_value(tiny_cfg, ["lora-r4"], 0, 1)
-    write_json(task_dir(tiny_cfg, "full-ft", 0, 2) / SUMMARY_FILE, {"method": "full-ft", "seed": 0, "task_index": 2, "dW_fro_total": None})
+def test_the_target_is_the_median_of_the_references_norms_of_the_same_task_and_seed():
+    summaries = {m: {"method": m, "seed": 0, "task_index": 2, "dW_fro_total": norm} for m, norm in (("lora-r4", 1.0), ("codyra", 3.0), ("full-ft", 10.0))}
+
+    def run_summary(m):  # TaskContext.run_summary of task 2, seed 0
+        if m not in summaries:
+            raise FileNotFoundError(f"{m}/seed_0/task_2/summary.json missing")
+        return summaries[m]
+
+    assert norm_target_value(run_summary, ["lora-r4", "codyra", "full-ft"], 0, 2) == 3.0
+    assert norm_target_value(run_summary, ["lora-r4", "codyra"], 0, 2) == 2.0
+    with pytest.raises(FileNotFoundError, match="task 2 \\(seed 0\\) is not trained: sora/seed_0/task_2/summary.json missing"):
+        norm_target_value(run_summary, ["sora"], 0, 2)
+    summaries["full-ft"]["dW_fro_total"] = None
     with pytest.raises(ResultError, match="no finite dW_fro_total"):
-        norm_target_value(tiny_cfg, ["full-ft"], 0, 2)
+        norm_target_value(run_summary, ["full-ft"], 0, 2)
 
 
 def test_norm_matched_table_by_hand(tiny_cfg_dict):

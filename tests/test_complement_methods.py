@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from codyra.store.cells import read_cell
-from codyra.methods.moe_adapters import layer as moe
-from codyra.methods import _routing as routing
-from codyra.training.loop import train_task
 from codyra.evaluation.evaluate import evaluate_row
+from codyra.methods import _routing as routing
+from codyra.methods.moe_adapters import layer as moe
+from codyra.store.cells import read_cell
 from codyra.store.paths import cell_path, task_dir
 from codyra.store.updates import load_method_state, load_update
+from codyra.training.loop import train_task
 
 
 def test_moe_layer_routes_by_the_active_tasks_router_on_hand_made_features():
@@ -99,8 +99,9 @@ def test_moe_adapters_zero_shot_route_is_the_pretrained_model(tiny_run, monkeypa
 
 
 def test_codyra_rail_fits_rail_on_theta_i_and_keeps_codyras_transfer(tiny_run):
-    from codyra.methods.rail import clip as analytic
+    from codyra.clip.features import task_feature_batches
     from codyra.clip.rebuild import rebuild_clip
+    from codyra.methods.rail import clip as analytic
     from codyra.methods.rail.method import RAILOptions
 
     cfg = tiny_run
@@ -112,7 +113,7 @@ def test_codyra_rail_fits_rail_on_theta_i_and_keeps_codyras_transfer(tiny_run):
     # RAIL's head after task 2: task 2 absorbed on theta_2's features, from the head after task 1
     state1 = load_method_state(task_dir(cfg, "codyra-rail", 0, 1))
     theta_2 = rebuild_clip(cfg, "codyra-rail", 0, 2).model
-    batches, classes = analytic.task_feature_batches(cfg, 0, 2, cfg["train"]["batch_size"], torch.device("cpu"), model=theta_2)
+    batches, classes = task_feature_batches(cfg, 0, 2, cfg["train"]["batch_size"], torch.device("cpu"), model=theta_2)
     expected = analytic.fit(RAILOptions(hidden_dim=32), state1, batches, classes, seed=0)
     state2 = load_method_state(task_dir(cfg, "codyra-rail", 0, 2))
     torch.testing.assert_close(state2["W"], expected["W"])

@@ -93,3 +93,55 @@ def test_config_validation_names_the_option_s_key_path(tiny_cfg_dict, where, opt
     layer.update(options)
     with pytest.raises(ConfigError, match=message):
         load_config(cfg)
+
+
+def test_every_method_kind_declares_the_families_it_runs_on():
+    for kind in available_kinds():
+        cls = method_class(kind)
+        assert "families" in vars(cls), f"{kind} must declare families in its own class body"
+        assert cls.families and set(cls.families) <= {"clip", "causal_lm"}, (kind, cls.families)
+    declared = {kind: method_class(kind).families for kind in ("codyra", "codyra_rail", "rail", "zscl", "icl", "l2p")}
+    assert declared == {
+        "codyra": ("clip", "causal_lm"),
+        "codyra_rail": ("clip",),  # a subclass of CoDyRA that fits RAIL's head on image features
+        "rail": ("clip",),
+        "zscl": ("clip",),
+        "icl": ("causal_lm",),
+        "l2p": ("causal_lm",),
+    }
+
+
+@pytest.mark.parametrize(
+    "kind, family, supported",
+    [("l2p", "clip", "causal_lm"), ("rail", "causal_lm", "clip")],
+)
+def test_config_validation_rejects_a_method_on_a_family_it_does_not_support(tiny_cfg_dict, kind, family, supported):
+    from tests.llm.conftest import TINY_TRACE
+
+    cfg = copy.deepcopy(tiny_cfg_dict if family == "clip" else {**TINY_TRACE, "results": tiny_cfg_dict["results"]})
+    cfg["method_configs"]["odd"] = {"kind": kind}
+    cfg["methods"] = [*cfg["methods"], "odd"]
+    message = f"config key methods: method 'odd' (kind '{kind}') does not run on model family '{family}'; kind '{kind}' supports {supported}"
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(cfg)
+    cfg["methods"].remove("odd")  # configured but not in the grid: nothing runs it
+    assert "odd" in load_config(cfg)["method_configs"]
+
+
+def test_method_of_names_the_grid_s_method_class_or_the_configured_ones(tiny_cfg):
+    from codyra.methods import method_of
+    from codyra.methods.codyra import CoDyRA
+    from codyra.methods.lora import LoRA
+
+    assert method_of(tiny_cfg, "codyra") is CoDyRA and method_of(tiny_cfg, "lora-r4") is LoRA
+    with pytest.raises(ValueError, match=r"unknown method 'nope'; configured: codyra, "):
+        method_of(tiny_cfg, "nope")
+
+
+def test_a_backend_sees_which_hooks_a_method_defines():
+    from codyra.methods.codyra import CoDyRA
+    from codyra.methods.gem import GEM
+    from codyra.methods.lora import LoRA
+
+    assert CoDyRA.overrides("after_step") and not LoRA.overrides("after_step")
+    assert GEM.overrides("before_optimizer_step") and not CoDyRA.overrides("before_optimizer_step")

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from codyra.evaluation import tables
-from codyra.store.cells import read_cell
-from codyra.methods import _routing as routing
-from codyra.training.loop import train_task
 from codyra.evaluation.evaluate import evaluate_row
+from codyra.methods import _routing as routing
+from codyra.store.cells import read_cell
 from codyra.store.io import ResultError, write_json
 from codyra.store.paths import cell_path
+from codyra.training.loop import train_task
 
 
 @pytest.fixture
@@ -126,11 +126,12 @@ def test_tables_without_complementation_methods_are_unchanged():
 
 def _rail_states(cfg, options, upto):
     """RAIL's states after tasks 1..upto, fitted on one pass of theta_0's features (global labels)."""
+    from codyra.clip.features import task_feature_batches
     from codyra.methods.rail import clip as analytic
 
     states, state, feats = [], None, []
     for i in range(1, upto + 1):
-        batches, classes = analytic.task_feature_batches(cfg, 0, i, 16, torch.device("cpu"))
+        batches, classes = task_feature_batches(cfg, 0, i, 16, torch.device("cpu"))
         state = analytic.fit(options, state, batches, classes, seed=0)
         states.append(state)
         feats += batches
@@ -184,12 +185,12 @@ def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_defau
     """RAIL's zero-shot head is ``clip_classifier(classnames, ['a photo of a {}.'])`` for every class
     (primal_RAIL.py l.234, dual_RAIL.py l.60); ``prompts: dataset`` keeps each dataset's templates."""
     from codyra.clip import zeroshot
-    from codyra.methods.rail import clip as analytic
-    from codyra.methods.codyra_dagger import clip as routed
-    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
+    from codyra.clip.streams import build_tasks
     from codyra.data.registry import label_space
+    from codyra.methods.codyra_dagger import clip as routed
     from codyra.methods.codyra_dagger.method import CoDyRADagger
+    from codyra.methods.rail import clip as analytic
     from codyra.methods.rail.method import RAIL
 
     cfg = tiny_run
@@ -231,11 +232,11 @@ def test_dagger_with_moe_adapters_selector_routes_each_test_batch_as_a_whole(tin
     """router: ddas, the other reading of "similar to MoE-Adapters": one autoencoder per task on
     theta_0's features; evaluation routes each batch of ddas_batch_size test images as a whole
     (MoE-Adapters' evaluation.py); CoDyRA's training is unchanged."""
-    from codyra.methods.codyra_dagger import clip as routed
-    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
-    from codyra.methods.moe_adapters.clip import image_features, load_ddas
+    from codyra.clip.streams import build_tasks
+    from codyra.methods.codyra_dagger import clip as routed
     from codyra.methods.codyra_dagger.method import CoDyRADagger
+    from codyra.methods.moe_adapters.clip import image_features, load_ddas
     from codyra.store.paths import task_dir
     from codyra.store.updates import load_method_state, load_update
 
@@ -262,3 +263,25 @@ def test_dagger_with_moe_adapters_selector_routes_each_test_batch_as_a_whole(tin
         assert routes[start : start + 16].tolist() == [expected] * len(images)
     (cell,) = evaluate_row(cfg, "dagger-ddas", 0, 2, [3])
     assert cell["routing"]["router"] == "ddas" and cell["routing"]["samples"] == len(test)
+
+
+def test_evaluation_hands_a_routed_method_its_row_position_options_and_readers(tiny_cfg):
+    from codyra.evaluation.routed import routed_cells
+    from codyra.methods.base import CellPosition
+    from codyra.methods.rail.method import RAIL, RAILOptions
+
+    seen = []
+
+    class Seen(RAIL):  # the row as evaluation hands it over; reads nothing it is not asked for
+        @classmethod
+        def routed_cells(cls, row):
+            seen.append(row)
+            yield from ()
+
+    tiny_cfg["method_configs"]["r"] = {"kind": "rail", "variant": "dual", "kernel_gamma": 0.5}
+    assert list(routed_cells(tiny_cfg, Seen, CellPosition("r", 3, 2, (1, 3)), "cpu")) == []
+    [row] = seen
+    assert row.cell == CellPosition(method="r", seed=3, task=2, tasks=(1, 3)) and row.device == torch.device("cpu")
+    assert row.options == RAILOptions(variant="dual", kernel_gamma=0.5) and row.cfg is tiny_cfg
+    with pytest.raises(FileNotFoundError, match="r/seed3/task2/summary.json missing"):
+        row.stored_state()  # task 2 of seed 3 was never trained

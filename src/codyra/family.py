@@ -104,17 +104,14 @@ class Family(Protocol):
         """Run the training job elsewhere and return its summary (the LM family re-executes
         itself under torchrun for DeepSpeed), or None to train in this process."""
 
-    def feature_pass(self, cfg: dict, seed: int, task_index: int, batch_size: int, device) -> tuple[list, int]:
-        """One pass of theta_0's frozen features of task i's training data, labels global over the
-        stream: ([(features, labels)], classes of tasks 1..i), for closed-form methods (RAIL)."""
+    def feature_pass(self, cfg: dict, seed: int, task_index: int, batch_size: int, device, model: nn.Module | None = None) -> tuple[list, int]:
+        """One pass of theta_0's (or ``model``'s) frozen features of task i's training data, labels
+        global over the stream: ([(features, labels)], classes of tasks 1..i), for closed-form
+        methods (RAIL) and heads fitted on them (CoDyRA + RAIL)."""
 
-    def attach_prompts(self, model: nn.Module, prompts: nn.Module):
-        """Prepend ``prompts(input embeddings, attention mask)`` -> (B, P, C) to every forward
-        of ``model``, ``prompts`` training as part of it (prompt-pool methods: L2P, DualPrompt);
-        returns a handle whose ``remove()`` restores the model."""
-
-    def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
-        """Yield the cells A[i, j] (dicts, without settings) of theta_i for j in ``js``."""
+    def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind: type[Method] | None):
+        """Yield the cells A[i, j] (dicts, without settings) of theta_i for j in ``js``; ``kind``
+        is the method's class (its inference hooks), None for the method ``pretrained``."""
 
     def own_pretraining(self, cfg: dict) -> str | None:
         """The theta_0 file a mini benchmark pretrains itself (`codyra pretrain-mini`), else None."""

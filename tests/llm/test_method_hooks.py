@@ -11,13 +11,13 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from codyra.training import loop as engine
-from codyra.store import model_states as state
+from codyra.evaluation import evaluate as evaluation
 from codyra.evaluation.evaluate import evaluate_cell
-from codyra.store.io import ResultError
 from codyra.methods.lora import LoRA
+from codyra.store.io import ResultError
 from codyra.store.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
 from codyra.store.updates import load_method_state
+from codyra.training import loop as engine
 
 INFERENCE_STATES = []
 CASES = {"clip": ("tiny_run", "lora-r4"), "causal_lm": ("tiny_trace", "lora-qv")}
@@ -90,7 +90,7 @@ def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, mo
     torch.testing.assert_close(built[1].previous_state, stored, rtol=0, atol=0)
 
     # evaluation hands the method every task's stored state when it rebuilds theta_2
-    monkeypatch.setattr(state, "method_class", lambda kind: Recorder)
+    monkeypatch.setattr(evaluation, "method_of", lambda cfg, name: Recorder)
     INFERENCE_STATES.clear()
     evaluate_cell(cfg, method, 0, 2, 1, device="cpu")
     [states] = INFERENCE_STATES

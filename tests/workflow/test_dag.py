@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from codyra.experiment.config import config_from_files, load_config
-from codyra.methods import method_class
+from codyra.methods import method_of
 from tests.conftest import TINY
 
 from .conftest import REPO, grid_config, job_counts, snakemake
@@ -119,7 +119,7 @@ def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
     out = count_submissions(REPO, "--profile", str(REPO / "profiles" / "slurm"), "all_tables", "--configfile", str(REPO / "config" / "mtil_5shot.yaml"),
                             "--config", "check_data=False", f"results={tmp_path / 'results'}")
     cfg = load_config(config_from_files([str(REPO / "config" / "mtil_5shot.yaml")], {"check_data": False}))
-    trained = [m for m in cfg["methods"] if method_class(cfg["method_configs"][m]["kind"]).trains]
+    trained = [m for m in cfg["methods"] if method_of(cfg, m).trains]
     assert len(trained) >= 15  # the paper's Table 1 rows; untrained methods' rows are local copies
     runs = len(trained) * len(cfg["seeds"])
     assert out["submissions"] == runs + 1 <= 300

@@ -4,7 +4,7 @@ from codyra.experiment.config import ConfigError, config_from_files, fingerprint
 from codyra.data.presence import require_benchmark_data
 from codyra.experiment.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
 from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule
-from codyra.methods import method_class
+from codyra.methods import method_of
 from codyra.store.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
 
 # One gpu_slot per group job, so its GPU members run in series on one member's resources; here, not
@@ -72,11 +72,11 @@ def codyra_cli(log_path, *argv, threads=None):
 
 
 def trains(method):
-    return method_class(CFG["method_configs"][method]["kind"]).trains
+    return method_of(CFG, method).trains
 
 
 def copies_row0(method):
-    return method_class(CFG["method_configs"][method]["kind"]).copies_row0()
+    return method_of(CFG, method).copies_row0()
 
 
 def run_path(method, seed, *parts):

@@ -20,23 +20,19 @@ def figures_dir(cfg: dict) -> Path:
     return results_path(cfg, FIGURES_DIR)
 
 
-def method_kind(cfg: dict, method: str) -> str:
-    return cfg["method_configs"][method]["kind"]
-
-
 def trained_methods(cfg: dict) -> list[str]:
-    from codyra.methods import method_class
+    from codyra.methods import method_of
 
-    return [m for m in cfg["methods"] if method_class(method_kind(cfg, m)).trains]
+    return [m for m in cfg["methods"] if method_of(cfg, m).trains]
 
 
 def adapter_methods(cfg: dict) -> list[str]:
     """Methods whose updates are low-rank adapters (they have a ``rank`` option)."""
     import dataclasses
 
-    from codyra.methods import method_class
+    from codyra.methods import method_of
 
-    return [m for m in trained_methods(cfg) if "rank" in {f.name for f in dataclasses.fields(method_class(method_kind(cfg, m)).Options)}]
+    return [m for m in trained_methods(cfg) if "rank" in {f.name for f in dataclasses.fields(method_of(cfg, m).Options)}]
 
 
 def norm_methods(cfg: dict) -> list[str]:

@@ -70,6 +70,7 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
     ``for_inference`` hook with the stored method states as theta_N is for its cells; and the
     updates' digests."""
     from codyra.clip.model import pretrained_clip
+    from codyra.methods import method_of
     from codyra.store.model_states import for_inference, require_updates
 
     n = len(cfg["tasks"])
@@ -77,7 +78,7 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
     bundle = pretrained_clip(cfg)
     for d in dirs:
         apply_update(bundle.model, transform(load_update(d)))
-    return for_inference(cfg, method, seed, n, bundle), [read_json(d / SUMMARY_FILE)["update_digest"] for d in dirs]
+    return for_inference(cfg, method, seed, n, bundle, method_of(cfg, method)), [read_json(d / SUMMARY_FILE)["update_digest"] for d in dirs]
 
 
 @torch.no_grad()

@@ -13,16 +13,15 @@ import time
 import torch
 import torch.nn.functional as F
 
-from codyra.store.cells import cell_record
-from codyra.clip.streams import build_tasks
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
+from codyra.clip.streams import build_tasks
 from codyra.clip.zeroshot import label_space_classifier
 from codyra.device import autocast, pick_device
-from codyra.methods import method_class
-from codyra.store.paths import PRETRAINED
 from codyra.progress import progress_bar
+from codyra.store.cells import cell_record
 from codyra.store.model_states import for_inference
+from codyra.store.paths import PRETRAINED
 
 
 def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:
@@ -66,17 +65,12 @@ def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, 
     return 100.0 * correct / total, total, classifier.shape[0]
 
 
-def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
-    """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``); a method that
-    predicts the domain evaluates the row by its own task-agnostic inference."""
+def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind):
+    """Yield A[i, j] for j in ``js`` of theta_i, ``kind`` the method's class (its ``for_inference``
+    hook), or of theta_0 for the method ``pretrained`` (``kind`` None)."""
     torch.set_num_threads(cfg["eval"]["threads"])
-    if method != PRETRAINED:
-        kind = method_class(cfg["method_configs"][method]["kind"])
-        if kind.predicts_domain:
-            yield from kind.routed_cells(cfg, method, seed, i, js, pick_device(device))
-            return
     started = time.time()  # the first cell's seconds include building the model
-    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i))
+    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i), kind)
     tasks = build_tasks(cfg, bundle.image)
     device = pick_device(device)
     for j in js:

@@ -39,18 +39,15 @@ class ClipFamily:
     def delegate(self, cfg, method_name, seed, task_index, run):
         return None  # a CLIP task trains in this process
 
-    def feature_pass(self, cfg, seed, task_index, batch_size, device):
-        from codyra.methods.rail.clip import task_feature_batches
+    def feature_pass(self, cfg, seed, task_index, batch_size, device, model=None):
+        from codyra.clip.features import task_feature_batches
 
-        return task_feature_batches(cfg, seed, task_index, batch_size, device)
+        return task_feature_batches(cfg, seed, task_index, batch_size, device, model=model)
 
-    def attach_prompts(self, model, prompts):
-        raise ValueError("prompt-pool methods (L2P, DualPrompt) prepend token prompts to a language model: they run on TRACE benchmarks only")
-
-    def cells(self, cfg, method, seed, i, js, device):
+    def cells(self, cfg, method, seed, i, js, device, kind):
         from codyra.clip.evaluate import clip_cells
 
-        return clip_cells(cfg, method, seed, i, js, device)
+        return clip_cells(cfg, method, seed, i, js, device, kind)
 
     def own_pretraining(self, cfg: dict) -> str | None:
         return own_weights(cfg)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 
-from codyra.store.cells import read_cell
-from codyra.family import family_of
+from codyra.evaluation.routed import routed_cells
 from codyra.experiment.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
+from codyra.family import family_of
+from codyra.methods import method_of
+from codyra.methods.base import CellPosition
+from codyra.store.cells import read_cell
 from codyra.store.io import read_json, require_writable, write_json
-from codyra.methods import method_class
-from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
 from codyra.store.model_states import require_updates
+from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
 from codyra.tracking.mirror import SETTINGS, JobRun, cell_metrics, cell_run
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
     require_writable(cell_path(cfg, method, seed, i, 1).parent)
-    if i == 0 or method_class(cfg["method_configs"][method]["kind"]).copies_row0():
+    if i == 0 or method_of(cfg, method).copies_row0():
         missing = [j for j in js if not row0_cell_path(cfg, j).is_file()]
         if missing:
             evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
@@ -94,7 +96,7 @@ def _with_settings(cfg, method, seed, i, cells):
     """The cells with their settings fingerprint: column j's evaluation settings and those the
     summaries of the updates 1..i record (not the config's: an update trained with other
     settings shows here). Read before any cell is computed; fails early if an update is missing."""
-    if method != PRETRAINED and not method_class(cfg["method_configs"][method]["kind"]).trains:
+    if method != PRETRAINED and not method_of(cfg, method).trains:
         # theta_0 (FIX(ICL)): no update; the method's config stands for each of them
         updates = untrained_settings(cfg, method) * i
     else:
@@ -104,5 +106,9 @@ def _with_settings(cfg, method, seed, i, cells):
 
 def _computed_cells(cfg, method, seed, i, js, device):
     """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``), by the
-    model family's protocol (CLIP: classification accuracy; TRACE: generated answers scored)."""
-    return family_of(cfg).cells(cfg, method, seed, i, js, device)
+    model family's protocol (CLIP: classification accuracy; TRACE: generated answers scored);
+    a method that predicts the domain evaluates the row by its own task-agnostic inference."""
+    kind = None if method == PRETRAINED else method_of(cfg, method)
+    if kind is not None and kind.predicts_domain:
+        return routed_cells(cfg, kind, CellPosition(method, seed, i, tuple(js)), device)
+    return family_of(cfg).cells(cfg, method, seed, i, js, device, kind)

@@ -21,7 +21,7 @@ from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.device import pick_device
 from codyra.store.io import read_json, require_writable, write_json
-from codyra.methods import method_class
+from codyra.methods import method_of
 from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
 from codyra.store.model_states import for_inference, require_updates
 
@@ -55,7 +55,7 @@ def evaluate_heldout(cfg: dict, method: str, seed: int | None, i: int, *, device
         require_writable(folder)
     if method == PRETRAINED:
         records = _computed(cfg, method, None, 0, device)
-    elif i == 0 or not method_class(cfg["method_configs"][method]["kind"]).trains:
+    elif i == 0 or not method_of(cfg, method).trains:
         records = [{**r, "method": method, "seed": seed, "i": i, "copied_from": str(p)} for r, p in _shared_row0(cfg, device)]
     else:
         require_updates(cfg, method, seed, i)
@@ -75,7 +75,7 @@ def _shared_row0(cfg: dict, device) -> list[tuple[dict, str]]:
 
 def _computed(cfg: dict, method: str, seed: int | None, i: int, device) -> list[dict]:
     torch.set_num_threads(cfg["eval"]["threads"])
-    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i))
+    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i), method_of(cfg, method))
     device = pick_device(device)
     records = []
     for task in build_heldout_tasks(cfg, bundle.image):

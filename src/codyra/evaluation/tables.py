@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from codyra.store.io import read_json, write_json, write_text
-from codyra.methods import method_class
+from codyra.methods import method_of
 from codyra.evaluation.metrics import summarize
 from codyra.store.paths import MATRIX_FILE, run_dir, tables_dir
 
@@ -216,7 +216,7 @@ def method_layout(cfg: dict, methods) -> tuple[list[tuple[str, str]], dict[str, 
     """([(method, row label)] in table order, {label: group title}). Without a model-complementation
     method: config order, plain names, no groups. With one: grouped as the paper (stable within a
     group), a dagger after each method that predicts the domain at inference."""
-    classes = {m: method_class(cfg["method_configs"][m]["kind"]) for m in methods}
+    classes = {m: method_of(cfg, m) for m in methods}
     if not any(c.group == "complementation" or c.predicts_domain for c in classes.values()):
         return [(m, m) for m in methods], {}
     order = sorted(methods, key=lambda m: list(GROUPS).index(classes[m].group))
@@ -274,7 +274,7 @@ def table2(cfg: dict, runs: dict[str, list[dict]]) -> Table:
 
 
 def routed_methods(cfg: dict) -> list[str]:
-    return [m for m in cfg["methods"] if method_class(cfg["method_configs"][m]["kind"]).predicts_domain]
+    return [m for m in cfg["methods"] if method_of(cfg, m).predicts_domain]
 
 
 def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
@@ -304,7 +304,7 @@ def rail_aggregation_methods(cfg: dict) -> dict[str, list[str]]:
     blocks: dict[str, list[str]] = {}
     for kind in RAIL_KINDS:
         for m in (m for m in cfg["methods"] if kinds[m] == kind):
-            variant = method_class(kind)(cfg["method_configs"][m]).options.variant
+            variant = method_of(cfg, m)(cfg["method_configs"][m]).options.variant
             blocks.setdefault(variant, []).append(m)
     return blocks
 

@@ -257,6 +257,7 @@ def _check_semantics(cfg: dict) -> None:
             raise ConfigError(
                 f"config key methods: {m!r} has no entry in method_configs (defined: {sorted(cfg['method_configs'])})"
             )
+    _check_families(cfg)
     vocabulary = placement_vocabulary(cfg["model"]["family"])
     for k, task in enumerate(cfg["tasks"]):
         for m in task.get("methods", {}):
@@ -279,6 +280,20 @@ def _check_semantics(cfg: dict) -> None:
             for ref in norm_references(options):
                 if ref == m or ref not in cfg["methods"]:
                     raise ConfigError(f"config key {where}.norm_target: {ref!r} must be another method of the grid (config key methods), whose updates' ||dW||_F set the target")
+
+
+def _check_families(cfg: dict) -> None:
+    """Each method of the grid runs on the model family (its class's ``families``)."""
+    from codyra.methods import method_of
+
+    family = cfg["model"]["family"]
+    for m in cfg["methods"]:
+        cls = method_of(cfg, m)
+        if family not in cls.families:
+            raise ConfigError(
+                f"config key methods: method {m!r} (kind {cls.kind!r}) does not run on model family {family!r}; "
+                f"kind {cls.kind!r} supports {', '.join(cls.families)}: remove it from methods or pick a benchmark of that family"
+            )
 
 
 def _check_heldout(cfg: dict, stream: list[str]) -> None:

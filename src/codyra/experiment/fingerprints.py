@@ -31,9 +31,9 @@ def _data(cfg: dict, method: str | None = None) -> dict:
     """The data settings; the reference data only where ``method`` trains on it (ZSCL): evaluations
     and every other method read none, and hold it as null (the default), so a grid that adds ZSCL
     (config/mini_baselines.yaml) shares the default grid's runs and cells."""
-    from codyra.methods import method_class
+    from codyra.methods import method_of
 
-    reads = method is not None and method_class(cfg["method_configs"][method]["kind"]).reads_reference_data
+    reads = method is not None and method_of(cfg, method).reads_reference_data
     return {**cfg["data"], "reference": cfg["data"]["reference"] if reads else None}
 
 
@@ -86,11 +86,11 @@ def untrained_settings(cfg: dict, method: str) -> list[str]:
     """What stands in for the updates in a cell of a method that never trains: its config and its
     code where they change what the model is shown (FIX(ICL)'s demonstrations), else nothing."""
     from codyra.experiment.codeversions import code_version
-    from codyra.methods import method_class
+    from codyra.methods import method_of
 
-    spec = cfg["method_configs"][method]
-    if not method_class(spec["kind"]).rewrites_prompts:
+    if not method_of(cfg, method).rewrites_prompts:
         return []
+    spec = cfg["method_configs"][method]
     return [fingerprint([_settings(spec), code_version(methods=(spec["kind"],))])]
 
 
@@ -101,10 +101,10 @@ def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:
 
 def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
     """The fingerprints the cells ``A[i][j-1]`` of ``method`` record when computed from ``cfg`` as it stands."""
-    from codyra.methods import method_class
+    from codyra.methods import method_of
 
     n = len(cfg["tasks"])
-    trains = method_class(cfg["method_configs"][method]["kind"]).trains
+    trains = method_of(cfg, method).trains
     updates = [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else untrained_settings(cfg, method) * n
     columns = [eval_fingerprint(cfg, j) for j in range(1, n + 1)]
     return [[cell_fingerprint(column, updates[:i]) for column in columns] for i in range(n + 1)]

@@ -45,7 +45,6 @@ from pathlib import Path
 import torch
 
 from codyra.store.checkpoints import load_checkpoint, save_checkpoint
-from codyra.methods.base import Method
 
 PROXIMAL_GROUPS = ("gates",)  # parameter groups Method.after_step rewrites in place
 MOMENTS = ("exp_avg", "exp_avg_sq")  # torch AdamW's per-parameter state besides "step"
@@ -98,14 +97,14 @@ class ZeroBackend:
         self.trainables = [p for ps in self.groups for p in ps]
         self.names = [names[id(p)] for p in self.trainables]
         self.gates = [p for g in groups if g.get("name") in PROXIMAL_GROUPS for p in g["params"]]
-        overrides_after_step = type(method).after_step is not Method.after_step
+        overrides_after_step = method.overrides("after_step")
         if overrides_after_step and method.after_step_rewrites_parameters and not self.gates:
             raise ValueError(
                 f"method {method.kind!r} rewrites parameters after each step but has no {PROXIMAL_GROUPS} "
                 "parameter group; under ZeRO only those groups go through the fp32 master weights"
             )
         # a method reading or editing the step's gradients (GEM, OGD, AdaLoRA, DyLoRA frozen)
-        self.exposes_gradients = type(method).before_optimizer_step is not Method.before_optimizer_step
+        self.exposes_gradients = method.overrides("before_optimizer_step")
         scalars = [n for n, p in model.named_parameters() if p.dim() == 0]
         if scalars:  # deepspeed.initialize's broadcast views every parameter as bytes and fails on these
             raise ValueError(f"DeepSpeed cannot broadcast the 0-dim parameter(s) {scalars}; give them shape [1]")

@@ -19,34 +19,34 @@ from pathlib import Path
 
 import torch
 
-from codyra.training.batches import derive_seed
-from codyra.store.cells import cell_record
 from codyra.device import pick_device
-from codyra.store.io import write_text
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import length_limits, pretrained_lm, task_folder
 from codyra.llm.rebuild import rebuild_lm
-from codyra.methods import method_class
-from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path
+from codyra.store.cells import cell_record
+from codyra.store.io import write_text
 from codyra.store.model_states import for_inference
+from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path
 from codyra.trace.data import load_split
 from codyra.trace.metrics import TRACE_TASK_METRICS, score_task
+from codyra.training.batches import derive_seed
 
 
 def predictions_path(cell_file: Path) -> Path:
     return cell_file.with_suffix(".predictions.jsonl")
 
 
-def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *, device=None) -> dict:
-    """A[i, j] for (method, seed), or the pretrained row (method ``pretrained``, seed None, i 0).
+def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *, kind, device=None) -> dict:
+    """A[i, j] for (method, seed), ``kind`` the method's class (its hooks ``for_task`` and
+    ``test_prompts``), or the pretrained row (method ``pretrained``, ``kind`` and seed None, i 0).
 
     Writes the predictions file and returns the cell's JSON object (the caller writes it)."""
     started = time.time()
     torch.set_num_threads(cfg["eval"]["threads"])
     device = pick_device(device)
-    trained = method != PRETRAINED and method_class(cfg["method_configs"][method]["kind"]).trains
+    trained = kind is not None and kind.trains
     # a method that never trains answers with theta_0 (FIX(ICL): only its prompts differ)
-    bundle = for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i), task=j) if trained else pretrained_lm(cfg)
+    bundle = for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i), kind, task=j) if trained else pretrained_lm(cfg)
     # bf16 weights for generation on a GPU (as in training); fp32 on the CPU
     bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
     model = bundle.model.to(device, dtype=torch.bfloat16 if bf16 else torch.float32)
@@ -54,8 +54,10 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     examples = load_split(task_folder(cfg, j), "test")
     prompts, answers = [e.prompt for e in examples], [e.answer for e in examples]
     # what the model is shown: the method may rewrite the prompts (FIX(ICL)'s demonstrations)
-    shown, prompt_len = (prompts, cfg["llm"]["max_prompt_len"]) if method == PRETRAINED else (
-        method_class(cfg["method_configs"][method]["kind"]).test_prompts(cfg, method, seed, j, examples, bundle.tokenizer)
+    shown, prompt_len = (
+        kind.test_prompts(cfg, method, seed, j, examples, bundle.tokenizer)
+        if kind is not None and kind.rewrites_prompts
+        else (prompts, cfg["llm"]["max_prompt_len"])
     )
     llm = cfg["llm"]
     predictions = generate_answers(
@@ -92,7 +94,7 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     )
 
 
-def lm_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device):
+def lm_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind):
     """Yield A[i, j] for j in ``js`` (theta_i is rebuilt per cell: generation casts it)."""
     for j in js:
-        yield evaluate_lm_cell(cfg, method, seed, i, j, device=device)
+        yield evaluate_lm_cell(cfg, method, seed, i, j, kind=kind, device=device)

@@ -45,18 +45,13 @@ class CausalLMFamily:
             return launch_ranks(cfg, method_name, seed, task_index, run)
         return None
 
-    def feature_pass(self, cfg, seed, task_index, batch_size, device):
+    def feature_pass(self, cfg, seed, task_index, batch_size, device, model=None):
         raise ValueError("closed-form methods (RAIL) fit frozen image features: they run on CLIP benchmarks only")
 
-    def attach_prompts(self, model, prompts):
-        from codyra.methods._prompting.llm import attach_prompts
-
-        return attach_prompts(model, prompts)
-
-    def cells(self, cfg, method, seed, i, js, device):
+    def cells(self, cfg, method, seed, i, js, device, kind):
         from codyra.llm.evaluate import lm_cells
 
-        return lm_cells(cfg, method, seed, i, js, device)
+        return lm_cells(cfg, method, seed, i, js, device, kind)
 
     def own_pretraining(self, cfg: dict) -> str | None:
         from codyra.store.paths import MINI_PRETRAINED

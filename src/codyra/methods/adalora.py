@@ -189,6 +189,7 @@ class AdaLoRAOptions(LoRAOptions):
 
 class AdaLoRA(LoRA):
     kind = "adalora"
+    families = ("clip", "causal_lm")
     paper_row = "AdaLoRA"
     gated = True
     Options = AdaLoRAOptions

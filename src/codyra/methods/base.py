@@ -32,14 +32,17 @@ Batches are dicts of tensors on the device; a method reads only the keys the fam
 (``ctx.forward(model, batch)`` -> outputs dict with at least ``logits``: a teacher's, theta_0's)
 and for the family's task loss (``ctx.task_loss(batch, outputs)``, a mean), so a method
 written once runs in both families. A baseline is one module in ``codyra.methods`` defining
-``METHOD = <its class>``; it never tests the family by name.
+``METHOD = <its class>`` (or a folder whose ``__init__`` re-exports it, its family-specific part
+in ``clip.py`` / ``llm.py``); it declares the families it runs on (``families``) and never
+tests the family by name. It sees only its context: it imports neither the experiment layer
+(config, fingerprints), nor result paths, nor tracking.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from codyra.methods.options import MethodOptions, parse_options
@@ -50,6 +53,11 @@ if TYPE_CHECKING:  # method modules import torch lazily: config validation (ever
 
     from codyra.adapters.targets import PlacementVocabulary, Target
     from codyra.store.updates import TaskUpdate
+
+
+def _reads_no_runs(method: str) -> dict:
+    raise ValueError(f"this TaskContext reads no other run's results (asked for {method!r}'s): it is not part of a training job")
+
 
 @dataclass
 class TaskContext:
@@ -75,6 +83,10 @@ class TaskContext:
     draws them (a method that needs a pass over the task's data before or after training:
     InfLoRA's input subspaces). ``task`` is the family's description of the task being trained
     (CLIP: its ``codyra.data.tasks.ClassificationTask``; None where the family has none).
+    ``train`` is the job's resolved training settings (config key ``train`` with the method's and
+    the task's overrides: ``batch_size``, ``lr``, ...). ``run_summary(m)`` reads the training
+    summary of task i (same seed) of another method ``m`` of the grid (the norm-matched probe's
+    reference norms); a context outside a training job has none.
     """
 
     model: nn.Module
@@ -100,6 +112,8 @@ class TaskContext:
     micro_batches_per_step: int = 1
     task: Any = None
     micro_batches_per_epoch: int | None = None
+    train: dict = field(default_factory=dict)
+    run_summary: Callable[[str], dict] = _reads_no_runs
 
     def __post_init__(self):
         if self.micro_batches_per_epoch is None:
@@ -108,14 +122,46 @@ class TaskContext:
             self.micro_batches_per_epoch = self.steps_per_epoch
 
 
+@dataclass(frozen=True)
+class CellPosition:
+    """Where a row of cells sits in the grid: ``method`` (a key of ``method_configs``) and
+    ``seed`` after training tasks 1..``task`` (theta_i), tested on the tasks ``tasks`` (the j of A[i, j])."""
+
+    method: str
+    seed: int
+    task: int
+    tasks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """What a domain-predicting method sees of the evaluation of one row (``routed_cells``).
+
+    ``cfg`` is the full config (the benchmark's tasks, evaluation settings); ``options`` the
+    method's typed options; ``stored_state()`` reads task i's stored method state (a clear error
+    where none is stored); ``rebuild()`` builds theta_i (the family's bundle, with ``.model``:
+    theta_0 plus the stored updates 1..i) on the CPU."""
+
+    cfg: dict
+    cell: CellPosition
+    device: torch.device
+    options: MethodOptions
+    stored_state: Callable[[], dict[str, torch.Tensor]]
+    rebuild: Callable[[], Any]
+
+
 class Method(ABC):
     kind: str = ""
+    # the model families (``model.family`` values) the method runs on; config validation rejects
+    # any other before any work. Every kind declares it in its own class body, never inherited
+    # (CoDyRA runs on both families, CoDyRA + RAIL on CLIP only).
+    families: ClassVar[tuple[str, ...]]
     trains: bool = True
     # the paper's table group: "continual" (updates the backbone), "complementation" (frozen
     # backbone plus per-task modules chosen at inference) or "reference" (zero-shot)
     group: ClassVar[str] = "continual"
     # True: inference predicts each sample's domain (tables mark it with a dagger; cells store
-    # routing): the family evaluates a row through ``routed_cells``
+    # routing): evaluation computes a row through ``routed_cells``
     predicts_domain: ClassVar[bool] = False
     # True: the method fits in closed form on one pass of the task's frozen features (the
     # family's ``feature_pass``) through ``absorb``, instead of gradient steps (RAIL)
@@ -168,8 +214,8 @@ class Method(ABC):
         raise TypeError(f"method kind {self.kind!r} does not fit in closed form (its closed_form is False): the engine trains it by steps")
 
     @classmethod
-    def routed_cells(cls, cfg: dict, method: str, seed: int, i: int, js: list[int], device):
-        """A domain-predicting method's cells A[i, j] (with their ``routing``), for the family to yield."""
+    def routed_cells(cls, row: RowContext):
+        """A domain-predicting method's cells A[i, j] (with their ``routing``) of ``row.cell``."""
         raise TypeError(f"method kind {cls.kind!r} has no task-agnostic inference (its predicts_domain is False): its cells come from the family")
 
     def checkpoint_state(self) -> dict[str, torch.Tensor]:
@@ -198,25 +244,20 @@ class Method(ABC):
     @classmethod
     def test_prompts(cls, cfg: dict, method: str, seed: int, j: int, examples: list, tokenizer) -> tuple[list[str], int]:
         """(task j's test prompts as the model is shown them, the token length they are cut to)
-        for LM families (``rewrites_prompts`` methods override it); ``examples`` are the task's
-        test examples (``.prompt``, ``.answer``)."""
-        return [e.prompt for e in examples], cfg["llm"]["max_prompt_len"]
+        of a ``rewrites_prompts`` method on an LM family; ``examples`` are the task's test
+        examples (``.prompt``, ``.answer``). Evaluation shows every other method the task's own."""
+        raise TypeError(f"method kind {cls.kind!r} shows the task's own test prompts (its rewrites_prompts is False)")
+
+    @classmethod
+    def overrides(cls, hook: str) -> bool:
+        """Whether the method defines its own ``hook`` (a backend skips what a default hook needs
+        none of: DeepSpeed's fp32 round trip after ``after_step``, gradients for ``before_optimizer_step``)."""
+        return getattr(cls, hook) is not getattr(Method, hook)
 
     @classmethod
     def copies_row0(cls) -> bool:
         """Whether every row of this method is the pretrained model's row (copied, not evaluated)."""
         return not cls.trains and not cls.rewrites_prompts
-
-
-def stored_row_state(cls: type[Method], cfg: dict, method: str, seed: int, i: int) -> tuple[dict[str, torch.Tensor], MethodOptions]:
-    """(task i's stored method state, the method's options): what a routed row evaluates from."""
-    from codyra.store.paths import task_dir
-    from codyra.store.updates import stored_state
-
-    state = stored_state(cfg, method, seed, i)
-    if state is None:
-        raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no {cls.kind} state: rerun its training job")
-    return state, cls(cfg["method_configs"][method]).options
 
 
 def freeze(model: nn.Module) -> None:

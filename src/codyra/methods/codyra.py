@@ -38,6 +38,7 @@ class CoDyRAOptions(LoRAOptions):
 
 class CoDyRA(LoRA):
     kind = "codyra"
+    families = ("clip", "causal_lm")
     paper_row = "CoDyRA"
     gated = True
     Options = CoDyRAOptions

@@ -26,9 +26,9 @@ earlier task would need their images, which neither RAIL nor CoDyRA keeps.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-from codyra.methods.base import stored_row_state
 from codyra.methods.codyra import CoDyRA, CoDyRAOptions
 from codyra.methods.rail.method import RAILOptions
 
@@ -40,26 +40,23 @@ class CoDyRARAILOptions(CoDyRAOptions, RAILOptions):
 
 class CoDyRARAIL(CoDyRA):
     kind = "codyra_rail"
+    families = ("clip",)
     paper_row = "CoDyRA + RAIL-{variant:title}"
     group = "complementation"
     predicts_domain = True
     Options = CoDyRARAILOptions
 
     def setup(self, ctx):
-        from codyra.experiment.config import resolve_job
-
-        self.job = (ctx.cfg, ctx.seed, ctx.task_index, resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"])
-        self.previous = ctx.previous_state
+        self.seed, self.previous = ctx.seed, ctx.previous_state
+        self.feature_pass = functools.partial(ctx.family.feature_pass, ctx.cfg, ctx.seed, ctx.task_index, ctx.train["batch_size"])
         return super().setup(ctx)
 
     def finish(self, model):
-        from codyra.methods.rail.clip import extra_params, fit, task_feature_batches
+        from codyra.methods.rail.clip import extra_params, fit
 
         update, summary = super().finish(model)  # model is theta_i now
-        cfg, seed, task_index, batch_size = self.job
-        device = next(model.parameters()).device
-        batches, classes = task_feature_batches(cfg, seed, task_index, batch_size, device, model=model)
-        self.state = fit(self.options, self.previous, batches, classes, seed)
+        batches, classes = self.feature_pass(next(model.parameters()).device, model=model)
+        self.state = fit(self.options, self.previous, batches, classes, self.seed)
         params, memory = extra_params(self.options, self.state, batches[0][0].shape[1])
         return update, {**summary, "inference_extra_params": params, "inference_memory": memory}
 
@@ -67,12 +64,12 @@ class CoDyRARAIL(CoDyRA):
         return self.state
 
     @classmethod
-    def routed_cells(cls, cfg, method, seed, i, js, device):
+    def routed_cells(cls, row):
         from codyra.methods.rail.clip import rail_row
-        from codyra.clip.rebuild import rebuild_clip
 
-        state, options = stored_row_state(cls, cfg, method, seed, i)
-        return rail_row(cfg, method, options, seed, i, js, device, state, bundle=rebuild_clip(cfg, method, seed, i))
+        c = row.cell
+        state = row.stored_state()
+        return rail_row(row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, state, bundle=row.rebuild())
 
 
 METHOD = CoDyRARAIL

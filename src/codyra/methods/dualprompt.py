@@ -44,11 +44,13 @@ def _prefix_module(g_prompt, e_prompt):
 
 class DualPrompt(Method):
     kind = "dualprompt"
+    families = ("causal_lm",)
     paper_row = "DualPrompt"
     group = "complementation"
     Options = DualPromptOptions
 
     def setup(self, ctx):
+        from codyra.methods._prompting.llm import attach_prompts
         from codyra.methods._prompting.pools import random_token_prompts
 
         o = self.options
@@ -66,7 +68,7 @@ class DualPrompt(Method):
                 )
         self.e_prompts, self.task = e_prompts.clone(), ctx.task_index - 1
         self.prefix = _prefix_module(g_prompt, e_prompts[self.task]).to(ctx.device)
-        self.attached = ctx.family.attach_prompts(ctx.model, self.prefix)
+        self.attached = attach_prompts(ctx.model, self.prefix)
         return [{"params": list(self.prefix.parameters()), "weight_decay": ctx.weight_decay}]
 
     def finish(self, model):

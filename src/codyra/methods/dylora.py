@@ -60,6 +60,7 @@ class DyLoRAOptions(LoRAOptions):
 
 class DyLoRA(LoRA):
     kind = "dylora"
+    families = ("clip", "causal_lm")
     paper_row = "DyLoRA"
     after_step_rewrites_parameters = False  # after_step sets the gate buffer and scale
     Options = DyLoRAOptions

@@ -117,6 +117,7 @@ class EWCOptions(MethodOptions):
 
 class EWC(FullFineTune):
     kind = "ewc"
+    families = ("clip", "causal_lm")
     paper_row = "EWC"
     Options = EWCOptions
 

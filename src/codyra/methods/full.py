@@ -44,6 +44,7 @@ class FullOptions(MethodOptions):
 
 class FullFineTune(Method):
     kind = "full"
+    families = ("clip", "causal_lm")
     paper_row = None  # the paper has no plain full fine-tuning row
     Options = FullOptions
 

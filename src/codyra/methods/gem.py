@@ -92,6 +92,7 @@ class GEM(FullFineTune):
     """Memories live on the CPU and move to the device one parameter at a time, as TRACE's do."""
 
     kind = "gem"
+    families = ("clip", "causal_lm")
     paper_row = "GEM"
     after_step_rewrites_parameters = False  # after_step counts steps
     Options = GEMOptions

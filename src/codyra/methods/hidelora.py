@@ -56,6 +56,7 @@ class HiDeLoRAOptions(OLoRAOptions):
 
 class HiDeLoRA(CarriedAdapter, OLoRA):
     kind = "hidelora"
+    families = ("clip", "causal_lm")
     paper_row = "HiDeLoRA"
     Options = HiDeLoRAOptions
 

@@ -103,6 +103,7 @@ class InfLoRAOptions(LoRAOptions):
 
 class InfLoRA(LoRA):
     kind = "inflora"
+    families = ("clip", "causal_lm")
     paper_row = "InfLoRA"
     Options = InfLoRAOptions
 

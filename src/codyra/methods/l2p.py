@@ -68,12 +68,14 @@ def prompt_pool(prompt, keys, top_k: int, embedding_key: str):
 
 class L2P(Method):
     kind = "l2p"
+    families = ("causal_lm",)
     paper_row = "L2P"
     group = "complementation"
     Options = L2POptions
 
     def setup(self, ctx):
         from codyra.methods._prompting import pools as prompts
+        from codyra.methods._prompting.llm import attach_prompts
 
         o = self.options
         freeze(ctx.model)
@@ -86,7 +88,7 @@ class L2P(Method):
             if tuple(pool.shape[:2]) != (o.pool_size, o.length):
                 raise ValueError(f"task {ctx.task_index - 1}'s stored L2P pool is {tuple(pool.shape)}, the config asks pool_size {o.pool_size} x length {o.length}: rerun that task")
         self.pool = prompt_pool(pool, keys, o.top_k, o.embedding_key).to(ctx.device)
-        self.attached = ctx.family.attach_prompts(ctx.model, self.pool)
+        self.attached = attach_prompts(ctx.model, self.pool)
         return [{"params": [self.pool.prompt], "weight_decay": ctx.weight_decay}]
 
     def extra_loss(self, ctx, batch, outputs):

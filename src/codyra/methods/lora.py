@@ -48,28 +48,32 @@ def norm_references(spec: dict) -> list[str]:
     return list(target) if isinstance(target, list) else []
 
 
-def norm_target_value(cfg: dict, methods: list[str], seed: int, task_index: int) -> float:
-    """The median ||dW||_F (``dW_fro_total``) of ``methods``' updates of task ``task_index``, seed ``seed``."""
+def norm_target_value(run_summary, methods: list[str], seed: int, task_index: int) -> float:
+    """The median ||dW||_F (``dW_fro_total``) of ``methods``' updates of task ``task_index``, seed
+    ``seed``; ``run_summary(m)`` reads method m's training summary of that task (``TaskContext.run_summary``)."""
     import statistics
 
-    from codyra.store.io import ResultError, read_json
-    from codyra.store.paths import SUMMARY_FILE, task_dir
+    from codyra.store.io import ResultError
 
     norms = []
     for m in methods:
-        path = task_dir(cfg, m, seed, task_index) / SUMMARY_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"norm_target names {m!r}, whose task {task_index} (seed {seed}) is not trained: {path} missing; run snakemake {path}")
-        summary = read_json(path)
+        try:
+            summary = run_summary(m)
+        except FileNotFoundError as err:
+            raise FileNotFoundError(f"norm_target names {m!r}, whose task {task_index} (seed {seed}) is not trained: {err}") from err
         value = summary.get("dW_fro_total")
         if summary.get("method") != m or summary.get("seed") != seed or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ResultError(f"{path} has no finite dW_fro_total of ({m}, seed {seed}): norm_target needs low-rank adapter methods; delete it and rerun its training")
+            raise ResultError(
+                f"the training summary of {m!r}'s task {task_index} has no finite dW_fro_total of ({m}, seed {seed}): "
+                "norm_target needs low-rank adapter methods; delete it and rerun its training"
+            )
         norms.append(float(value))
     return statistics.median(norms)
 
 
 class LoRA(Method):
     kind = "lora"
+    families = ("clip", "causal_lm")
     paper_row = "LoRA (r={rank})"
     gated = False
     Options = NormMatchedOptions
@@ -102,7 +106,7 @@ class LoRA(Method):
         attach_adapters(model, self.targets, self.adapters)
         target = getattr(opts, "norm_target", None)
         if target is not None:
-            self.norm_goal = float(target) if not isinstance(target, list) else norm_target_value(ctx.cfg, target, ctx.seed, ctx.task_index)
+            self.norm_goal = float(target) if not isinstance(target, list) else norm_target_value(ctx.run_summary, target, ctx.seed, ctx.task_index)
         factors = [p for a in self.adapters.values() for p in (a.A, a.B)]
         groups = [{"params": factors, "weight_decay": ctx.weight_decay, "name": "lora_AB"}]
         gates = [a.w for a in self.adapters.values() if a.gated]

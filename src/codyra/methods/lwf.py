@@ -140,16 +140,13 @@ class LwF(FullFineTune):
     batch of the task's training images under the evaluation transform (ZSCL's ``ref_iter``)."""
 
     kind = "lwf"
+    families = ("clip",)
     paper_row = "LwF"
     Options = LwFOptions
 
     def setup(self, ctx):
-        from codyra.experiment.config import resolve_job
-
-        if ctx.task is None:
-            raise ValueError(f"method kind {self.kind!r} distils image-text logits on the task's images: it needs an image-text model (CLIP)")
         self.teacher = frozen_copy(ctx.model)  # theta_{i-1} (task 1: theta_0, as ZSCL's lwf.sh)
-        batch_size = self.options.distill_batch_size or resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"]
+        batch_size = self.options.distill_batch_size or ctx.train["batch_size"]
         images = KeyedImages(ctx.task.train_eval_set(), labelled=True)
         self.distill = ImageStream(images, batch_size, ctx.seed, DISTILL_STREAM, ctx.task_index, ctx.total_steps, ctx.cfg["data"]["num_workers"])
         return super().setup(ctx)
@@ -160,16 +157,15 @@ class LwF(FullFineTune):
 
     def extra_loss(self, ctx, batch, outputs):
         import torch
-        import torch.nn.functional as F
 
-        if "image_features" not in outputs:
-            raise ValueError(f"method kind {self.kind!r} distils image-text logits: it needs an image-text model (CLIP)")
+        from codyra.methods._distillation.clip import image_embeddings, logit_scale
+
         images = self.distill.next(ctx.device)
         with torch.no_grad():
             teacher = ctx.forward(self.teacher, {"images": images})
-        student = F.normalize(ctx.model.encode_image(images).float(), dim=-1)
+        student = image_embeddings(ctx.model, images)
         o = self.options
-        scale = self.teacher.logit_scale.exp()  # frozen, so the student's too (ZSCL scores both with it)
+        scale = logit_scale(self.teacher)  # frozen, so the student's too (ZSCL scores both with it)
         loss = clip_distillation(student, teacher["image_features"], self.teacher_text(teacher), scale, o.temperature, o.image_weight, o.text_weight)
         smoothing = super().extra_loss(ctx, batch, outputs)
         return loss if smoothing is None else loss + smoothing

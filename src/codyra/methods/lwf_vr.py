@@ -67,25 +67,22 @@ class LwFVR(LwF):
     class-prompt features (encoded once per task: the teacher theta_{i-1} is frozen)."""
 
     kind = "lwf_vr"
+    families = ("clip",)
     paper_row = "LwF-VR"
     Options = LwFVROptions
 
     def setup(self, ctx):
-        import open_clip
         import torch
-        import torch.nn.functional as F
+
+        from codyra.methods._distillation.clip import text_embeddings, token_space
 
         groups = super().setup(ctx)
-        tokenizer = open_clip.get_tokenizer(ctx.cfg["model"]["name"])
         o, teacher = self.options, self.teacher
+        sot, eot, vocab_size, context_length = token_space(teacher, ctx.cfg["model"]["name"])
         generator = ctx.generator if o.vocabulary_seed is None else torch.Generator().manual_seed(o.vocabulary_seed)
-        rows = random_vocabulary(
-            o.vocabulary_size, o.vocabulary_length, teacher.vocab_size,
-            tokenizer.sot_token_id, tokenizer.eot_token_id, teacher.context_length, generator,
-        ).to(ctx.device)
+        rows = random_vocabulary(o.vocabulary_size, o.vocabulary_length, vocab_size, sot, eot, context_length, generator).to(ctx.device)
         with torch.no_grad():
-            features = torch.cat([teacher.encode_text(chunk).float() for chunk in rows.split(ENCODE_CHUNK)])
-        self.vocabulary_features = F.normalize(features, dim=-1)
+            self.vocabulary_features = text_embeddings(teacher, rows, ENCODE_CHUNK)
         return groups
 
     def teacher_text(self, teacher_outputs):

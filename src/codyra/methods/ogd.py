@@ -86,6 +86,7 @@ class OGDOptions(LoRAOptions):
 
 class OGD(SeqLoRA):
     kind = "ogd"
+    families = ("clip", "causal_lm")
     paper_row = "OGD"
     after_step_rewrites_parameters = False  # after_step counts steps
     Options = OGDOptions

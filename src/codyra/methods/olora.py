@@ -52,6 +52,7 @@ class OLoRAOptions(LoRAOptions):
 
 class OLoRA(LoRA):
     kind = "olora"
+    families = ("clip", "causal_lm")
     paper_row = "O-LoRA"
     Options = OLoRAOptions
 

@@ -95,6 +95,7 @@ class CarriedAdapter:
 
 class SeqLoRA(CarriedAdapter, LoRA):
     kind = "seqlora"
+    families = ("clip", "causal_lm")
     paper_row = "SeqLoRA"
     Options = LoRAOptions  # no norm-matched probe: the carried adapter is not one task's update
 

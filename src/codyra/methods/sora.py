@@ -80,6 +80,7 @@ class SoRAOptions(LoRAOptions):
 
 class SoRA(LoRA):
     kind = "sora"
+    families = ("clip", "causal_lm")
     paper_row = None  # the paper has no SoRA row (its sparse gating appears in the ablation figure only)
     gated = True
     Options = SoRAOptions

@@ -137,6 +137,7 @@ class TreeLoRAOptions(LoRAOptions):
 
 class TreeLoRA(CarriedAdapter, LoRA):
     kind = "treelora"
+    families = ("clip", "causal_lm")
     paper_row = "TreeLoRA"
     after_step_rewrites_parameters = False  # after_step counts steps
     Options = TreeLoRAOptions

@@ -33,6 +33,7 @@ class WiSEFTOptions(FullOptions):
 
 class WiSEFT(FullFineTune):
     kind = "wise_ft"
+    families = ("clip", "causal_lm")
     paper_row = "WiSE-FT"
     Options = WiSEFTOptions
 

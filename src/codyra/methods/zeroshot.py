@@ -7,6 +7,7 @@ from codyra.methods.base import Method
 
 class ZeroShot(Method):
     kind = "zeroshot"
+    families = ("clip", "causal_lm")
     paper_row = "Zero-shot"
     trains = False
     group = "reference"

@@ -77,16 +77,16 @@ class ZSCLOptions(DistillOptions):
 
 class ZSCL(FullFineTune):
     kind = "zscl"
+    families = ("clip",)
     paper_row = "ZSCL"
     Options = ZSCLOptions
     reads_reference_data = True
 
     def setup(self, ctx):
         import torch
-        import torch.nn.functional as F
 
-        from codyra.experiment.config import resolve_job
         from codyra.data.reference import load_reference
+        from codyra.methods._distillation.clip import text_embeddings
 
         groups = super().setup(ctx)
         o, device = self.options, ctx.device
@@ -95,9 +95,8 @@ class ZSCL(FullFineTune):
         reference = load_reference(ctx.cfg, bundle.image, ctx.method_name)
         tokens = bundle.tokenizer(reference.texts).to(device)
         with torch.no_grad():  # theta_0 is frozen: ZSCL re-encodes the same captions every step
-            text = torch.cat([self.teacher.encode_text(chunk).float() for chunk in tokens.split(ENCODE_CHUNK)])
-        self.reference_text = F.normalize(text, dim=-1)
-        batch_size = o.reference_batch_size or resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"]
+            self.reference_text = text_embeddings(self.teacher, tokens, ENCODE_CHUNK)
+        batch_size = o.reference_batch_size or ctx.train["batch_size"]
         images = KeyedImages(reference.images, labelled=False)
         self.reference = ImageStream(images, batch_size, ctx.seed, REFERENCE_STREAM, ctx.task_index, ctx.total_steps, ctx.cfg["data"]["num_workers"])
         self.anchor = [p.detach().clone() for p in self.params.values()]  # theta_{i-1}, ZSCL's l2_model
@@ -107,14 +106,15 @@ class ZSCL(FullFineTune):
 
     def extra_loss(self, ctx, batch, outputs):
         import torch
-        import torch.nn.functional as F
+
+        from codyra.methods._distillation.clip import image_embeddings, logit_scale
 
         o = self.options
         images = self.reference.next(ctx.device)
-        student = F.normalize(ctx.model.encode_image(images).float(), dim=-1)
+        student = image_embeddings(ctx.model, images)
         with torch.no_grad():
-            teacher = F.normalize(self.teacher.encode_image(images).float(), dim=-1)
-        scale = self.teacher.logit_scale.exp()
+            teacher = image_embeddings(self.teacher, images)
+        scale = logit_scale(self.teacher)
         loss = clip_distillation(student, teacher, self.reference_text, scale, o.temperature, o.image_weight, o.text_weight)
         if o.l2:
             loss = loss + o.l2 * l2_penalty(self.params.values(), self.anchor)

@@ -113,6 +113,12 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
     def stored(k: int):
         return stored_state(cfg, method_name, seed, k)
 
+    def run_summary(other: str) -> dict:
+        path = task_dir(cfg, other, seed, task_index) / SUMMARY_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} missing: train that task first (snakemake {path})")
+        return read_json(path)
+
     return TaskContext(
         model=model,
         family=family,
@@ -137,6 +143,8 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         method_name=method_name,
         seed=seed,
         task=getattr(session, "task", None),  # CLIP sessions hold their ClassificationTask
+        train=job["train"],
+        run_summary=run_summary,
     )
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from codyra.methods._prompting.pools import prepend
 from codyra.llm.loss import position_ids
+from codyra.methods._prompting.pools import prepend
 
 
 def _prompted_inputs(model: nn.Module, prompts: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor):

@@ -21,7 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from codyra.store.cells import cell_record
+from codyra.device import autocast
 from codyra.methods._routing import (
     ZERO_SHOT,
     RoutingTally,
@@ -30,7 +30,7 @@ from codyra.methods._routing import (
     reconstruction_losses,
     route_learned,
 )
-from codyra.device import autocast
+from codyra.store.cells import cell_record
 from codyra.store.model_states import require_updates
 from codyra.store.updates import apply_update, load_update
 
@@ -78,8 +78,8 @@ def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device,
     """Yield the cells A[i, j] for j in ``js``, each with its routing summary. ``options``: the
     method's (``router``, ``router_prompts``, and for ``router: ddas`` the selector's options,
     whose autoencoders of tasks 1..i are in ``state``)."""
-    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
+    from codyra.clip.streams import build_tasks
     from codyra.clip.zeroshot import label_space_classifier, router_space
     from codyra.data.registry import label_space
 

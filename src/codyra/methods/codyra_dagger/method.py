@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codyra.methods.base import stored_row_state
 from codyra.methods.codyra import CoDyRA, CoDyRAOptions
 from codyra.methods.moe_adapters.method import DDASOptions
 from codyra.methods.options import option
@@ -48,6 +47,7 @@ class CoDyRADaggerOptions(CoDyRAOptions, DDASOptions):
 
 class CoDyRADagger(CoDyRA):
     kind = "codyra_dagger"
+    families = ("clip",)
     paper_row = "CoDyRA†"
     group = "complementation"
     predicts_domain = True
@@ -63,9 +63,9 @@ class CoDyRADagger(CoDyRA):
         """Tasks 1..i's autoencoders and thresholds: task i's trained on theta_0's features."""
         import torch
 
-        from codyra.training.batches import derive_seed
         from codyra.methods.moe_adapters.clip import ddas_state, load_ddas
         from codyra.methods.moe_adapters.method import fit_selector
+        from codyra.training.batches import derive_seed
 
         autoencoders, thresholds = load_ddas(ctx.previous_state) if ctx.previous_state else ([], torch.zeros(0))
         if len(autoencoders) != ctx.task_index - 1:
@@ -86,12 +86,12 @@ class CoDyRADagger(CoDyRA):
         return self.state
 
     @classmethod
-    def routed_cells(cls, cfg, method, seed, i, js, device):
+    def routed_cells(cls, row):
         from codyra.methods.codyra_dagger.clip import routed_row
 
-        options = cls(cfg["method_configs"][method]).options
-        state = stored_row_state(cls, cfg, method, seed, i)[0] if options.router == "ddas" else None
-        return routed_row(cfg, method, seed, i, js, device, options, state)
+        c = row.cell
+        state = row.stored_state() if row.options.router == "ddas" else None
+        return routed_row(row.cfg, c.method, c.seed, c.task, list(c.tasks), row.device, row.options, state)
 
 
 METHOD = CoDyRADagger

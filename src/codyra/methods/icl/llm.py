@@ -146,3 +146,26 @@ def icl_prompt(prompt: str, task: str, prefix: str, fmt: Format, demonstrations:
         shown += fmt.constraint
     shown += "".join(code + d["prompt"] + d["answer"] + "\n\n" for d in demonstrations)
     return shown + code + (prompt if keeps_instruction(task, fmt) else body(prompt, prefix))
+
+
+def demonstration_prompts(options, cfg: dict, seed: int, j: int, examples: list, tokenizer) -> tuple[list[str], int]:
+    """(task j's test prompts with the demonstrations in front, the token length they are cut
+    to): ``options`` are the method's (:class:`codyra.methods.icl.method.ICLOptions`)."""
+    from codyra.llm.model import is_mini
+    from codyra.training.batches import derive_seed
+
+    fmt = FORMATS[options.format]
+    task = cfg["tasks"][j - 1]["name"]
+    max_prompt_len = options.max_prompt_len or cfg["llm"]["max_prompt_len"]
+    prompts = [e.prompt for e in examples]
+    # the mini TRACE's tasks carry TRACE's names, not its instructions
+    prefix = instruction(task, prompts, {} if is_mini(cfg) else fmt.instructions)
+
+    def n_tokens(text: str) -> int:  # the references count with the tokenizer's special tokens
+        return len(tokenizer(text)["input_ids"])
+
+    limit = demonstration_budget(max_prompt_len, prefix, fmt, n_tokens)
+    pool = [{"prompt": e.prompt, "answer": e.answer} for e in examples]
+    rng = random.Random(derive_seed(seed, j))
+    shown = pick_demonstrations(pool, task, prefix, fmt, options.demonstrations, limit, n_tokens, rng)
+    return [icl_prompt(p, task, prefix, fmt, shown) for p in prompts], max_prompt_len

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codyra.methods.icl.llm import FORMATS
 from codyra.methods.base import Method
+from codyra.methods.icl.llm import FORMATS
 from codyra.methods.options import MethodOptions, option
 
 
@@ -32,6 +32,7 @@ class ICLOptions(MethodOptions):
 
 class ICL(Method):
     kind = "icl"
+    families = ("causal_lm",)
     paper_row = "FIX(ICL)"
     trains = False
     rewrites_prompts = True
@@ -48,28 +49,9 @@ class ICL(Method):
 
     @classmethod
     def test_prompts(cls, cfg, method, seed, j, examples, tokenizer):
-        import random
+        from codyra.methods.icl.llm import demonstration_prompts
 
-        from codyra.training.batches import derive_seed
-        from codyra.methods.icl import llm as icl
-        from codyra.llm.model import is_mini
-
-        options = cls(cfg["method_configs"][method]).options
-        fmt = icl.FORMATS[options.format]
-        task = cfg["tasks"][j - 1]["name"]
-        max_prompt_len = options.max_prompt_len or cfg["llm"]["max_prompt_len"]
-        prompts = [e.prompt for e in examples]
-        # the mini TRACE's tasks carry TRACE's names, not its instructions
-        prefix = icl.instruction(task, prompts, {} if is_mini(cfg) else fmt.instructions)
-
-        def n_tokens(text: str) -> int:  # the references count with the tokenizer's special tokens
-            return len(tokenizer(text)["input_ids"])
-
-        limit = icl.demonstration_budget(max_prompt_len, prefix, fmt, n_tokens)
-        pool = [{"prompt": e.prompt, "answer": e.answer} for e in examples]
-        rng = random.Random(derive_seed(seed, j))
-        shown = icl.pick_demonstrations(pool, task, prefix, fmt, options.demonstrations, limit, n_tokens, rng)
-        return [icl.icl_prompt(p, task, prefix, fmt, shown) for p in prompts], max_prompt_len
+        return demonstration_prompts(cls(cfg["method_configs"][method]).options, cfg, seed, j, examples, tokenizer)
 
 
 METHOD = ICL

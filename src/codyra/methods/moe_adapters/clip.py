@@ -23,10 +23,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from codyra.store.cells import cell_record
-from codyra.methods.moe_adapters import layer as moe
-from codyra.methods._routing import ZERO_SHOT, DomainAutoencoder, RoutingTally, ddas_route, reconstruction_losses
 from codyra.device import autocast
+from codyra.methods._routing import ZERO_SHOT, DomainAutoencoder, RoutingTally, ddas_route, reconstruction_losses
+from codyra.methods.moe_adapters import layer as moe
+from codyra.store.cells import cell_record
 
 ROUTER = "ddas"
 _BACKBONE = ("ln_2.", "mlp.")  # a MoE layer's wrapped block parts: the frozen backbone, never stored
@@ -107,8 +107,8 @@ def image_features(model, images: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def moe_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], device, state: dict):
     """Yield the cells A[i, j] of theta_0 + MoE-Adapters after task i (``state``), with their routing."""
-    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
+    from codyra.clip.streams import build_tasks
     from codyra.clip.zeroshot import label_space_classifier
     from codyra.data.registry import label_space
 

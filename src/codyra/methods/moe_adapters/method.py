@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codyra.methods.base import Method, freeze, stored_row_state
+from codyra.methods.base import Method, freeze
 from codyra.methods.options import MethodOptions, option
 
 
@@ -75,12 +75,10 @@ def ddas_epoch_batches(ctx, options: DDASOptions) -> int | None:
     the whole training split has ceil(images / --batch-size) batches."""
     import math
 
-    from codyra.experiment.config import resolve_job
-
     full = getattr(ctx.task, "full_train_size", None)
     if options.ae_epoch == "trained" or full is None:  # no few-shot subset: the split is what it trains on
         return None
-    return math.ceil(full / resolve_job(ctx.cfg, ctx.method_name, ctx.task_index)["train"]["batch_size"])
+    return math.ceil(full / ctx.train["batch_size"])
 
 
 def fit_selector(ctx, options: DDASOptions, model, generator):
@@ -106,6 +104,7 @@ def fit_selector(ctx, options: DDASOptions, model, generator):
 
 class MoEAdapters(Method):
     kind = "moe_adapters"
+    families = ("clip",)
     paper_row = "MoE-Adapter†"
     group = "complementation"
     predicts_domain = True
@@ -181,11 +180,11 @@ class MoEAdapters(Method):
         return self.state
 
     @classmethod
-    def routed_cells(cls, cfg, method, seed, i, js, device):
+    def routed_cells(cls, row):
         from codyra.methods.moe_adapters.clip import moe_row
 
-        state, options = stored_row_state(cls, cfg, method, seed, i)
-        return moe_row(cfg, method, options, seed, i, js, device, state)
+        c = row.cell
+        return moe_row(row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, row.stored_state())
 
 
 METHOD = MoEAdapters

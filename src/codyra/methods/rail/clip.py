@@ -1,5 +1,6 @@
-"""The CLIP side of RAIL (``codyra.methods.rail.method``): one pass of frozen pretrained image features
-per task, the closed-form fit, and the fused task-agnostic evaluation of a row.
+"""The CLIP side of RAIL (``codyra.methods.rail.method``): the closed-form fit on one pass of frozen
+image features per task (the family's ``feature_pass``, :mod:`codyra.clip.features`), and the
+fused task-agnostic evaluation of a row.
 
 Labels are global over the stream (task k's classes follow tasks 1..k-1's), so the regression
 after task i scores the classes of tasks 1..i, and fusion happens over the classes of every
@@ -14,11 +15,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from codyra.training.batches import derive_seed
-from codyra.store.cells import cell_record
-from codyra.methods.rail import regression as rail
-from codyra.methods._routing import RoutingTally, class_domains, route_learned
 from codyra.device import autocast
+from codyra.methods._routing import RoutingTally, class_domains, route_learned
+from codyra.methods.rail import regression as rail
+from codyra.store.cells import cell_record
+from codyra.training.batches import derive_seed
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -68,46 +69,11 @@ def extra_params(options, state: dict, feature_dim: int) -> tuple[int, int]:
 
 
 @torch.no_grad()
-def image_features(model, dataset, batches, cfg, device, precision: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """[(fp32 image features on the CPU, labels)] of ``dataset`` over the index batches ``batches``."""
-    loader = torch.utils.data.DataLoader(dataset, batch_sampler=batches, num_workers=cfg["data"]["num_workers"], pin_memory=device.type == "cuda")
-    out = []
-    for images, labels in loader:
-        with autocast(device, precision):
-            out.append((model.encode_image(images.to(device, non_blocking=True)).float().cpu(), labels))
-    return out
-
-
-def train_batches(n: int, batch_size: int, seed: int, task_index: int) -> list[list[tuple[int, int]]]:
-    """One shuffled pass over a training set of ``n`` (RAIL: augmentation_time 1): batches of
-    (index, aug_seed) keys, a pure function of (seed, task)."""
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(derive_seed(seed, task_index, 0))).tolist()
-    keys = [(index, derive_seed(seed, task_index, position, 7)) for position, index in enumerate(order)]
-    return [keys[s : s + batch_size] for s in range(0, n, batch_size)]
-
-
-def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int, device, model=None) -> tuple[list, int]:
-    """(one pass of the image features of task i's training set with labels global over the
-    stream, classes of tasks 1..i): what RAIL fits on. The features are theta_0's, or ``model``'s
-    (CoDyRA + RAIL: theta_i, the backbone right after task i)."""
-    from codyra.clip.streams import build_tasks
-    from codyra.clip.model import pretrained_clip
-
-    bundle = pretrained_clip(cfg)
-    tasks = build_tasks(cfg, bundle.image)
-    offset = sum(t.num_classes for t in tasks[: task_index - 1])
-    data = tasks[task_index - 1].train_set()
-    model = (bundle.model if model is None else model).to(device).eval()
-    batches = image_features(model, data, train_batches(len(data), batch_size, seed, task_index), cfg, device, cfg["train"]["precision"])
-    return [(f, y + offset) for f, y in batches], offset + tasks[task_index - 1].num_classes
-
-
-@torch.no_grad()
 def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], device, state: dict, bundle=None):
     """Yield the cells A[i, j] of theta_0 (or ``bundle``'s model: CoDyRA + RAIL's theta_i) + RAIL's
     adapter after task i (``state``), each with its routing summary."""
-    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
+    from codyra.clip.streams import build_tasks
     from codyra.clip.zeroshot import label_space_classifier, router_space
     from codyra.data.registry import label_space
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codyra.methods.base import Method, stored_row_state
+from codyra.methods.base import Method
 from codyra.methods.options import MethodOptions, option
 
 
@@ -36,6 +36,7 @@ class RAILOptions(MethodOptions):
 
 class RAIL(Method):
     kind = "rail"
+    families = ("clip",)
     paper_row = "RAIL-{variant:title}†"
     group = "complementation"
     predicts_domain = True
@@ -63,11 +64,11 @@ class RAIL(Method):
         return self.state
 
     @classmethod
-    def routed_cells(cls, cfg, method, seed, i, js, device):
+    def routed_cells(cls, row):
         from codyra.methods.rail.clip import rail_row
 
-        state, options = stored_row_state(cls, cfg, method, seed, i)
-        return rail_row(cfg, method, options, seed, i, js, device, state)
+        c = row.cell
+        return rail_row(row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, row.stored_state())
 
 
 METHOD = RAIL
