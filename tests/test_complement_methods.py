@@ -82,7 +82,7 @@ def test_moe_adapters_trains_two_tasks_and_evaluates_routed_from_the_stored_stat
     assert summaries[0]["trainable_params"] > 0 and summaries[1]["trainable_params"] < summaries[0]["trainable_params"]
 
     cells = evaluate_row(cfg, "moe", 0, 2)
-    cell = read_cell(cfg, cell_path(cfg, "moe", 0, 2, 1), "moe", 0, 2, 1)
+    cell = read_cell(cfg, cell_path(cfg, "moe", 0, 2, 1), "moe", 0, 2, 1, classifies=True)
     assert cell["routing"]["router"] == "ddas" and cell["routing"]["samples"] == cell["num_samples"]
     assert [c["accuracy"] for c in cells] == [c["accuracy"] for c in evaluate_row(cfg, "moe", 0, 2)]  # rebuilt identically
 

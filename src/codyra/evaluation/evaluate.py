@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from codyra import __version__
 from codyra.store.cells import read_cell
 from codyra.family import family_of
 from codyra.experiment.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
@@ -77,7 +78,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
 
         def copy(j):
             row0 = row0_cell_path(cfg, j)
-            return {**read_cell(cfg, row0, PRETRAINED, None, 0, j), "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
+            return {**read_cell(cfg, row0, PRETRAINED, None, 0, j, classifies=family_of(cfg).classifies), "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
 
         return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), copy(j))) for j in js]
     cells = _with_settings(cfg, method, seed, i, _computed_cells(cfg, method, seed, i, js, device))
@@ -91,7 +92,7 @@ def _stored(path, result: dict) -> dict:
 
 
 def _with_settings(cfg, method, seed, i, cells):
-    """The cells with their settings fingerprint: column j's evaluation settings and those the
+    """The cells with the code version and their settings fingerprint: column j's evaluation settings and those the
     summaries of the updates 1..i record (not the config's: an update trained with other
     settings shows here). Read before any cell is computed; fails early if an update is missing."""
     if method != PRETRAINED and not method_class(cfg["method_configs"][method]["kind"]).trains:
@@ -99,7 +100,7 @@ def _with_settings(cfg, method, seed, i, cells):
         updates = untrained_settings(cfg, method) * i
     else:
         updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
-    return ({**cell, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
+    return ({**cell, "codyra_version": __version__, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
 
 
 def _computed_cells(cfg, method, seed, i, js, device):

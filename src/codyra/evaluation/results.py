@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from codyra.family import family_of
 from codyra.store.cells import read_cells
 from codyra.store.io import ResultError, write_json
 from codyra.evaluation.metrics import summarize
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def summarize_run(cfg: dict, method: str, seed: int) -> dict:
     """Write ``matrix.json`` (A, its metrics and each cell's settings fingerprint) for one (method, seed)."""
-    cells = read_cells(cfg, method, seed)
+    cells = read_cells(cfg, method, seed, classifies=family_of(cfg).classifies)
     check_task_folders(cfg, method, seed)
     A = [[cell["accuracy"] for cell in row] for row in cells]
     result = {

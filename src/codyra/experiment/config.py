@@ -13,8 +13,6 @@ A job's configuration is resolved from four layers, later ones winning:
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import math
 import re
 from functools import cache
@@ -359,9 +357,3 @@ def resolve_job(cfg: dict, method: str, task_index: int) -> dict:
     options = {k: v for k, v in _merged(base, per_task).items() if k != "train"}
     train = _merged(cfg["train"], base.get("train"), task.get("train"), per_task.get("train"))
     return {"method": options, "train": train}
-
-
-def fingerprint(obj) -> str:
-    """Short stable hash of a JSON-able value (Snakemake params use it to rerun changed jobs)."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -32,7 +32,8 @@ from codyra import __version__
 from codyra.adapters.lora import seed_adapter_dropout
 from codyra.training.batches import derive_seed
 from codyra.store.checkpoints import checkpoint_dir, find_checkpoint, load_method_checkpoint
-from codyra.experiment.config import fingerprint, resolve_job
+from codyra.experiment.config import resolve_job
+from codyra.store.io import fingerprint
 from codyra.family import FitSession, family_of
 from codyra.experiment.fingerprints import train_fingerprint
 from codyra.store.io import read_json, require_writable, write_text
