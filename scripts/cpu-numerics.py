@@ -144,7 +144,7 @@ def environment() -> dict:
 def _stream_digests(cfg: dict, methods: list[str], out: dict) -> None:
     from codyra.store.io import read_json
     from codyra.store.paths import SUMMARY_FILE, task_dir
-    from codyra.evaluation.results import run_stream
+    from codyra.cli import run_stream
 
     for method in methods:
         result = run_stream(cfg, method, 0)

@@ -9,7 +9,7 @@ import torch
 from codyra.store.cells import read_cell
 from codyra.methods.moe_adapters import layer as moe
 from codyra.methods import _routing as routing
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_row
 from codyra.store.paths import cell_path, task_dir
 from codyra.store.updates import load_method_state, load_update

@@ -9,7 +9,7 @@ import torch
 from codyra.evaluation import tables
 from codyra.store.cells import read_cell
 from codyra.methods import _routing as routing
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_row
 from codyra.store.io import ResultError, write_json
 from codyra.store.paths import cell_path

@@ -10,7 +10,7 @@ import torch
 from safetensors import safe_open
 
 from codyra.clip.rebuild import rebuild_clip
-from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.evaluation.evaluate import evaluate_cell, evaluate_row
 from codyra.store.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
 

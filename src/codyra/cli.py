@@ -7,9 +7,11 @@ and argument errors answer instantly.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 DEFAULT_CONFIG = "config/config.yaml"
+log = logging.getLogger(__name__)
 
 
 def _config(args) -> dict:
@@ -45,7 +47,7 @@ def cmd_pretrain_mini(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from codyra.training.loop import train_task
+    from codyra.experiment.train_job import train_task
 
     train_task(_config(args), args.method, args.seed, args.task, device=args.device)
 
@@ -76,9 +78,38 @@ def cmd_summarize(args) -> None:
 
 
 def cmd_run(args) -> None:
-    from codyra.evaluation.results import run_stream
-
     run_stream(_config(args), args.method, args.seed, device=args.device)
+
+
+def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
+    """The whole stream in one process (``codyra run``): pretrain (mini, if needed), train every
+    task and evaluate every cell, skipping finished work."""
+    from pathlib import Path
+
+    from codyra.evaluation.evaluate import PRETRAINED, evaluate_row
+    from codyra.evaluation.results import summarize_run
+    from codyra.experiment.pretraining import own_pretraining, pretrain_own
+    from codyra.experiment.train_job import train_task
+    from codyra.store.paths import SUMMARY_FILE, cell_path, row0_cell_path, task_dir
+
+    n = len(cfg["tasks"])
+    weights = own_pretraining(cfg)
+    if weights is not None and not Path(weights).is_file():
+        pretrain_own(cfg)
+    tasks = range(1, n + 1)
+    if missing := [j for j in tasks if not row0_cell_path(cfg, j).is_file()]:
+        evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
+    for i in tasks:
+        if not (task_dir(cfg, method, seed, i) / SUMMARY_FILE).is_file():
+            train_task(cfg, method, seed, i, device=device)
+    for i in range(n + 1):
+        if missing := [j for j in tasks if not cell_path(cfg, method, seed, i, j).is_file()]:
+            evaluate_row(cfg, method, seed, i, missing, device=device)
+    result = summarize_run(cfg, method, seed)
+    m = result["metrics"]
+    log.info("%s seed %d: transfer %s average %.2f last %.2f forgetting %s", method, seed,
+             m["transfer"], m["average"], m["last"], m["forgetting"])
+    return result
 
 
 def cmd_tables(args) -> None:

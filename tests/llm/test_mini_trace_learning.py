@@ -18,7 +18,7 @@ import yaml
 from safetensors.torch import load_file
 
 from codyra.experiment.config import load_config
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_cell, evaluate_row0
 from codyra.evaluation.metrics import forgetting, overall_performance
 from codyra.mini.trace.pretrain import pretrain_mini_lm

@@ -7,7 +7,7 @@ import torch
 
 from codyra.adapters.lora import delta_from_factors
 from codyra.experiment.config import load_config
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.llm.model import pretrained_lm
 from codyra.llm.rebuild import rebuild_lm
 from codyra.store.paths import task_dir

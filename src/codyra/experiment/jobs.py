@@ -26,8 +26,8 @@ JOBS: dict[str, Job] = {
     # every method, and editing a method must not rerun the pretraining
     "pretrain_mini": Job("pretrain-mini", ("codyra.mini.clip.pretrain", "codyra.mini.trace.pretrain"), "mini.pretrain_threads"),
     # a family's own rule names (Family.train_rule, Family.eval_rule): profiles size them apart
-    "train_task": Job("train", ("codyra.training.loop",), "train.threads"),
-    "train_lm_task": Job("train", ("codyra.training.loop",), "train.threads"),
+    "train_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
+    "train_lm_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
     "eval_row0": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
     "eval_row": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
     "eval_lm_row": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
