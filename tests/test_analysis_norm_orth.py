@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from codyra.adapters.lora import RankSelectiveLoRA, delta_from_factors
+from codyra.adapters.lora import RankSelectiveLoRA
+from codyra.store.updates import delta_from_factors
 from codyra.analysis import orth
 from codyra.analysis.registry import available, skipped, write
 from codyra.analysis.norm_matched import norm_matched_table

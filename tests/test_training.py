@@ -162,7 +162,7 @@ def test_official_loss_text_to_image_term_on_hand_computed_values():
 
 
 def test_lr_schedules_match_hand_values():
-    from codyra.training.schedules import lr_factor
+    from codyra.steps.schedules import lr_factor
 
     # cosine over 5 steps after 1 warm-up step: 1/1, then 0.5 (1 + cos(pi k / 4)), k = 0..3
     cosine = lr_factor("cosine", 5, 1)

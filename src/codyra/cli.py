@@ -323,7 +323,14 @@ def _register_optional(sub) -> None:
     """Subcommands that live with their feature (they register without heavy imports)."""
     from codyra.data.check import register_cli
 
-    register_cli(sub)
+    register_cli(sub, cmd_data_check)
+
+
+def cmd_data_check(args) -> int:
+    from codyra.data.check import run_check
+    from codyra.experiment.config import load_config
+
+    return run_check(args, load_config(args.config))
 
 
 def run(argv: list[str], config: dict | None = None) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from codyra.adapters.lora import delta_from_factors
+from codyra.store.updates import delta_from_factors
 from codyra.experiment.config import load_config
 from codyra.experiment.train_job import train_task
 from codyra.llm.model import pretrained_lm

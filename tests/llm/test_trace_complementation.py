@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from codyra.training.batches import derive_seed
+from codyra.steps.batches import derive_seed
 from codyra.methods._prompting import pools as prompts
 from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_row

@@ -71,7 +71,8 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
     ``for_inference`` hook with the stored method states as theta_N is for its cells; and the
     updates' digests."""
     from codyra.clip.model import pretrained_clip
-    from codyra.store.model_states import for_inference, require_updates
+    from codyra.methods.base import for_inference
+    from codyra.store.model_states import require_updates
 
     n = len(cfg["tasks"])
     dirs = require_updates(cfg, method, seed, n)

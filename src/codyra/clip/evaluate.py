@@ -22,7 +22,7 @@ from codyra.device import autocast, pick_device
 from codyra.methods import method_class
 from codyra.store.paths import PRETRAINED
 from codyra.progress import progress_bar
-from codyra.store.model_states import for_inference
+from codyra.methods.base import for_inference
 
 
 def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:

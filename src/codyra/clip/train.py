@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from codyra.training.backends import PlainBackend
-from codyra.training.batches import StepBatches
+from codyra.steps.batches import StepBatches
 from codyra.clip.streams import build_tasks
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.zeroshot import encode_prompts

@@ -24,7 +24,8 @@ from codyra.family import family_of
 from codyra.store.io import read_json, require_writable, write_json
 from codyra.methods import method_class
 from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
-from codyra.store.model_states import for_inference, require_updates
+from codyra.methods.base import for_inference
+from codyra.store.model_states import require_updates
 
 log = logging.getLogger(__name__)
 

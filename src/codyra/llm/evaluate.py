@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from codyra.training.batches import derive_seed
+from codyra.steps.batches import derive_seed
 from codyra.store.cells import cell_record
 from codyra.device import pick_device
 from codyra.store.io import write_text
@@ -28,7 +28,7 @@ from codyra.llm.model import length_limits, pretrained_lm, task_folder
 from codyra.llm.rebuild import rebuild_lm
 from codyra.methods import method_class
 from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path
-from codyra.store.model_states import for_inference
+from codyra.methods.base import for_inference
 from codyra.trace.data import load_split
 from codyra.trace.metrics import TRACE_TASK_METRICS, score_task
 

@@ -4,7 +4,7 @@ A method turns a backbone at theta_{i-1} into theta_i for one task. The training
 (:mod:`codyra.training.loop`) calls its hooks in this order, the same for CLIP and causal LMs:
 
 1. ``setup(ctx)`` once, with a :class:`TaskContext`: freeze/attach what trains, build any
-   teacher or memory; return the AdamW parameter groups (:func:`codyra.training.optim.decay_groups`
+   teacher or memory; return the AdamW parameter groups (:func:`codyra.steps.optim.decay_groups`
    splits parameters the usual way).
 2. Every optimizer step, for each micro-batch: the family's forward and task loss, then
    ``extra_loss(ctx, batch, outputs)`` (a scalar tensor or None, under the same autocast);
@@ -217,6 +217,20 @@ def stored_row_state(cls: type[Method], cfg: dict, method: str, seed: int, i: in
     if state is None:
         raise FileNotFoundError(f"{task_dir(cfg, method, seed, i)} holds no {cls.kind} state: rerun its training job")
     return state, cls(cfg["method_configs"][method]).options
+
+
+def for_inference(cfg: dict, method: str, seed: int, upto: int, bundle, task: int | None = None):
+    """theta_upto as evaluated: the method's ``for_inference`` hook gets the merged backbone and the
+    stored states of tasks 1..upto (a method keeping modules beside the backbone attaches them);
+    with ``task`` j, its ``for_task`` hook (the model that answers task j's test set)."""
+    from codyra.methods import method_class
+    from codyra.store.model_states import require_updates
+    from codyra.store.updates import load_method_state
+
+    states = [load_method_state(d) for d in require_updates(cfg, method, seed, upto)]
+    cls = method_class(cfg["method_configs"][method]["kind"])
+    bundle.model = cls.for_inference(bundle.model, states) if task is None else cls.for_task(bundle.model, states, task)
+    return bundle
 
 
 def freeze(model: nn.Module) -> None:

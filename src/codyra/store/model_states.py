@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from codyra.methods import method_class
 from codyra.store.paths import UPDATE_FILE, task_dir
-from codyra.store.updates import apply_update, load_method_state, load_update, task_summary
+from codyra.store.updates import apply_update, load_update, task_summary
 
 Bundle = TypeVar("Bundle")
 
@@ -37,13 +36,3 @@ def require_updates(cfg: dict, method: str, seed: int, upto: int) -> list:
     for k in range(1, upto + 1):
         task_summary(cfg, method, seed, k)
     return dirs
-
-
-def for_inference(cfg: dict, method: str, seed: int, upto: int, bundle: Bundle, task: int | None = None) -> Bundle:
-    """theta_upto as evaluated: the method's ``for_inference`` hook gets the merged backbone and the
-    stored states of tasks 1..upto (a method keeping modules beside the backbone attaches them);
-    with ``task`` j, its ``for_task`` hook (the model that answers task j's test set)."""
-    states = [load_method_state(d) for d in require_updates(cfg, method, seed, upto)]
-    cls = method_class(cfg["method_configs"][method]["kind"])
-    bundle.model = cls.for_inference(bundle.model, states) if task is None else cls.for_task(bundle.model, states, task)
-    return bundle

@@ -41,9 +41,9 @@ from codyra.store.checkpoints import find_checkpoint, load_method_checkpoint
 from codyra.store.io import read_json, write_text
 from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, TIME
 from codyra.store.updates import save_update
-from codyra.training.batches import derive_seed
-from codyra.training.optim import pack_optimizer_state, unpack_optimizer_state
-from codyra.training.schedules import lr_factor
+from codyra.steps.batches import derive_seed
+from codyra.steps.optim import pack_optimizer_state, unpack_optimizer_state
+from codyra.steps.schedules import lr_factor
 
 if TYPE_CHECKING:
     from codyra.store.updates import TaskUpdate

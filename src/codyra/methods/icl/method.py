@@ -50,7 +50,7 @@ class ICL(Method):
     def test_prompts(cls, cfg, method, seed, j, examples, tokenizer):
         import random
 
-        from codyra.training.batches import derive_seed
+        from codyra.steps.batches import derive_seed
         from codyra.methods.icl import llm as icl
         from codyra.llm.model import is_mini
 

@@ -14,7 +14,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from codyra.training.batches import derive_seed
+from codyra.steps.batches import derive_seed
 from codyra.store.cells import cell_record
 from codyra.methods.rail import regression as rail
 from codyra.methods._routing import RoutingTally, class_domains, route_learned
