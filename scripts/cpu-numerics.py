@@ -176,7 +176,7 @@ def tiny_configs(results: Path) -> list[tuple[dict, list[str]]]:
 
 def pipeline(workdir: Path) -> dict:
     from codyra.experiment.pretraining import own_pretraining
-    from codyra.mini.clip.corpus import make_corpus
+    from codyra.data.scenes.corpus import make_corpus
 
     images, captions = make_corpus(512, 0)
     out = {"environment": environment(), "mini corpus": hashlib.sha256(images.tobytes() + "\n".join(captions).encode()).hexdigest()[:16]}

@@ -129,9 +129,6 @@ class Family(Protocol):
     def own_pretraining(self, cfg: dict) -> str | None:
         """The theta_0 file a mini benchmark pretrains itself (`codyra pretrain-mini`), else None."""
 
-    def pretrain_own(self, cfg: dict) -> None:
-        """Write the mini benchmark's theta_0 (and its data where it has its own)."""
-
 
 def family_of(cfg_or_name: dict | str) -> Family:
     """The family object of a config (or of a ``model.family`` value). Imported here, on

@@ -65,10 +65,5 @@ class ClipFamily:
     def own_pretraining(self, cfg: dict) -> str | None:
         return own_weights(cfg)
 
-    def pretrain_own(self, cfg: dict) -> None:
-        from codyra.mini.clip.pretrain import pretrain_mini
-
-        pretrain_mini(cfg, self.own_pretraining(cfg))
-
 
 CLIP = ClipFamily()

@@ -318,7 +318,7 @@ def placement_vocabulary(family: str):
 def known_task_names(kind: str) -> tuple[str, ...] | None:
     """Task names a data kind provides (None: any, e.g. TRACE task folders)."""
     if kind == "mini":
-        from codyra.mini.clip import TASK_NAMES
+        from codyra.data.scenes import TASK_NAMES
 
         return TASK_NAMES
     if kind in ("mtil", "xtail"):

@@ -8,8 +8,8 @@ job compares every cell's with the config, and MLflow runs are tagged with them.
 from __future__ import annotations
 
 from codyra.experiment.config import resolve_job
-from codyra.store.io import fingerprint
 from codyra.family import family_of
+from codyra.store.io import fingerprint
 
 # How a job runs, not what it computes: the scheduler's allotment (`codyra --threads`) and
 # DeepSpeed's ranks (a ZeRO-2 checkpoint resumes in a plain process and vice versa).
@@ -48,8 +48,8 @@ def _version(rule: str) -> str:
 
 def train_fingerprint(cfg: dict, method: str, i: int) -> str:
     """Everything that determines task i's update given theta_{i-1}."""
-    from codyra.experiment.pretraining import own_pretraining
     from codyra.experiment.jobs import train_rule
+    from codyra.experiment.pretraining import own_pretraining
 
     return fingerprint(
         _settings(

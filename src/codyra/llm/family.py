@@ -82,10 +82,5 @@ class CausalLMFamily:
             return MINI_PRETRAINED.format(results=cfg["results"], benchmark=cfg["benchmark"])
         return None
 
-    def pretrain_own(self, cfg: dict) -> None:
-        from codyra.mini.trace.pretrain import pretrain_mini_lm
-
-        pretrain_mini_lm(cfg)
-
 
 CAUSAL_LM = CausalLMFamily()

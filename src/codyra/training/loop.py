@@ -37,13 +37,13 @@ from codyra.adapters.lora import seed_adapter_dropout
 from codyra.family import FitSession, family_of
 from codyra.methods.base import Method, TaskContext, summary_defaults
 from codyra.progress import progress_bar
+from codyra.steps.batches import derive_seed
+from codyra.steps.optim import pack_optimizer_state, unpack_optimizer_state
+from codyra.steps.schedules import lr_factor
 from codyra.store.checkpoints import find_checkpoint, load_method_checkpoint
 from codyra.store.io import read_json, write_text
 from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, TIME
 from codyra.store.updates import save_update
-from codyra.steps.batches import derive_seed
-from codyra.steps.optim import pack_optimizer_state, unpack_optimizer_state
-from codyra.steps.schedules import lr_factor
 
 if TYPE_CHECKING:
     from codyra.store.updates import TaskUpdate

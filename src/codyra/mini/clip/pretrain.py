@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from codyra.clip.model import create_clip
 from codyra.store.io import save_safetensors
-from codyra.mini.clip.corpus import make_corpus
+from codyra.data.scenes.corpus import make_corpus
 from codyra.steps.optim import decay_groups
 from codyra.progress import progress_bar
 from codyra.steps.schedules import warmup_cosine
