@@ -1,12 +1,11 @@
 """The seam between the engine, evaluation and workflow and a model family (CLIP, causal LM).
 
 Each family package exposes one object satisfying :class:`Family` (``codyra.clip.family.CLIP``,
-``codyra.llm.family.CAUSAL_LM``); :func:`family_of` picks it from ``model.family``. The engine,
-the evaluation, the CLI, the job table, the fingerprints, the analyses and the workflow ask it;
-only this module and config validation read ``model.family``. The light layers that every job imports read
-the same facts from the families' light modules instead (config validation: the placement
-vocabulary; cell files: CLIP cells count classes), so a job's import closure, its code version,
-stays its own.
+``codyra.llm.family.CAUSAL_LM``); :func:`family_of` picks it from ``model.family``. The loop,
+the evaluation, the CLI, the job table, the fingerprints, the analyses and the workflow ask it:
+only this module and config validation read ``model.family``. Config validation, which every
+Snakemake start runs, reads the placement vocabulary from the families' light modules instead;
+the stored results (:mod:`codyra.store`) are told what they need (``read_cell(classifies=...)``).
 """
 
 from __future__ import annotations
