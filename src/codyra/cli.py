@@ -113,9 +113,9 @@ def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
 
 
 def cmd_tables(args) -> None:
-    from codyra.tracking.sync import sync_mlflow
     from codyra.evaluation.tables import write_tables
     from codyra.tracking.mirror import with_store
+    from codyra.tracking.sync import sync_mlflow
 
     cfg = _config(args)
     folder = write_tables(cfg)
@@ -125,9 +125,9 @@ def cmd_tables(args) -> None:
 
 
 def cmd_sync_mlflow(args) -> None:
-    from codyra.tracking.sync import sync_mlflow
     from codyra.store.paths import tables_dir
     from codyra.tracking.mirror import store_answers, tracking_uri
+    from codyra.tracking.sync import sync_mlflow
 
     cfg = _config(args)
     uri = tracking_uri(cfg)

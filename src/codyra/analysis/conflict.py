@@ -45,8 +45,8 @@ def conflict(gradients: list[dict[str, torch.Tensor]], rank: int | None) -> floa
 
 
 def task_gradients(cfg: dict, device) -> list[dict[str, torch.Tensor]]:
-    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
+    from codyra.clip.streams import build_tasks
     from codyra.clip.targets import clip_targets
     from codyra.clip.train import supervised_loss
     from codyra.store.updates import param_block

@@ -85,8 +85,8 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
 @torch.no_grad()
 def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
     """Accuracies of a built model: {"heldout": {name: acc}} and, if ``stream``, {"tasks": {name: acc}}."""
-    from codyra.clip.streams import build_heldout_tasks, build_tasks
     from codyra.clip.evaluate import accuracy, accuracy_on_task
+    from codyra.clip.streams import build_heldout_tasks, build_tasks
 
     out = {"heldout": {t.name: accuracy(bundle, t, [t], cfg, device)[0] for t in build_heldout_tasks(cfg, bundle.image)}}
     if stream:

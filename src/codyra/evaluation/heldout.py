@@ -15,17 +15,17 @@ import time
 import torch
 
 from codyra import __version__
-from codyra.clip.streams import build_heldout_tasks
 from codyra.clip.evaluate import accuracy
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
+from codyra.clip.streams import build_heldout_tasks
 from codyra.device import pick_device
 from codyra.family import family_of
-from codyra.store.io import read_json, require_writable, write_json
 from codyra.methods import method_class
-from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
 from codyra.methods.base import for_inference
+from codyra.store.io import read_json, require_writable, write_json
 from codyra.store.model_states import require_updates
+from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from codyra.evaluation.metrics import summarize
 from codyra.family import family_of
 from codyra.store.cells import read_cells
 from codyra.store.io import ResultError, write_json
-from codyra.evaluation.metrics import summarize
 from codyra.store.paths import (
     HEATMAP_FILE,
     MATRIX_FILE,
@@ -98,7 +98,7 @@ def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:
 
 def mirror_parent(cfg: dict, method: str, seed: int) -> None:
     """Best-effort: the run's metrics, matrix and heatmap onto its MLflow parent run."""
-    from codyra.tracking.sync import log_parent_results
     from codyra.tracking.mirror import with_store
+    from codyra.tracking.sync import log_parent_results
 
     with_store(cfg, lambda store: log_parent_results(store, cfg, method, seed))

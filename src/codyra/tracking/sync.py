@@ -14,8 +14,7 @@ from pathlib import Path
 
 from codyra.family import family_of
 from codyra.store.cells import read_cell
-from codyra.store.io import fingerprint
-from codyra.store.io import read_json, write_json
+from codyra.store.io import fingerprint, read_json, write_json
 from codyra.store.paths import (
     HEATMAP_FILE,
     HISTORY_FILE,

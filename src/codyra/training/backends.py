@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from codyra.store.checkpoints import load_checkpoint, save_checkpoint
 from codyra.device import autocast
+from codyra.store.checkpoints import load_checkpoint, save_checkpoint
 
 
 class PlainBackend:
