@@ -7,16 +7,21 @@ import json
 
 import pytest
 
+import codyra.mini.clip.pretrain
+import codyra.mini.trace.pretrain
+from codyra import __version__
 from codyra.analysis.registry import available, skipped
+from codyra.evaluation.evaluate import evaluate_row0
 from codyra.evaluation.heldout import evaluate_heldout
 from codyra.experiment.fingerprints import train_fingerprint
 from codyra.experiment.jobs import eval_rule, job_group, rule_for, train_rule
+from codyra.experiment.pretraining import pretrain_own
 from codyra.experiment.train_job import training_task
 from codyra.family import family_of
 from codyra.methods import build_method
 from codyra.store.cells import read_cell
 from codyra.store.io import ResultError
-from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE
+from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, row0_cell_path
 from codyra.training.loop import fit
 
 LLM_BLOCK = {"max_prompt_len": 64, "mini": None}
@@ -84,6 +89,24 @@ def test_the_probes_and_the_gradient_conflict_are_clip_analyses():
         "conflict": "the paper reports it for CLIP only (gradients at the pretrained CLIP, appendix supp_norm_matched)",
     }
     assert "probes" not in skipped(clip) and "conflict" not in skipped(clip)
+
+
+def test_each_mini_benchmark_pretrains_its_own_theta0(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(codyra.mini.clip.pretrain, "pretrain_mini", lambda cfg, weights: calls.append(("clip", weights)))
+    monkeypatch.setattr(codyra.mini.trace.pretrain, "pretrain_mini_lm", lambda cfg: calls.append(("trace", cfg["benchmark"])))
+    common = {"results": str(tmp_path), "benchmark": "b"}
+    pretrain_own({**common, "model": {"family": "clip", "pretrained": None}, "data": {"kind": "mini"}})
+    pretrain_own({**common, "model": {"family": "causal_lm", "pretrained": None}, "data": {"kind": "trace"}, "llm": {"mini": {}}})
+    assert calls == [("clip", f"{tmp_path}/b/pretrain/model.safetensors"), ("trace", "b")]
+    with pytest.raises(ValueError, match="pretrain-mini applies to the mini benchmarks"):
+        pretrain_own({**common, "model": {"family": "clip", "pretrained": "openai"}, "data": {"kind": "mtil"}})
+
+
+def test_a_computed_cell_records_the_code_version(tiny_run):
+    cell = evaluate_row0(tiny_run, 1)
+    assert cell["codyra_version"] == __version__
+    assert json.loads(row0_cell_path(tiny_run, 1).read_text())["codyra_version"] == __version__
 
 
 class Recorded:

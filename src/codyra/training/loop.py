@@ -5,8 +5,8 @@ The family (:mod:`codyra.family`) supplies a :class:`~codyra.family.FitSession`:
 the step's micro-batches, the forward, the task loss and the optimizer backend. The loop
 owns the rest: seeding, the method's hooks (:mod:`codyra.methods.base`, in the order stated
 there), the schedule, the history, resumable checkpoints, and writing the task (update, method
-state, history, summary last, each atomically). It knows no config file, result path or
-tracking server: the job (:mod:`codyra.experiment.train_job`) hands it a :class:`TrainingTask`
+state, history, summary last, each atomically). It resolves no settings, result path or
+tracking run: the job (:mod:`codyra.experiment.train_job`) hands it a :class:`TrainingTask`
 (the resolved settings, the folders, the stored updates) and a :class:`MetricsLog`.
 
 With ``train.carry_optimizer`` the job starts from the AdamW state task i-1's job ended with
