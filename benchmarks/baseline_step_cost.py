@@ -1,13 +1,13 @@
-"""Training-step cost and peak memory of every baseline of issues 15 and 16 vs LoRA r16, on the
-mini CLIP and the mini LM side by side (random weights, CPU).
+"""Training-step cost and peak memory of every baseline vs LoRA r16, on the mini CLIP and the
+mini LM side by side (random weights, CPU).
 
 Models (``--models``, default both): ``codyra-mini`` (the mini benchmark's CLIP; any other
 open_clip name works too, e.g. ``ViT-B-16``) and ``codyra-mini-llama`` (the mini TRACE's
-LLaMA, with the mini tokenizer's vocabulary size). Methods: LoRA r16 (the base), the issue-15
-baselines (full-ft, LwF, LwF-VR, WiSE-FT, ZSCL, EWC, GEM, OGD), the issue-16 baselines (O-LoRA,
-HiDe-LoRA, TreeLoRA, InfLoRA, AdaLoRA, DyLoRA, SoRA) and CoDyRA; every adapter rank 16 on
-every matrix (InfLoRA on K and V, as its reference). LwF, LwF-VR and ZSCL distil image-text
-logits: CLIP only (``n/a`` on the LM).
+LLaMA, with the mini tokenizer's vocabulary size). Methods: LoRA r16 (the base), ZSCL's and
+TRACE's baselines (full-ft, LwF, LwF-VR, WiSE-FT, ZSCL, EWC, GEM, OGD), the LoRA-family and
+rank-adaptive baselines (O-LoRA, HiDe-LoRA, TreeLoRA, InfLoRA, AdaLoRA, DyLoRA, SoRA) and
+CoDyRA; every adapter rank 16 on every matrix (InfLoRA on K and V, as its reference). LwF,
+LwF-VR and ZSCL distil image-text logits: CLIP only (``n/a`` on the LM).
 
 For each (model, method), in a fresh process (so its peak RSS is its own): build the model,
 train task 1 for two steps (so task 2 starts with real stored state: EWC's Fisher, GEM's
@@ -49,7 +49,7 @@ from pathlib import Path
 ADAPTER = {"rank": 16, "alpha": 16, "placement": "all"}
 METHODS = {
     "lora-r16": {"kind": "lora", **ADAPTER},
-    # issue 15
+    # ZSCL's and TRACE's baselines
     "full-ft": {"kind": "full"},
     "lwf": {"kind": "lwf"},
     "lwf-vr": {"kind": "lwf_vr"},
@@ -58,7 +58,7 @@ METHODS = {
     "ewc": {"kind": "ewc"},
     "gem": {"kind": "gem"},
     "ogd": {"kind": "ogd", **ADAPTER},  # TRACE runs it with rank 8 on q, v: here matched to LoRA r16
-    # issue 16
+    # the LoRA-family and rank-adaptive baselines
     "olora": {"kind": "olora", **ADAPTER},
     "hidelora": {"kind": "hidelora", **ADAPTER},
     "treelora": {"kind": "treelora", **ADAPTER},

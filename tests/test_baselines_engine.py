@@ -1,5 +1,6 @@
-"""The issue-15 baselines in the training engine on the tiny mini benchmark: each trains two
-tasks from stored files (resuming a killed job: tests/test_resume_methods.py)."""
+"""ZSCL's and TRACE's baselines (LwF, LwF-VR, WiSE-FT, ZSCL, EWC, GEM) in the training loop on the
+tiny mini benchmark: each trains two tasks from stored files (resuming a killed job:
+tests/test_resume_methods.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The issue-15 baselines as methods: each runs its hooks on a tiny CLIP for two tasks, hands its
-stored state to the next task, and does what its reference defines (checked against the math of
-tests/test_baselines_math.py on the real hooks)."""
+"""ZSCL's and TRACE's baselines (LwF, LwF-VR, WiSE-FT, ZSCL, EWC, GEM, OGD) as methods: each runs
+its hooks on a tiny CLIP for two tasks, hands its stored state to the next task, and does what its
+reference defines (checked against the math of tests/test_baselines_math.py on the real hooks)."""
 
 from __future__ import annotations
 

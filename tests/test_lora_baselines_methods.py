@@ -1,4 +1,4 @@
-"""The issue-16 methods through the method interface on a toy two-layer model: two tasks in the
+"""The LoRA-family baselines through the method interface on a toy two-layer model: two tasks in the
 engine's hook order (setup, forward + extra_loss, before_optimizer_step, optimizer step,
 after_step, finish, state_to_store), task 2 reading task 1's stored state."""
 

@@ -16,7 +16,6 @@ from codyra.trace.data import (
     encode_for_training,
     encode_prompt,
     load_split,
-    load_task,
     prepare_tokenizer,
 )
 
@@ -46,11 +45,10 @@ def write_split(folder, split, content):
 # --- loading ------------------------------------------------------------------------------
 
 
-def test_load_task_reads_all_splits(tmp_path):
+def test_load_split_reads_its_own_file_and_drops_other_keys(tmp_path):
     for split in ("train", "eval", "test"):
         write_split(tmp_path, split, [{"prompt": f"{split} p", "answer": "a", "extra": 1}])
-    task = load_task(tmp_path)
-    assert task["eval"] == [TraceExample("eval p", "a")]
+    assert load_split(tmp_path, "eval") == [TraceExample("eval p", "a")]
 
 
 def test_missing_file_names_the_file(tmp_path):

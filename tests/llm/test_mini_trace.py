@@ -7,8 +7,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from codyra.mini.trace.tasks import OTHER_INSTRUCTIONS, general_corpus, generate_task, write_mini_trace
-from codyra.mini.trace.tokenizer import load_tokenizer, train_mini_trace_tokenizer
-from codyra.trace.data import IGNORE_INDEX, SPLITS, LengthLimits, encode_for_training, encode_prompt, load_task
+from codyra.mini.trace.tokenizer import train_mini_trace_tokenizer
+from codyra.trace.data import IGNORE_INDEX, SPLITS, LengthLimits, encode_for_training, encode_prompt, load_split
 from codyra.trace.metrics import TRACE_TASKS, score_task
 
 SIZES = {"train": 60, "eval": 10, "test": 20}
@@ -37,7 +37,7 @@ def test_writes_every_trace_task_in_trace_format(benchmark):
         assert sorted(p.name for p in (root / task).iterdir()) == ["eval.json", "test.json", "train.json"]
         records = json.loads((root / task / "train.json").read_text())
         assert all(set(r) == {"prompt", "answer"} for r in records)
-        splits = load_task(root / task)
+        splits = {split: load_split(root / task, split) for split in SPLITS}
         assert {split: len(splits[split]) for split in SPLITS} == SIZES
         prompts = [e.prompt for split in SPLITS for e in splits[split]]
         assert len(set(prompts)) == len(prompts), f"{task}: a prompt repeats across splits"
@@ -61,7 +61,7 @@ def test_rewriting_replaces_a_task_folder(tmp_path):
 def test_labels_vary_and_references_score_full_marks(benchmark):
     root, tasks = benchmark
     for task in tasks:
-        test = load_task(root / task)["test"]
+        test = load_split(root / task, "test")
         answers, prompts = [e.answer for e in test], [e.prompt for e in test]
         assert len(Counter(answers)) > 2, f"{task}: answers barely vary"
         # A perfect prediction gets full marks, except SARI, which docks repeated source
@@ -71,7 +71,7 @@ def test_labels_vary_and_references_score_full_marks(benchmark):
 
 def test_py150_answers_carry_placeholders(benchmark):
     root, _ = benchmark
-    answers = " ".join(e.answer for e in load_task(root / "Py150")["train"])
+    answers = " ".join(e.answer for e in load_split(root / "Py150", "train"))
     assert "<NUM_LIT>" in answers and "<STR_LIT:" in answers and "<STR_LIT>" in answers
 
 
@@ -79,7 +79,7 @@ def test_prompts_are_short_for_the_mini_tokenizer(benchmark, tokenizer):
     root, tasks = benchmark
     for task in tasks:
         for split in SPLITS:
-            for example in load_task(root / task)[split]:
+            for example in load_split(root / task, split):
                 assert len(encode_prompt(tokenizer, example.prompt)) < 64, (task, example.prompt)
 
 
@@ -90,7 +90,7 @@ def test_prompt_tokens_prefix_the_joint_training_tokens(benchmark, tokenizer):
     root, tasks = benchmark
     limits = LengthLimits(tokenization="trace")
     for task in tasks:
-        for example in load_task(root / task)["train"]:
+        for example in load_split(root / task, "train"):
             assert example.prompt == example.prompt.rstrip(), (task, example.prompt)
             prompt_ids = encode_prompt(tokenizer, example.prompt, limits)
             joint = encode_for_training(tokenizer, example, limits)
@@ -105,7 +105,7 @@ def test_a_prompt_ends_with_its_cue_as_one_token(benchmark, tokenizer):
     cues = {"C-STANCE": "Stance:", "FOMC": "Stance:", "MeetingBank": "Summary:", "ScienceQA": "Answer:",
             "NumGLUE-cm": "Answer:", "NumGLUE-ds": "Answer:", "20Minuten": "Simplified:"}
     for task, cue in cues.items():
-        for example in load_task(root / task)["test"]:
+        for example in load_split(root / task, "test"):
             assert tokenizer.convert_ids_to_tokens(encode_prompt(tokenizer, example.prompt))[-1] == cue, task
 
 
@@ -125,11 +125,11 @@ def test_tokenizer_is_deterministic_and_round_trips_through_json(benchmark, toke
     assert {p.suffix for p in tmp_path.iterdir()} == {".json"}
     text = "Simplify the sentence.\nThe zoo buys a new park, ü\nSimplified:"
     expected = tokenizer(text, add_special_tokens=False)["input_ids"]
-    for reloaded in (load_tokenizer(tmp_path), AutoTokenizer.from_pretrained(tmp_path)):
-        assert reloaded(text, add_special_tokens=False)["input_ids"] == expected
-        assert (reloaded.bos_token, reloaded.eos_token, reloaded.pad_token, reloaded.unk_token) == (
-            "<s>", "</s>", "<pad>", "<unk>",
-        )
+    reloaded = AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)  # as codyra.llm.model loads it
+    assert reloaded(text, add_special_tokens=False)["input_ids"] == expected
+    assert (reloaded.bos_token, reloaded.eos_token, reloaded.pad_token, reloaded.unk_token) == (
+        "<s>", "</s>", "<pad>", "<unk>",
+    )
     assert tokenizer.decode(expected) == text
 
 
@@ -147,7 +147,7 @@ def test_general_corpus_never_states_a_task_instruction_or_cue(benchmark):
     of a task appears in it ("Answer:" only follows the corpus's own instructions)."""
     root, tasks = benchmark
     corpus = general_corpus(seed=3, size=800)
-    instructions = {load_task(root / task)["test"][0].prompt.split("\n")[0] for task in tasks}
+    instructions = {load_split(root / task, "test")[0].prompt.split("\n")[0] for task in tasks}
     assert len(instructions) == len(tasks) - 1  # the NumGLUE tasks share theirs
     for document in corpus:
         for marker in (*instructions, "Target:", "Text:", "Question:", "Options:", "Stance:", "Summary:", "Simplified:"):
@@ -163,7 +163,7 @@ def test_general_corpus_holds_every_answer_token(benchmark, tokenizer):
     root, tasks = benchmark
     seen = {i for document in general_corpus(seed=3, size=800) for i in tokenizer(document)["input_ids"]}
     for task in tasks:
-        for example in load_task(root / task)["test"]:
+        for example in load_split(root / task, "test"):
             alone = tokenizer(example.answer)["input_ids"]
             joint = tokenizer(example.prompt + example.answer)["input_ids"][-len(alone):]
             missing = set(alone + joint) - seen

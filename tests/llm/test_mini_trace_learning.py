@@ -16,13 +16,13 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
-from codyra.experiment.config import load_config
-from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_cell, evaluate_row0
 from codyra.evaluation.metrics import forgetting, overall_performance
+from codyra.experiment.config import load_config
+from codyra.experiment.train_job import train_task
 from codyra.mini.trace.pretrain import pretrain_mini_lm
-from codyra.mini.trace.tokenizer import load_tokenizer
 from codyra.store.paths import MINI_PRETRAINED
 from codyra.trace.metrics import TRACE_TASKS
 
@@ -68,7 +68,7 @@ def test_the_tasks_cues_stay_apart_in_theta_0(mini_trace):
     # one vector (cosine 0.98 to 0.99 in the default grid's theta_0), and each task rewrote the
     # answer format of every earlier one. Untied they keep their random, near-orthogonal rows.
     weights = Path(MINI_PRETRAINED.format(results=mini_trace["results"], benchmark=mini_trace["benchmark"]))
-    tokenizer = load_tokenizer(weights.parent)
+    tokenizer = AutoTokenizer.from_pretrained(weights.parent, local_files_only=True)
     ids = [tokenizer.convert_tokens_to_ids(cue) for cue in ("Stance:", "Summary:", "Simplified:")]
     rows = torch.nn.functional.normalize(load_file(weights)["model.embed_tokens.weight"][ids], dim=1)
     cosine = rows @ rows.T

@@ -5,6 +5,7 @@
 from codyra.analysis.common import FIGURES_DIR, adapter_methods, trained_methods
 from codyra.analysis.registry import available, outputs, skipped
 from codyra.analysis.probes import interp_name, probed_alphas, remove_name
+from codyra.experiment.jobs import method_kinds
 from codyra.store.paths import GRAD_CONFLICT, PROBE
 
 ANALYSES = available(CFG)
@@ -70,7 +71,7 @@ for _name in ANALYSES:
             analysis_files(_name),
         params:
             name=_name,
-            version=job_version(f"analysis_{_name}"),
+            version=job_version(f"analysis_{_name}", method_kinds(CFG, CFG["methods"])),
         log:
             f"{LOGS}/analysis/{_name}.log",
         run:
@@ -87,7 +88,7 @@ if "rank" in ANALYSES:
         wildcard_constraints:
             method="|".join(adapter_methods(CFG)),
         params:
-            version=job_version("analysis_rank"),
+            version=lambda w: job_version("analysis_rank", method_kinds(CFG, [w.method])),
         log:
             f"{LOGS}/analysis/rank_{{method}}.log",
         run:
@@ -103,7 +104,7 @@ if "probes" in ANALYSES and PROBES:
             [PROBE_PATTERN.replace("{probe}", p) for p in PROBES],
         params:
             settings=lambda w: fingerprint([heldout_fingerprint(CFG), eval_settings(), CFG["analysis"]]),
-            version=job_version("probe"),
+            version=lambda w: job_version("probe", method_kinds(CFG, [w.method])),
         threads: CFG["eval"]["threads"]
         group:
             RUN_GROUP  # on a cluster, in the job of its run, like the run's rows

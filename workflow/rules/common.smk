@@ -8,15 +8,8 @@ from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version,
 from codyra.methods import method_class
 from codyra.store.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
 
-# Group jobs on a cluster (JOB_GROUP below). Snakemake sizes a group by layers: members that could
-# run side by side (row i beside task i+1) share a layer and their resources add up, unless a
-# constraint splits the layer; layers run in series, so the group requests the max over layers
-# and the sum of their runtimes. The profiles give each member that uses the job's GPUs one
-# gpu_slot, and a job has one: its members then run one after another and it requests one
-# member's GPUs, CPUs and memory. Declared here, not in a profile, because the processes inside
-# a submitted job (which size the srun step and run the members) read no profile and get no
-# --resources. Scope local: the limit holds per job, never across jobs. Local runs are
-# unaffected: no rule carries gpu_slot without a cluster profile.
+# One gpu_slot per group job, so its GPU members run in series on one member's resources; here, not
+# in a profile, as a submitted job reads none (docs/architecture-snakemake.md, "Group jobs").
 workflow.global_resources.setdefault("gpu_slot", 1)
 
 
@@ -24,14 +17,10 @@ resource_scopes:
     gpu_slot="local",
 
 
-if workflow.remote_exec:
-    # In a submitted job, run the `run:` jobs as threads of its Snakemake process, as local runs
-    # do (profiles/default). Snakemake does so for a single-job submission (--force-use-threads)
-    # but has no option for a group job: it would spawn one process per member, re-parsing the
-    # workflow and re-importing torch (~5 s of CPU each, 22 members in an MTIL run's job).
-    from snakemake.executors.local import Executor as _LocalExecutor
+if workflow.remote_exec:  # a submitted job: its group's `run:` members run as threads, as local runs do
+    from codyra.experiment.snakemake_compat import run_group_members_as_threads
 
-    _LocalExecutor.use_threads = property(lambda self: True, lambda self, value: None)
+    run_group_members_as_threads()
 
 
 def _raw_config():

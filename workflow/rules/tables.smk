@@ -2,6 +2,7 @@
 # Tables, heatmaps and matrices are report() results of `snakemake --report`: one category per
 # benchmark, inside it the tables and one subcategory per method (labels: seed, result).
 from codyra.evaluation.tables import table_names
+from codyra.experiment.jobs import method_kinds
 
 TABLE_FORMATS = ("md", "csv", "tex", "html")
 
@@ -24,7 +25,7 @@ rule summarize_run:
         matrix=run_result(f"{RUN}/matrix.json", "../report/matrix.rst", "matrix (JSON)"),
         heatmap=run_result(f"{RUN}/A_heatmap.png", "../report/heatmap.rst", "heatmap"),
     params:
-        version=job_version("summarize_run"),
+        version=lambda w: job_version("summarize_run", method_kinds(CFG, [w.method])),
     log:
         f"{LOGS}/summarize/{{method}}/seed{{seed}}.log",
     run:
@@ -37,7 +38,7 @@ rule tables:
     output:
         [table_result(name, ext) for name in table_names(CFG) for ext in TABLE_FORMATS],
     params:
-        version=job_version("tables"),
+        version=job_version("tables", method_kinds(CFG, CFG["methods"])),
     log:
         f"{LOGS}/tables.log",
     run:

@@ -10,12 +10,7 @@ rule mlflow_init:
     output:
         MLFLOW_MARKER,
     params:
-        # What init_store uses, nothing else. Every model job reads the marker as an ancient
-        # input, and when the marker must be remade Snakemake 9.27 schedules it alone: jobs below
-        # a rerun job are masked from their own checks (missing outputs included), then skipped
-        # because their only link to it is ancient (dag.py, update_needrun). A fingerprint of
-        # the methods and seeds therefore made every grid that adds a method stop after this job;
-        # a changed tracking setting still does, once (the next invocation goes on).
+        # what init_store uses, nothing else (docs/architecture-snakemake.md, "The MLflow marker")
         store=fingerprint(CFG["tracking"]),
     log:
         f"{LOGS}/mlflow_init.log",

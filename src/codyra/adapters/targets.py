@@ -31,11 +31,6 @@ class Target:
     tower: str  # "vision" / "text" (CLIP) or "lm"
     kind: str  # "q", "k", "v", "o", "fc", "proj" (CLIP) or "q_proj", ... (LM)
 
-    @property
-    def numel_lora(self) -> int:
-        """Parameters of a rank-1 component: one row of A plus one column of B."""
-        return self.in_features + self.out_features
-
 
 @dataclass(frozen=True)
 class PlacementVocabulary:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from codyra.data.tasks import ImageConfig
 
-REFERENCE_KINDS = ("zscl", "mini-corpus")
 IMAGENET_TRAIN = "imagenet/train/"
 CC_CAPTIONS = "conceptual_captions/Validation_GCC-1.1.0-Validation_output.csv"
 CC_CAPTION_COLUMN = "title"

@@ -1,21 +1,45 @@
 """Code versions: a hash of the code that determines a job's output.
 
-A rule's params carry the version of its job's entry module (``codyra.experiment.jobs.JOBS``), so
+A rule's params carry the version of its job (``codyra.experiment.jobs.job_version``), so
 Snakemake reruns a job when that code changes (params are a default rerun trigger), and
 only then: editing ``codyra/evaluation/tables.py`` reruns the tables, not the training.
 
-The code of an entry module is the closure of the ``codyra`` modules it imports, found by
-a static walk of the source (imports inside functions included, ``if TYPE_CHECKING:``
-blocks excluded; a parent package is included since Python runs it, but followed only
-through its module-level imports: its functions run only for a module that imports it by
-name), plus the data files (model configs, the config schema) of every package in the
-closure. A module that
-imports by name at run time (``importlib.import_module``, a registry such as
-``codyra.methods``) depends on every module of its package. ``codyra.experiment.config`` is hashed
-but its imports are not followed: it imports the method kinds, placement vocabularies and
-dataset catalogs only to validate a config, and a job receives the validated values, which
-its settings fingerprint holds (so editing a method does not rerun the mini pretraining).
-Third-party code is not hashed: the environment pins it.
+What is hashed is the code, not its text: each module's syntax tree without docstrings (nor
+any other bare string statement) and without comments or formatting, which the tree does not
+hold. A comment, a docstring or a reflowed line reruns nothing; the one reader of a docstring
+is the CLI's help text. (The tree's dump depends on the Python version, which the environment
+pins, like all third-party code, which is not hashed.)
+
+A job's code is the closure of the ``codyra`` modules its entry modules import, found by a
+static walk of the source (imports inside functions included, ``if TYPE_CHECKING:`` blocks
+excluded; a parent package is included since Python runs it, but followed only through its
+module-level imports: its functions run only for a module that imports it by name), plus the
+data files (model configs, the config schema) of every package in the closure, plus the code
+of the method kinds the job runs. Left out of the walk, neither hashed nor followed:
+
+- modules that cannot change a result (``NOT_RESULTS``): the MLflow mirror and its sync
+  (``codyra.tracking``: they copy results elsewhere, best-effort) and the per-job logs and
+  progress bars (``codyra.progress``). The CLI's argument parsing (``codyra.cli``) is no
+  job's entry and no entry imports it;
+- the method kinds, unless the job runs them. A kind ``x`` is the module or package
+  ``codyra.methods.x`` that exposes ``METHOD`` (the registry's contract). Its code is the
+  closure of that module: its class, the modules of the kinds it builds on (``lwf_vr`` ->
+  ``lwf`` -> ``full``, and ``base``), its private helpers (``methods/_routing.py``). The
+  shared code never brings a kind in: the registry's import by name loads the kind of the
+  job's method, and a static import of a kind from shared code (a family service a method
+  calls through its context) runs for that method only. So editing LwF reruns LwF's jobs and
+  none of CoDyRA's, editing the training loop reruns every training, and a new method module
+  that no config names reruns nothing. Which kinds a job runs, its caller says: a training
+  its method's (``train_fingerprint``); a row of cells those of the updates it reads, whose
+  settings hold their training's version (a method that never trains: its stand-in for
+  them, ``untrained_settings``); summaries, tables and analyses those of the methods they
+  cover.
+
+Any other module that imports by name at run time (``importlib.import_module``) depends on
+every module of its package. ``codyra.experiment.config`` is hashed but its imports are not
+followed: it imports the method kinds, placement vocabularies and dataset catalogs only to
+validate a config, and a job receives the validated values, which its settings fingerprint
+holds (so editing a method does not rerun the mini pretraining).
 """
 
 from __future__ import annotations
@@ -26,8 +50,10 @@ from functools import cache
 from pathlib import Path
 
 PACKAGE = "codyra"
-ROOT = Path(__file__).resolve().parent  # src/codyra
+ROOT = Path(__file__).resolve().parents[1]  # src/codyra
 VALIDATION_ONLY = frozenset({"codyra.experiment.config"})  # hashed, imports not followed (see above)
+NOT_RESULTS = ("codyra.tracking", "codyra.progress")  # packages and modules neither hashed nor followed (see above)
+REGISTRY = "codyra.methods"  # its modules and packages that expose METHOD are the method kinds
 
 
 def module_file(name: str, root: Path = ROOT) -> Path | None:
@@ -69,7 +95,8 @@ def _nodes(tree: ast.AST, module_level: bool):
 @cache  # every module is parsed once per process, whichever entries share it
 def direct_imports(name: str, root: Path = ROOT, module_level: bool = False) -> frozenset[str]:
     """The ``codyra`` modules module ``name`` imports (statically), itself excluded;
-    ``module_level``: only the imports that run when it is imported."""
+    ``module_level``: only the imports that run when it is imported. An import by name at run
+    time brings the whole package, but for the method registry's (the job's kinds, see above)."""
     path = module_file(name, root)
     package = _package(name, root)
     found: set[str] = set()
@@ -89,7 +116,7 @@ def direct_imports(name: str, root: Path = ROOT, module_level: bool = False) -> 
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             dynamic = dynamic or called in ("import_module", "__import__")
-    if dynamic:
+    if dynamic and package != REGISTRY:
         found.update(_package_modules(package, root))
     return frozenset({m for m in found if module_file(m, root) is not None} - {name})
 
@@ -108,9 +135,41 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(1, len(parts))]
 
 
+def _exposes_method(path: Path) -> bool:
+    """Whether the module at ``path`` binds ``METHOD`` at module level (assigned or imported)."""
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "METHOD" for t in node.targets):
+            return True
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "METHOD":
+            return True
+        if isinstance(node, ast.ImportFrom) and any((alias.asname or alias.name) == "METHOD" for alias in node.names):
+            return True
+    return False
+
+
+@cache
+def method_kinds(root: Path = ROOT) -> frozenset[str]:
+    """The method kinds: the modules and packages directly in the registry that expose ``METHOD``."""
+    folder = root.joinpath(*REGISTRY.split(".")[1:])
+    names = {p.stem if p.suffix == ".py" else p.name for p in folder.iterdir()} - {"__init__"}
+    return frozenset(n for n in names if (path := module_file(f"{REGISTRY}.{n}", root)) and _exposes_method(path))
+
+
+def _kind(name: str, root: Path) -> str | None:
+    """The method kind module ``name`` belongs to, if any."""
+    prefix = f"{REGISTRY}."
+    kind = name.removeprefix(prefix).split(".")[0] if name.startswith(prefix) else None
+    return kind if kind in method_kinds(root) else None
+
+
+def _not_results(name: str) -> bool:
+    return any(name == m or name.startswith(f"{m}.") for m in NOT_RESULTS)
+
+
 @cache
 def module_closure(entry: str, root: Path = ROOT) -> frozenset[str]:
-    """``entry`` and every ``codyra`` module it imports, directly or not."""
+    """``entry`` and every ``codyra`` module it imports, directly or not, but for modules that
+    cannot change a result and for method kinds imported by a module of no kind (see above)."""
     if module_file(entry, root) is None:
         raise ValueError(f"no module {entry} under {root}: fix the entry of its job in codyra.experiment.jobs.JOBS")
     imported, as_parent = set(), set()  # followed fully / through module-level imports only
@@ -121,8 +180,14 @@ def module_closure(entry: str, root: Path = ROOT) -> frozenset[str]:
             continue
         (as_parent if parent else imported).add(name)
         todo.extend((p, True) for p in _parents(name) if module_file(p, root))
-        if name not in VALIDATION_ONLY:
-            todo.extend((m, False) for m in direct_imports(name, root, module_level=parent))
+        if name in VALIDATION_ONLY:
+            continue
+        in_kind = _kind(name, root) is not None
+        todo.extend(
+            (m, False)
+            for m in direct_imports(name, root, module_level=parent)
+            if not _not_results(m) and (in_kind or _kind(m, root) is None)
+        )
     return frozenset(imported | as_parent)
 
 
@@ -145,14 +210,42 @@ def _data_file_owners(root: Path) -> tuple[tuple[Path, str], ...]:
     return tuple(owned)
 
 
+def normalised_source(source: str) -> str:
+    """The code of a module's ``source``: its syntax tree, without docstrings and other bare
+    strings (statements that do nothing), comments and formatting (which the tree never holds)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list) and any(isinstance(s, ast.stmt) for s in value):
+                setattr(node, field, [s for s in value if not _is_bare_string(s)])
+    return ast.dump(tree)
+
+
+def _is_bare_string(statement: ast.stmt) -> bool:
+    value = getattr(statement, "value", None)
+    return isinstance(statement, ast.Expr) and isinstance(value, ast.Constant) and isinstance(value.value, str)
+
+
 @cache
-def code_version(*entries: str, root: Path = ROOT) -> str:
-    """Short hash of the source of the ``entries``' closure and its packages' data files."""
-    modules = frozenset().union(*(module_closure(entry, root) for entry in entries))
+def _file_code(path: Path) -> bytes:
+    """What a file contributes to a version: a module's normalised source, a data file's bytes."""
+    return normalised_source(path.read_text()).encode() if path.suffix == ".py" else path.read_bytes()
+
+
+@cache
+def code_version(*entries: str, methods: tuple[str, ...] = (), root: Path = ROOT) -> str:
+    """Short hash of the code of the ``entries``' closure and of the method kinds ``methods``,
+    with their packages' data files."""
+    kinds = method_kinds(root)
+    unknown = sorted(set(methods) - kinds)
+    if unknown:
+        raise ValueError(f"no method kind {', '.join(unknown)} in {REGISTRY}; kinds: {', '.join(sorted(kinds))}")
+    starts = [*entries, *(f"{REGISTRY}.{kind}" for kind in methods)]
+    modules = frozenset().union(*(module_closure(start, root) for start in starts))
     packages = {_package(m, root) for m in modules}
     data = {path for path, owner in _data_file_owners(root) if owner in packages}
     files = sorted({module_file(m, root) for m in modules} | data)
     digest = hashlib.sha256()
     for path in files:
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + _file_code(path) + b"\0")
     return digest.hexdigest()[:16]

@@ -39,16 +39,17 @@ def _data(cfg: dict, method: str | None = None) -> dict:
     return {**cfg["data"], "reference": cfg["data"]["reference"] if reads else None}
 
 
-def _version(rule: str) -> str:
-    # Code changes are invisible to Snakemake: the code version of the job is part of its fingerprint.
+def _version(rule: str, kinds: list[str] | tuple[str, ...] = ()) -> str:
+    # Code changes are invisible to Snakemake: the code version of the job (with that of the
+    # method kinds it runs) is part of its fingerprint.
     from codyra.experiment.jobs import job_version
 
-    return job_version(rule)
+    return job_version(rule, kinds)
 
 
 def train_fingerprint(cfg: dict, method: str, i: int) -> str:
     """Everything that determines task i's update given theta_{i-1}."""
-    from codyra.experiment.jobs import train_rule
+    from codyra.experiment.jobs import method_kinds, train_rule
     from codyra.experiment.pretraining import own_pretraining
 
     return fingerprint(
@@ -60,7 +61,7 @@ def train_fingerprint(cfg: dict, method: str, i: int) -> str:
                 "data": _data(cfg, method),
                 "mini": cfg["mini"] if own_pretraining(cfg) else None,
                 "family": _family(cfg),
-                "version": _version(train_rule(cfg)),
+                "version": _version(train_rule(cfg), method_kinds(cfg, [method])),
             }
         )
     )
@@ -84,12 +85,15 @@ def pretrain_fingerprint(cfg: dict) -> str:
 
 
 def untrained_settings(cfg: dict, method: str) -> list[str]:
-    """What stands in for the updates in a cell of a method that never trains: its config where
-    it changes what the model is shown (FIX(ICL)'s demonstrations), else nothing."""
+    """What stands in for the updates in a cell of a method that never trains: its config and its
+    code where they change what the model is shown (FIX(ICL)'s demonstrations), else nothing."""
+    from codyra.experiment.codeversions import code_version
     from codyra.methods import method_class
 
     spec = cfg["method_configs"][method]
-    return [fingerprint(_settings(spec))] if method_class(spec["kind"]).rewrites_prompts else []
+    if not method_class(spec["kind"]).rewrites_prompts:
+        return []
+    return [fingerprint([_settings(spec), code_version(methods=(spec["kind"],))])]
 
 
 def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:
@@ -98,7 +102,7 @@ def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:
 
 
 def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
-    """The fingerprints the cells A[i][j-1] of ``method`` record when computed from ``cfg`` as it stands."""
+    """The fingerprints the cells ``A[i][j-1]`` of ``method`` record when computed from ``cfg`` as it stands."""
     from codyra.methods import method_class
 
     n = len(cfg["tasks"])

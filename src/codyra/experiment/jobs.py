@@ -8,6 +8,7 @@ job's output: its code version (:mod:`codyra.experiment.codeversions`) is part o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from codyra.family import family_of
@@ -86,8 +87,14 @@ def job_threads(cfg: dict, rule: str) -> int:
     return cfg[block][key]
 
 
-def job_version(rule: str) -> str:
-    """The code version of rule's job (a rule param: changed code reruns exactly its jobs)."""
+def job_version(rule: str, kinds: Iterable[str] = ()) -> str:
+    """The code version of rule's job (a rule param: changed code reruns exactly its jobs): its
+    entries' code and that of the method ``kinds`` it runs (``method_kinds``)."""
     from codyra.experiment.codeversions import code_version
 
-    return code_version(*JOBS[rule].entries)
+    return code_version(*JOBS[rule].entries, methods=tuple(sorted(set(kinds))))
+
+
+def method_kinds(cfg: dict, methods: Iterable[str]) -> list[str]:
+    """The kinds of the configured ``methods``: the method code that a job running them executes."""
+    return [cfg["method_configs"][m]["kind"] for m in methods]

@@ -36,7 +36,7 @@ def read_cell(cfg: dict, path: Path, method: str, seed: int | None, i: int, j: i
 
 
 def read_cells(cfg: dict, method: str, seed: int, *, classifies: bool) -> list[list[dict]]:
-    """The validated cells A[i][j-1] of a run (one column's cells must agree on num_classes)."""
+    """The validated cells ``A[i][j-1]`` of a run (one column's cells must agree on num_classes)."""
     n = len(cfg["tasks"])
     paths = [[cell_path(cfg, method, seed, i, j) for j in range(1, n + 1)] for i in range(n + 1)]
     missing = [str(p) for row in paths for p in row if not p.is_file()]

@@ -93,11 +93,6 @@ def load_split(task_dir: str | Path, split: str) -> list[TraceExample]:
     return [_parse_record(path, index, record) for index, record in enumerate(records)]
 
 
-def load_task(task_dir: str | Path) -> dict[str, list[TraceExample]]:
-    """All three splits of a task folder."""
-    return {split: load_split(task_dir, split) for split in SPLITS}
-
-
 @dataclass(frozen=True)
 class LengthLimits:
     """Token budgets (TRACE: 1024 and 512) and how they apply (``tokenization``, see above)."""

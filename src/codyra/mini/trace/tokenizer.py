@@ -4,7 +4,7 @@ Byte-level means every string is encodable (the 256 bytes are the base alphabet)
 tokenizer never needs an unknown token; ``<unk>`` exists only because some tools expect
 one. Training is deterministic for a given corpus and vocabulary size. The result is a
 regular ``transformers`` fast tokenizer: ``save_pretrained`` writes JSON files only and
-``AutoTokenizer.from_pretrained`` (or :func:`load_tokenizer`) reads them back.
+``AutoTokenizer.from_pretrained`` reads them back.
 """
 
 from __future__ import annotations
@@ -69,11 +69,6 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedToke
     )
     backend.train_from_iterator(texts, trainer)
     return _fast_tokenizer_class()(tokenizer_object=backend, **SPECIAL_TOKENS)
-
-
-def load_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
-    """A tokenizer saved with ``save_pretrained`` (local files only)."""
-    return _fast_tokenizer_class().from_pretrained(str(directory), local_files_only=True)
 
 
 def train_mini_trace_tokenizer(

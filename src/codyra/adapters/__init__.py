@@ -1,0 +1,1 @@
+"""LoRA modules, where they attach (targets and placements), and sparsity operators: model-agnostic."""

@@ -1,0 +1,57 @@
+"""The one place codyra relies on a private part of Snakemake: a submitted group job runs its
+``run:`` members as threads of its Snakemake process.
+
+Local runs execute ``run:`` jobs as threads (``force-use-threads`` in profiles/default): a job
+then costs milliseconds of start-up instead of a new Python process that re-parses the workflow
+and re-imports torch (~5 s of CPU). Inside a SLURM job Snakemake does the same for a job
+submitted alone (the submitting executor adds ``--force-use-threads`` to its command line), but
+not for a group job, and nothing a user sets reaches that command line: the executor writes it
+(``RealExecutor.get_job_args`` in snakemake-interface-executor-plugins), the submitted Snakemake
+reads no profile, and neither SLURM plugin has a setting for it. A group job would spawn one
+process per member: 22 in an MTIL run's job.
+
+So the submitted job's own Snakemake is patched: its local executor's ``use_threads``, which
+``Executor.__post_init__`` copies from the execution settings and ``run_single_job`` reads to
+choose between a thread and a spawned process, is made always true. The patch applies only to
+the Snakemake versions it was checked against (``TESTED_SNAKEMAKE``) and only while the executor
+class does not define ``use_threads`` itself; anywhere else it is left out with a warning, and the
+members run as separate processes: Snakemake's own behaviour, slower, with the same results.
+tests/workflow/test_snakemake_compat.py fails when any of this stops holding.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import snakemake
+from snakemake.executors.local import Executor
+
+TESTED_SNAKEMAKE = ((9, 19), (9, 28))  # (major, minor) [from, below): the executor code read and tested
+# always true when read; the assignment in Executor.__post_init__ is ignored
+THREADS = property(lambda executor: True, lambda executor, value: None, doc="run jobs as threads (codyra's patch)")
+
+
+def patch_problem() -> str | None:
+    """Why the installed Snakemake cannot take the patch, or None when it can (or already has it)."""
+    version = snakemake.__version__
+    (low, high), major_minor = TESTED_SNAKEMAKE, tuple(int(n) for n in re.findall(r"\d+", version)[:2])
+    if not low <= major_minor < high:
+        return (
+            f"snakemake {version} is outside the versions the group-job thread patch was checked against "
+            f"(>={low[0]}.{low[1]}, <{high[0]}.{high[1]}): read snakemake/executors/local.py "
+            "(Executor.__post_init__, run_single_job), then widen TESTED_SNAKEMAKE (codyra.experiment.snakemake_compat)"
+        )
+    own = vars(Executor).get("use_threads", THREADS)
+    if own is not THREADS:
+        return f"snakemake's local Executor now defines use_threads itself ({own!r}): the patch would replace it"
+    return None
+
+
+def run_group_members_as_threads() -> None:
+    """In a submitted job: run the ``run:`` members of its group job as threads, as local runs do."""
+    problem = patch_problem()
+    if problem:
+        warnings.warn(f"{problem}; the group's members run as separate processes", stacklevel=2)
+        return
+    Executor.use_threads = THREADS
