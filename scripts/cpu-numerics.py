@@ -144,7 +144,7 @@ def environment() -> dict:
 def _stream_digests(cfg: dict, methods: list[str], out: dict) -> None:
     from codyra.store.io import read_json
     from codyra.store.paths import SUMMARY_FILE, task_dir
-    from codyra.evaluation.results import run_stream
+    from codyra.cli import run_stream
 
     for method in methods:
         result = run_stream(cfg, method, 0)
@@ -176,7 +176,7 @@ def tiny_configs(results: Path) -> list[tuple[dict, list[str]]]:
 
 def pipeline(workdir: Path) -> dict:
     from codyra.experiment.pretraining import own_pretraining
-    from codyra.mini.clip.corpus import make_corpus
+    from codyra.data.scenes.corpus import make_corpus
 
     images, captions = make_corpus(512, 0)
     out = {"environment": environment(), "mini corpus": hashlib.sha256(images.tobytes() + "\n".join(captions).encode()).hexdigest()[:16]}

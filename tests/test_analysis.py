@@ -200,7 +200,7 @@ def test_interpolation_endpoints_are_theta_0_and_theta_n(tiny_run):
     from codyra.analysis.probes import probe_model, read_probe, run_probes
     from codyra.clip.model import pretrained_clip
     from codyra.clip.rebuild import rebuild_clip
-    from codyra.training.loop import train_task
+    from codyra.experiment.train_job import train_task
     from codyra.evaluation.heldout import evaluate_heldout
     from codyra.store.paths import probe_path
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from codyra.adapters.lora import RankSelectiveLoRA, delta_from_factors
+from codyra.adapters.lora import RankSelectiveLoRA
+from codyra.store.updates import delta_from_factors
 from codyra.analysis import orth
 from codyra.analysis.norm_matched import norm_matched_table
 from codyra.analysis.registry import available, skipped, write
@@ -163,7 +164,7 @@ def test_trace_skips_the_clip_only_analyses_with_the_reason(tmp_path, caplog):
 
 
 def test_training_at_a_matched_norm_reads_the_references_and_pulls_the_norm(tiny_run):
-    from codyra.training.loop import train_task
+    from codyra.experiment.train_job import train_task
 
     cfg = copy.deepcopy(tiny_run)
     cfg["method_configs"]["nm-median"] = {"kind": "lora", "rank": 4, "norm_target": ["lora-r4"], "norm_penalty": 1.0}

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.store.paths import METHOD_STATE_FILE, UPDATE_FILE, task_dir
 
 BASELINES = {

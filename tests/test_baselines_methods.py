@@ -129,7 +129,7 @@ def test_lwf_distils_on_its_own_batch_of_the_tasks_evaluation_images():
     """ZSCL's lwf.sh passes --ref-dataset <current task>: finetune.py (l.140-145) reads it with
     test_preprocess through its own shuffled loader, one batch per step (l.234-246), not the
     training batch. The student starts at the teacher: the loss is the teachers' self-entropy."""
-    from codyra.training.batches import StepBatches, derive_seed
+    from codyra.steps.batches import StepBatches, derive_seed
     from codyra.methods.lwf import DISTILL_STREAM
 
     model = tiny_clip()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from codyra.training.backends import PlainBackend
-from codyra.training.optim import pack_optimizer_state, unpack_optimizer_state
+from codyra.steps.optim import pack_optimizer_state, unpack_optimizer_state
 
 HP = {"lr": 0.1, "betas": [0.9, 0.95], "eps": 1e-8, "precision": "fp32"}
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from codyra.evaluation.evaluate import evaluate_row
-from codyra.methods import _routing as routing
-from codyra.methods.moe_adapters import layer as moe
 from codyra.store.cells import read_cell
+from codyra.methods.moe_adapters import layer as moe
+from codyra.methods import _routing as routing
+from codyra.experiment.train_job import train_task
+from codyra.evaluation.evaluate import evaluate_row
 from codyra.store.paths import cell_path, task_dir
 from codyra.store.updates import load_method_state, load_update
-from codyra.training.loop import train_task
 
 
 def test_moe_layer_routes_by_the_active_tasks_router_on_hand_made_features():
@@ -82,7 +82,7 @@ def test_moe_adapters_trains_two_tasks_and_evaluates_routed_from_the_stored_stat
     assert summaries[0]["trainable_params"] > 0 and summaries[1]["trainable_params"] < summaries[0]["trainable_params"]
 
     cells = evaluate_row(cfg, "moe", 0, 2)
-    cell = read_cell(cfg, cell_path(cfg, "moe", 0, 2, 1), "moe", 0, 2, 1)
+    cell = read_cell(cfg, cell_path(cfg, "moe", 0, 2, 1), "moe", 0, 2, 1, classifies=True)
     assert cell["routing"]["router"] == "ddas" and cell["routing"]["samples"] == cell["num_samples"]
     assert [c["accuracy"] for c in cells] == [c["accuracy"] for c in evaluate_row(cfg, "moe", 0, 2)]  # rebuilt identically
 

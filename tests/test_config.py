@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from codyra.experiment.config import ConfigError, fingerprint, load_config, resolve_job
+from codyra.experiment.config import ConfigError, load_config, resolve_job
+from codyra.store.io import fingerprint
 
 
 def test_defaults_are_filled_from_the_schema(tiny_cfg):

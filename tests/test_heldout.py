@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.experiment.config import ConfigError, load_config
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.evaluation.heldout import evaluate_heldout
-from codyra.mini.clip.tasks import build_mini_task
+from codyra.data.scenes.tasks import build_mini_task
 from codyra.store.paths import heldout_path, row0_heldout_path
 
 HELDOUT = ["shape", "texture"]

@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from codyra.adapters.attach import LoRALinear
-from codyra.adapters.lora import RankSelectiveLoRA, delta_from_factors
+from codyra.adapters.lora import RankSelectiveLoRA
+from codyra.store.updates import delta_from_factors
 
 
 def ns_adapter(A, B=None, w=None):

@@ -6,11 +6,11 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-from codyra.mini.clip import TASK_NAMES
-from codyra.mini.clip.corpus import make_corpus
+from codyra.data.scenes import TASK_NAMES
+from codyra.data.scenes.corpus import make_corpus
 from codyra.mini.clip.pretrain import pretrain_mini
-from codyra.mini.clip.render import COLOURS, HUES, TONES, tone_rgb
-from codyra.mini.clip.tasks import SCENE_TASKS, build_mini_task, split_arrays
+from codyra.data.scenes.render import COLOURS, HUES, TONES, tone_rgb
+from codyra.data.scenes.tasks import SCENE_TASKS, build_mini_task, split_arrays
 from codyra.data.tasks import ImageConfig
 
 IMAGE = ImageConfig(32, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))

@@ -15,7 +15,7 @@ import yaml
 from codyra.experiment.config import load_config
 from codyra.evaluation.metrics import forgetting
 from codyra.mini.clip.pretrain import pretrain_mini
-from codyra.evaluation.results import run_stream
+from codyra.cli import run_stream
 
 from .conftest import ROOT
 

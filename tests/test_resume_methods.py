@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from codyra.store.checkpoints import find_checkpoint, load_method_checkpoint
-from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.store.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
 
 # method -> (spec, checkpoint keys the method must have saved at step 4 of task 2)

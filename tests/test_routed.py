@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from codyra.evaluation import tables
-from codyra.evaluation.evaluate import evaluate_row
-from codyra.methods import _routing as routing
 from codyra.store.cells import read_cell
+from codyra.methods import _routing as routing
+from codyra.experiment.train_job import train_task
+from codyra.evaluation.evaluate import evaluate_row
 from codyra.store.io import ResultError, write_json
 from codyra.store.paths import cell_path
-from codyra.training.loop import train_task
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def test_dagger_routes_unlearned_domains_to_theta_i_and_learned_ones_to_theta_k(
     # row 1: theta_1 is the only learned model, every image goes to it: the plain run's cells exactly
     row1 = evaluate_row(cfg, "codyra-dagger", 0, 1)
     assert [c["accuracy"] for c in row1] == [plain[1, j] for j in (1, 2, 3)]
-    cell = read_cell(cfg, cell_path(cfg, "codyra-dagger", 0, 1, 1), "codyra-dagger", 0, 1, 1)
+    cell = read_cell(cfg, cell_path(cfg, "codyra-dagger", 0, 1, 1), "codyra-dagger", 0, 1, 1, classifies=True)
     assert cell["routing"]["router"] == "zero_shot" and cell["routing"]["samples"] == cell["num_samples"]
     assert 0 <= cell["routing"]["accuracy"] <= 100
     # a perfect router sends task j's images to theta_j: row 2 reproduces the plain diagonal A[j, j]
@@ -50,7 +50,7 @@ def test_a_cell_with_an_absurd_routing_accuracy_is_refused(tiny_run):
             "task": cfg["tasks"][0]["name"], "num_classes": 3, "routing": {"accuracy": float("nan")}}
     write_json(path, cell)
     with pytest.raises(ResultError, match="routing accuracy nan"):
-        read_cell(cfg, path, "codyra", 0, 1, 1)
+        read_cell(cfg, path, "codyra", 0, 1, 1, classifies=True)
 
 
 def _cfg(methods, kinds, kind="mini"):
@@ -177,7 +177,7 @@ def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run)
     cells = evaluate_row(cfg, "rail-primal", 0, 2)
     zero_shot = evaluate_row(cfg, "pretrained", None, 0, [3])[0]["accuracy"]
     assert cells[2]["accuracy"] == zero_shot and all("routing" in c for c in cells)
-    assert read_cell(cfg, cell_path(cfg, "rail-primal", 0, 2, 1), "rail-primal", 0, 2, 1)["routing"]["router"] == "zero_shot"
+    assert read_cell(cfg, cell_path(cfg, "rail-primal", 0, 2, 1), "rail-primal", 0, 2, 1, classifies=True)["routing"]["router"] == "zero_shot"
 
 
 @pytest.mark.parametrize("prompts, expected", [("rail", ("a photo of a {}.",)), ("dataset", None)])

@@ -10,7 +10,7 @@ import torch
 from safetensors import safe_open
 
 from codyra.clip.rebuild import rebuild_clip
-from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.evaluation.evaluate import evaluate_cell, evaluate_row
 from codyra.store.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
 
@@ -162,7 +162,7 @@ def test_official_loss_text_to_image_term_on_hand_computed_values():
 
 
 def test_lr_schedules_match_hand_values():
-    from codyra.training.schedules import lr_factor
+    from codyra.steps.schedules import lr_factor
 
     # cosine over 5 steps after 1 warm-up step: 1/1, then 0.5 (1 + cos(pi k / 4)), k = 0..3
     cosine = lr_factor("cosine", 5, 1)

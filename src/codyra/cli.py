@@ -7,9 +7,11 @@ and argument errors answer instantly.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 DEFAULT_CONFIG = "config/config.yaml"
+log = logging.getLogger(__name__)
 
 
 def _config(args) -> dict:
@@ -45,7 +47,7 @@ def cmd_pretrain_mini(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from codyra.training.loop import train_task
+    from codyra.experiment.train_job import train_task
 
     train_task(_config(args), args.method, args.seed, args.task, device=args.device)
 
@@ -76,15 +78,44 @@ def cmd_summarize(args) -> None:
 
 
 def cmd_run(args) -> None:
-    from codyra.evaluation.results import run_stream
-
     run_stream(_config(args), args.method, args.seed, device=args.device)
 
 
+def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
+    """The whole stream in one process (``codyra run``): pretrain (mini, if needed), train every
+    task and evaluate every cell, skipping finished work."""
+    from pathlib import Path
+
+    from codyra.evaluation.evaluate import PRETRAINED, evaluate_row
+    from codyra.evaluation.results import summarize_run
+    from codyra.experiment.pretraining import own_pretraining, pretrain_own
+    from codyra.experiment.train_job import train_task
+    from codyra.store.paths import SUMMARY_FILE, cell_path, row0_cell_path, task_dir
+
+    n = len(cfg["tasks"])
+    weights = own_pretraining(cfg)
+    if weights is not None and not Path(weights).is_file():
+        pretrain_own(cfg)
+    tasks = range(1, n + 1)
+    if missing := [j for j in tasks if not row0_cell_path(cfg, j).is_file()]:
+        evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
+    for i in tasks:
+        if not (task_dir(cfg, method, seed, i) / SUMMARY_FILE).is_file():
+            train_task(cfg, method, seed, i, device=device)
+    for i in range(n + 1):
+        if missing := [j for j in tasks if not cell_path(cfg, method, seed, i, j).is_file()]:
+            evaluate_row(cfg, method, seed, i, missing, device=device)
+    result = summarize_run(cfg, method, seed)
+    m = result["metrics"]
+    log.info("%s seed %d: transfer %s average %.2f last %.2f forgetting %s", method, seed,
+             m["transfer"], m["average"], m["last"], m["forgetting"])
+    return result
+
+
 def cmd_tables(args) -> None:
-    from codyra.tracking.sync import sync_mlflow
     from codyra.evaluation.tables import write_tables
     from codyra.tracking.mirror import with_store
+    from codyra.tracking.sync import sync_mlflow
 
     cfg = _config(args)
     folder = write_tables(cfg)
@@ -94,9 +125,9 @@ def cmd_tables(args) -> None:
 
 
 def cmd_sync_mlflow(args) -> None:
-    from codyra.tracking.sync import sync_mlflow
     from codyra.store.paths import tables_dir
     from codyra.tracking.mirror import store_answers, tracking_uri
+    from codyra.tracking.sync import sync_mlflow
 
     cfg = _config(args)
     uri = tracking_uri(cfg)
@@ -292,7 +323,14 @@ def _register_optional(sub) -> None:
     """Subcommands that live with their feature (they register without heavy imports)."""
     from codyra.data.check import register_cli
 
-    register_cli(sub)
+    register_cli(sub, cmd_data_check)
+
+
+def cmd_data_check(args) -> int:
+    from codyra.data.check import run_check
+    from codyra.experiment.config import load_config
+
+    return run_check(args, load_config(args.config))
 
 
 def run(argv: list[str], config: dict | None = None) -> int:

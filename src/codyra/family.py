@@ -1,11 +1,11 @@
 """The seam between the engine, evaluation and workflow and a model family (CLIP, causal LM).
 
 Each family package exposes one object satisfying :class:`Family` (``codyra.clip.family.CLIP``,
-``codyra.llm.family.CAUSAL_LM``); :func:`family_of` picks it from ``model.family``. The engine,
-the evaluation, the CLI and the workflow ask it; the light layers that every job imports read
-the same facts from the families' light modules instead (config validation: the placement
-vocabulary; cell files: CLIP cells count classes), so a job's import closure, its code version,
-stays its own.
+``codyra.llm.family.CAUSAL_LM``); :func:`family_of` picks it from ``model.family``. The loop,
+the evaluation, the CLI, the job table, the fingerprints, the analyses and the workflow ask it:
+only this module and config validation read ``model.family``. Config validation, which every
+Snakemake start runs, reads the placement vocabulary from the families' light modules instead;
+the stored results (:mod:`codyra.store`) are told what they need (``read_cell(classifies=...)``).
 """
 
 from __future__ import annotations
@@ -86,7 +86,16 @@ class Family(Protocol):
     name: str  # the model.family value
     vocabulary: PlacementVocabulary  # placement tokens its targets understand
     batch_keys: tuple[str, ...]  # the keys of a training batch dict (FitSession.forward's input)
-    train_rule: str  # the Snakemake rule that trains one task of this family
+    # the workflow's rules of this family's jobs (a rule name keys a job's resources in a profile)
+    train_rule: str  # trains one task
+    eval_rule: str  # evaluates a trained run's row i >= 1 (row 0 is ``eval_row0``)
+    cluster_job: str  # what one SLURM job holds by default (config key ``cluster_job``): "run" or "task"
+    classifies: bool  # cells score classification over class labels (a cell records ``num_classes``)
+    has_heldout_tasks: bool  # theta_i is evaluated on held-out tasks (config key ``heldout_tasks``)
+    inapplicable_analyses: dict[str, str]  # the paper's analyses that do not apply, each with the reason
+
+    def settings(self, cfg: dict) -> dict:
+        """The config blocks only this family reads, part of every settings fingerprint."""
 
     def pretrained(self, cfg: dict):
         """theta_0 as a bundle with ``.model`` (CPU, fp32)."""
@@ -115,9 +124,6 @@ class Family(Protocol):
 
     def own_pretraining(self, cfg: dict) -> str | None:
         """The theta_0 file a mini benchmark pretrains itself (`codyra pretrain-mini`), else None."""
-
-    def pretrain_own(self, cfg: dict) -> None:
-        """Write the mini benchmark's theta_0 (and its data where it has its own)."""
 
 
 def family_of(cfg_or_name: dict | str) -> Family:

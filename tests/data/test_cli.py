@@ -37,7 +37,7 @@ def test_registering_the_command_imports_no_torch():
     code = (
         "import argparse, sys\n"
         "from codyra.data.check import register_cli\n"
-        "register_cli(argparse.ArgumentParser().add_subparsers())\n"
+        "register_cli(argparse.ArgumentParser().add_subparsers(), print)\n"
         "print(sorted(m for m in ('torch', 'torchvision', 'codyra.data.registry') if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.evaluation.evaluate import evaluate_cell
 from codyra.store.io import read_json
 from codyra.llm.generation import generate_answers

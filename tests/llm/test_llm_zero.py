@@ -24,7 +24,7 @@ import torch
 import yaml
 
 from codyra.experiment.config import load_config
-from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.store.io import read_json
 from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
 from codyra.store.updates import load_update

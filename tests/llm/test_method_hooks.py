@@ -12,12 +12,12 @@ import torch
 from safetensors.torch import save_file
 
 from codyra.evaluation import evaluate as evaluation
+from codyra.experiment import train_job
 from codyra.evaluation.evaluate import evaluate_cell
 from codyra.methods.lora import LoRA
 from codyra.store.io import ResultError
 from codyra.store.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
 from codyra.store.updates import load_method_state
-from codyra.training import loop as engine
 
 INFERENCE_STATES = []
 CASES = {"clip": ("tiny_run", "lora-r4"), "causal_lm": ("tiny_trace", "lora-qv")}
@@ -68,9 +68,9 @@ def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, mo
     fixture, method = CASES[family]
     cfg = request.getfixturevalue(fixture)
     built = []
-    monkeypatch.setattr(engine, "build_method", lambda spec: built.append(Recorder(spec)) or built[-1])
+    monkeypatch.setattr(train_job, "build_method", lambda spec: built.append(Recorder(spec)) or built[-1])
 
-    first = engine.train_task(cfg, method, 0, 1, device="cpu")
+    first = train_job.train_task(cfg, method, 0, 1, device="cpu")
     total = first.summary["steps"]
     recorder = built[0]
     per_step = [c for s in range(1, total + 1) for c in ("extra_loss", "before_optimizer_step", ("after_step", s, total))]
@@ -85,7 +85,7 @@ def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, mo
     assert first.summary["stored_bytes"] == sizes
     assert first.summary["inference_extra_params"] == 0 and first.summary["step_seconds"] > 0
 
-    engine.train_task(cfg, method, 0, 2, device="cpu")
+    train_job.train_task(cfg, method, 0, 2, device="cpu")
     stored = {"marker": torch.arange(3.0) + len(recorder.calls)}
     torch.testing.assert_close(built[1].previous_state, stored, rtol=0, atol=0)
 
@@ -98,8 +98,8 @@ def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, mo
 
 
 def test_a_changed_method_state_is_detected(tiny_trace, monkeypatch):
-    monkeypatch.setattr(engine, "build_method", lambda spec: Recorder(spec))
-    engine.train_task(tiny_trace, "lora-qv", 0, 1, device="cpu")
+    monkeypatch.setattr(train_job, "build_method", lambda spec: Recorder(spec))
+    train_job.train_task(tiny_trace, "lora-qv", 0, 1, device="cpu")
     out = task_dir(tiny_trace, "lora-qv", 0, 1)
     save_file({"marker": torch.zeros(3)}, str(out / METHOD_STATE_FILE))
     with pytest.raises(ResultError, match="does not match the digest"):

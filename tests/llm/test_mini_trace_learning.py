@@ -21,10 +21,10 @@ from transformers import AutoTokenizer
 from codyra.evaluation.evaluate import evaluate_cell, evaluate_row0
 from codyra.evaluation.metrics import forgetting, overall_performance
 from codyra.experiment.config import load_config
+from codyra.experiment.train_job import train_task
 from codyra.mini.trace.pretrain import pretrain_mini_lm
 from codyra.store.paths import MINI_PRETRAINED
 from codyra.trace.metrics import TRACE_TASKS
-from codyra.training.loop import train_task
 
 pytestmark = pytest.mark.slow
 MINI_TRACE = Path(__file__).resolve().parents[2] / "config" / "mini_trace.yaml"

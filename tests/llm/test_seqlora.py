@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from codyra.adapters.lora import delta_from_factors
+from codyra.store.updates import delta_from_factors
 from codyra.experiment.config import load_config
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.llm.model import pretrained_lm
 from codyra.llm.rebuild import rebuild_lm
 from codyra.store.paths import task_dir

@@ -10,9 +10,9 @@ import random
 import pytest
 import torch
 
-from codyra.training.batches import derive_seed
+from codyra.steps.batches import derive_seed
 from codyra.methods._prompting import pools as prompts
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_row
 from codyra.experiment.fingerprints import expected_cell_fingerprints
 from codyra.methods.icl import llm as icl

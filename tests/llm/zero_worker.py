@@ -5,7 +5,7 @@ what the test resumes."""
 import sys
 
 from codyra.experiment.config import load_config
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 
 
 class Killed(Exception):

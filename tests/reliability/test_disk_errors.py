@@ -13,7 +13,7 @@ import codyra.store.checkpoints
 import codyra.store.io
 from codyra.cli import main
 from codyra.experiment.config import load_config
-from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.errors import NotWritableError
 from codyra.evaluation.evaluate import evaluate_cell
 from codyra.store.paths import HISTORY_FILE, cell_path, task_dir

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.store.io import read_json
 from codyra.tracking.sync import sync_mlflow
 from codyra.store.paths import SUMMARY_FILE, task_dir
@@ -69,7 +69,7 @@ def test_sync_replaces_a_complete_run_whose_file_was_rewritten_with_other_settin
 
 KILLED_TRAINING = """
 import json, os, sys
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 def hard_kill(step):
     if step == 5:  # after the checkpoint of step 4, before any metric was flushed: no cleanup runs
         os._exit(9)

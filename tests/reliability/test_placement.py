@@ -10,11 +10,12 @@ import pytest
 from codyra.analysis.common import run_summaries
 from codyra.cli import main
 from codyra.experiment.config import load_config
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_cell
 from codyra.store.io import ResultError, read_json
 from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
-from codyra.evaluation.results import run_stream, summarize_run
+from codyra.cli import run_stream
+from codyra.evaluation.results import summarize_run
 from codyra.store.updates import load_update, stored_update
 from tests.conftest import write_yaml
 

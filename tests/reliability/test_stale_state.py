@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from codyra.cli import run
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_cell
 from codyra.experiment.fingerprints import expected_cell_fingerprints, train_fingerprint
 from codyra.store.io import ResultError, read_json
 from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
-from codyra.evaluation.results import run_stream, summarize_run
+from codyra.cli import run_stream
+from codyra.evaluation.results import summarize_run
 from codyra.evaluation.tables import write_tables
 from codyra.store.updates import load_update
 

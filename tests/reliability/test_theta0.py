@@ -13,7 +13,7 @@ from codyra.experiment.pretraining import pretrain_own
 from codyra.cli import main
 from codyra.clip.model import HubFile, pretrained_clip
 from codyra.experiment.config import load_config
-from codyra.training.loop import train_task
+from codyra.experiment.train_job import train_task
 from codyra.store.io import ResultError, read_json
 from codyra.store.paths import MINI_PRETRAINED, WEIGHTS_DIGEST, cell_path, results_path
 from codyra.store.theta0 import file_sha256

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from codyra.cli import main
 from codyra.experiment.config import load_config
-from codyra.training.loop import task_checkpoint_dir, train_task
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.store.paths import cell_path, row0_cell_path, task_dir
 from tests.conftest import TINY, write_yaml
 from tests.workflow.conftest import grid_config, job_counts, snakemake

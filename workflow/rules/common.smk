@@ -1,6 +1,7 @@
 # Configuration, paths and the helpers every rule uses.
 from codyra.experiment.pretraining import own_pretraining
-from codyra.experiment.config import ConfigError, config_from_files, fingerprint, load_config, resolve_job
+from codyra.experiment.config import ConfigError, config_from_files, load_config, resolve_job
+from codyra.store.io import fingerprint
 from codyra.data.presence import require_benchmark_data
 from codyra.experiment.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
 from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule

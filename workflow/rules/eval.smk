@@ -72,7 +72,7 @@ def row_inputs(w):
 if EVALUATED:
 
     rule:
-        # LLM rows get their own rule name (codyra.experiment.jobs.JOBS): profiles give generation its hours
+        # the family names the rule (Family.eval_rule): profiles give LLM generation its hours
         name:
             eval_rule(CFG)
         input:

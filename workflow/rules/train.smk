@@ -17,7 +17,7 @@ def train_inputs(w):
 
 
 rule:
-    # LLM training gets its own rule name (codyra.experiment.jobs.JOBS): profiles give it 4 GPUs in one task
+    # the family names the rule (Family.train_rule): profiles give LLM training 4 GPUs in one task
     name:
         train_rule(CFG)
     input:

@@ -123,7 +123,3 @@ def seed_adapter_dropout(model: nn.Module, device) -> torch.Generator | None:
         layer.generator = generator
     return generator
 
-
-def delta_from_factors(A: torch.Tensor, B: torch.Tensor, w_scaled: torch.Tensor) -> torch.Tensor:
-    """Dense dW = B diag(w) A in fp32 (only for merging and reporting, never in training)."""
-    return (B.float() * w_scaled.float()) @ A.float()

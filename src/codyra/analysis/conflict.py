@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from codyra import __version__
 from codyra.analysis.common import PlainTable, fmt
+from codyra.family import family_of
 from codyra.store.io import ResultError, read_json, write_json
 from codyra.store.paths import GRAD_CONFLICT, results_path
 
@@ -44,8 +45,8 @@ def conflict(gradients: list[dict[str, torch.Tensor]], rank: int | None) -> floa
 
 
 def task_gradients(cfg: dict, device) -> list[dict[str, torch.Tensor]]:
-    from codyra.clip.streams import build_tasks
     from codyra.clip.model import pretrained_clip
+    from codyra.clip.streams import build_tasks
     from codyra.clip.targets import clip_targets
     from codyra.clip.train import supervised_loss
     from codyra.store.updates import param_block
@@ -71,8 +72,9 @@ def task_gradients(cfg: dict, device) -> list[dict[str, torch.Tensor]]:
 def run_conflict(cfg: dict, *, device=None) -> dict:
     from codyra.device import pick_device
 
-    if cfg["model"]["family"] != "clip":
-        raise ValueError("the gradient-conflict probe applies to CLIP benchmarks (model.family: clip)")
+    family = family_of(cfg)
+    if "conflict" in family.inapplicable_analyses:
+        raise ValueError(f"the gradient-conflict probe applies to CLIP benchmarks (model.family: clip), not to {family.name}: {family.inapplicable_analyses['conflict']}")
     torch.set_num_threads(cfg["eval"]["threads"])
     started = time.time()
     gradients = task_gradients(cfg, pick_device(device))

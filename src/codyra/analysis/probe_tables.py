@@ -7,9 +7,10 @@ import statistics
 from codyra.analysis.common import figures_dir, new_figure, save_figure, trained_methods
 from codyra.analysis.probes import interp_name, read_probe, remove_name
 from codyra.analysis.retention import read_heldout
+from codyra.evaluation.tables import Table
+from codyra.family import family_of
 from codyra.store.cells import read_cell
 from codyra.store.paths import cell_path
-from codyra.evaluation.tables import Table
 
 
 def _with_average(accuracies: dict[str, float]) -> dict[str, float]:
@@ -66,7 +67,7 @@ def removal_table(cfg: dict) -> Table:
     for method in trained_methods(cfg):
         variants: dict[str, list[dict]] = {"theta_N": []}
         for seed in cfg["seeds"]:
-            tasks = {t: read_cell(cfg, cell_path(cfg, method, seed, n, j), method, seed, n, j)["accuracy"] for j, t in enumerate(stream, 1)}
+            tasks = {t: read_cell(cfg, cell_path(cfg, method, seed, n, j), method, seed, n, j, classifies=family_of(cfg).classifies)["accuracy"] for j, t in enumerate(stream, 1)}
             heldout = {h: read_heldout(cfg, method, seed, n, h) for h in cfg["heldout_tasks"]}
             variants["theta_N"].append({"tasks": tasks, "heldout": heldout})
             for tower in cfg["analysis"]["remove_towers"]:

@@ -21,6 +21,7 @@ import time
 import torch
 
 from codyra import __version__
+from codyra.family import family_of
 from codyra.store.io import ResultError, read_json, write_json
 from codyra.store.paths import SUMMARY_FILE, probe_path, task_dir
 from codyra.store.updates import TaskUpdate, apply_update, load_update
@@ -84,8 +85,8 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
 @torch.no_grad()
 def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
     """Accuracies of a built model: {"heldout": {name: acc}} and, if ``stream``, {"tasks": {name: acc}}."""
-    from codyra.clip.streams import build_heldout_tasks, build_tasks
     from codyra.clip.evaluate import accuracy, accuracy_on_task
+    from codyra.clip.streams import build_heldout_tasks, build_tasks
 
     out = {"heldout": {t.name: accuracy(bundle, t, [t], cfg, device)[0] for t in build_heldout_tasks(cfg, bundle.image)}}
     if stream:
@@ -98,8 +99,9 @@ def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
     """Every interpolation and module-removal probe of (method, seed); returns the written records."""
     from codyra.device import pick_device
 
-    if cfg["model"]["family"] != "clip":
-        raise ValueError("the interpolation and module-removal probes apply to CLIP benchmarks (model.family: clip)")
+    family = family_of(cfg)
+    if "probes" in family.inapplicable_analyses:
+        raise ValueError(f"the interpolation and module-removal probes apply to CLIP benchmarks (model.family: clip), not to {family.name}: {family.inapplicable_analyses['probes']}")
     if not cfg["heldout_tasks"]:
         raise ValueError("config key heldout_tasks is empty: the probes evaluate on held-out tasks; list some")
     torch.set_num_threads(cfg["eval"]["threads"])

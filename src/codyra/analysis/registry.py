@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from codyra.analysis.common import adapter_methods, figures_dir, norm_methods, trained_methods, write_any_table
+from codyra.family import family_of
 from codyra.store.paths import tables_dir
 
 log = logging.getLogger(__name__)
@@ -16,7 +17,7 @@ log = logging.getLogger(__name__)
 
 def available(cfg: dict) -> list[str]:
     """The analyses that apply to ``cfg`` (e.g. held-out ones need held-out tasks, probes a CLIP)."""
-    clip = cfg["model"]["family"] == "clip"
+    inapplicable = family_of(cfg).inapplicable_analyses
     names = ["significance", "compare"]
     if trained_methods(cfg):
         names += ["drift", "magnitude", "cost"] + (["cka"] if len(cfg["tasks"]) > 1 else [])
@@ -26,9 +27,9 @@ def available(cfg: dict) -> list[str]:
             names.append("orth")
     if cfg["heldout_tasks"]:
         names.append("retention")
-        if clip and trained_methods(cfg):
+        if "probes" not in inapplicable and trained_methods(cfg):
             names.append("probes")
-    if clip and len(cfg["tasks"]) > 1:
+    if "conflict" not in inapplicable and len(cfg["tasks"]) > 1:
         names.append("conflict")
     if cfg["ablations"]:
         names.append("ablations")
@@ -39,11 +40,7 @@ def available(cfg: dict) -> list[str]:
 
 def skipped(cfg: dict) -> dict[str, str]:
     """The paper's analyses that do not apply to ``cfg``, each with the reason (``paper`` lists them)."""
-    reasons = {}
-    if cfg["model"]["family"] != "clip":
-        paper = "the paper reports it for CLIP only"
-        reasons["probes"] = f"{paper} (interpolation on unseen zero-shot data, removal of one encoder's updates)"
-        reasons["conflict"] = f"{paper} (gradients at the pretrained CLIP, appendix supp_norm_matched)"
+    reasons = dict(family_of(cfg).inapplicable_analyses)
     if not cfg["heldout_tasks"]:
         for name in ("retention", "probes"):
             reasons.setdefault(name, "no held-out tasks (config key heldout_tasks)")

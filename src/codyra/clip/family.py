@@ -6,6 +6,8 @@ reads ``vocabulary`` on every Snakemake start.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from codyra.clip.targets import CLIP_VOCABULARY
 from codyra.clip.weights import own_weights
 
@@ -15,6 +17,14 @@ class ClipFamily:
     vocabulary = CLIP_VOCABULARY
     batch_keys = ("images", "labels")  # augmented images (B, 3, H, W), class indices within the task
     train_rule = "train_task"
+    eval_rule = "eval_row"
+    cluster_job = "run"  # a task takes minutes on one GPU: per-task jobs would spend more on queueing and start-up
+    classifies = True
+    has_heldout_tasks = True
+    inapplicable_analyses: ClassVar[dict[str, str]] = {}
+
+    def settings(self, cfg: dict) -> dict:
+        return {}
 
     def pretrained(self, cfg: dict):
         from codyra.clip.model import pretrained_clip
@@ -51,11 +61,6 @@ class ClipFamily:
 
     def own_pretraining(self, cfg: dict) -> str | None:
         return own_weights(cfg)
-
-    def pretrain_own(self, cfg: dict) -> None:
-        from codyra.mini.clip.pretrain import pretrain_mini
-
-        pretrain_mini(cfg, self.own_pretraining(cfg))
 
 
 CLIP = ClipFamily()

@@ -10,7 +10,7 @@ import torch
 from codyra.clip.model import pretrained_clip
 from codyra.clip.streams import build_tasks
 from codyra.device import autocast
-from codyra.training.batches import derive_seed
+from codyra.steps.batches import derive_seed
 
 
 @torch.no_grad()

@@ -13,7 +13,7 @@ def build_tasks(cfg: dict, image: ImageConfig) -> Sequence[ClassificationTask]:
     kind = cfg["data"]["kind"]
     names = [t["name"] for t in cfg["tasks"]]
     if kind == "mini":
-        from codyra.mini.clip.tasks import build_mini_task
+        from codyra.data.scenes.tasks import build_mini_task
 
         return [build_mini_task(name, cfg["mini"], image) for name in names]
     if kind in ("mtil", "xtail"):
@@ -27,7 +27,7 @@ def build_heldout_tasks(cfg: dict, image: ImageConfig) -> list[ClassificationTas
     """The tasks of config key heldout_tasks (only their test splits are ever read)."""
     kind, names = cfg["data"]["kind"], cfg["heldout_tasks"]
     if kind == "mini":
-        from codyra.mini.clip.tasks import build_mini_task
+        from codyra.data.scenes.tasks import build_mini_task
 
         return [build_mini_task(name, cfg["mini"], image) for name in names]
     if kind in ("mtil", "xtail"):

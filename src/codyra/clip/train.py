@@ -5,7 +5,7 @@ prompts built with the task's first template, logits scaled by the model's logit
 ``loss: official`` adds the official code's text->image term. AdamW with the schedule of
 ``train.lr_schedule`` (cosine by default, optional linear warm-up) per optimizer step; ``train.precision`` picks fp32 (the released
 code) or bf16 autocast on a GPU. Batches of augmented images are pure functions of
-(seed, task, step) (:class:`codyra.training.loop.StepBatches` keys, read by DataLoader workers).
+(seed, task, step) (:class:`codyra.steps.batches.StepBatches` keys, read by DataLoader workers).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from codyra.training.backends import PlainBackend
-from codyra.training.batches import StepBatches
+from codyra.steps.batches import StepBatches
 from codyra.clip.streams import build_tasks
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.zeroshot import encode_prompts

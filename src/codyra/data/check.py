@@ -10,11 +10,9 @@ import argparse
 from pathlib import Path
 
 
-def register_cli(subparsers) -> None:
-    """Add the `data` command (subcommand `check`) to the main CLI's subparsers.
-
-    The handler returns the exit code.
-    """
+def register_cli(subparsers, handler) -> None:
+    """Add the `data` command (subcommand `check`) to the main CLI's subparsers; ``handler(args)``
+    (the CLI's: it loads the config and calls :func:`run_check`) returns the exit code."""
     data = subparsers.add_parser(
         "data", help="inspect the benchmark datasets", epilog="example: codyra data check --config config/mtil_5shot.yaml"
     )
@@ -35,15 +33,14 @@ def register_cli(subparsers) -> None:
         "--deep", action="store_true",
         help="also decode every image once, as training and evaluation do, and name each file that fails (reads every image: slow)",
     )
-    check.set_defaults(handler=run_check)
+    check.set_defaults(handler=handler)
 
 
-def run_check(args: argparse.Namespace) -> int:
-    from codyra.experiment.config import ConfigError, load_config
-
+def run_check(args: argparse.Namespace, config: dict) -> int:
+    """Check the datasets of ``config`` (loaded and validated from ``args.config``)."""
     from codyra.data.registry import check_datasets
+    from codyra.errors import ConfigError
 
-    config = load_config(args.config)
     protocol = config["data"]["kind"]
     if protocol not in ("mtil", "xtail"):
         raise ConfigError(f"{args.config}: data check applies to data.kind mtil or xtail, not {protocol!r}")

@@ -9,7 +9,7 @@ Kinds:
   of Conceptual Captions' validation file as ZSCL reads it
   (``<data.root>/conceptual_captions/Validation_GCC-1.1.0-Validation_output.csv``, tab-separated,
   column ``title``; only the captions are used, never CC's images).
-- ``mini-corpus``: the mini benchmark's own pretraining corpus (``codyra.mini.corpus``): its
+- ``mini-corpus``: the mini benchmark's own pretraining corpus (``codyra.data.scenes.corpus``): its
   first ``size`` image-caption pairs (the corpus is generated in order, so they are exactly
   pairs the model was pretrained on); ``size`` null = the whole ``mini.corpus_size``.
 
@@ -132,7 +132,7 @@ def mini_corpus_pixels(cfg: dict, size: int, image: ImageConfig):
     """The first ``size`` corpus images, normalised as pretraining feeds them, and their captions."""
     import torch
 
-    from codyra.mini.clip.corpus import make_corpus
+    from codyra.data.scenes.corpus import make_corpus
 
     corpus_size = cfg["mini"]["corpus_size"]
     if size > corpus_size:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 
 from codyra.evaluation.routed import routed_cells
-from codyra.experiment.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
+from codyra import __version__
+from codyra.store.cells import read_cell
 from codyra.family import family_of
+from codyra.experiment.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
 from codyra.methods import method_of
 from codyra.methods.base import CellPosition
-from codyra.store.cells import read_cell
 from codyra.store.io import read_json, require_writable, write_json
 from codyra.store.model_states import require_updates
 from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
@@ -79,7 +80,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
 
         def copy(j):
             row0 = row0_cell_path(cfg, j)
-            return {**read_cell(cfg, row0, PRETRAINED, None, 0, j), "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
+            return {**read_cell(cfg, row0, PRETRAINED, None, 0, j, classifies=family_of(cfg).classifies), "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
 
         return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), copy(j))) for j in js]
     cells = _with_settings(cfg, method, seed, i, _computed_cells(cfg, method, seed, i, js, device))
@@ -93,7 +94,7 @@ def _stored(path, result: dict) -> dict:
 
 
 def _with_settings(cfg, method, seed, i, cells):
-    """The cells with their settings fingerprint: column j's evaluation settings and those the
+    """The cells with the code version and their settings fingerprint: column j's evaluation settings and those the
     summaries of the updates 1..i record (not the config's: an update trained with other
     settings shows here). Read before any cell is computed; fails early if an update is missing."""
     if method != PRETRAINED and not method_of(cfg, method).trains:
@@ -101,7 +102,7 @@ def _with_settings(cfg, method, seed, i, cells):
         updates = untrained_settings(cfg, method) * i
     else:
         updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
-    return ({**cell, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
+    return ({**cell, "codyra_version": __version__, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
 
 
 def _computed_cells(cfg, method, seed, i, js, device):

@@ -15,15 +15,16 @@ import time
 import torch
 
 from codyra import __version__
-from codyra.clip.streams import build_heldout_tasks
 from codyra.clip.evaluate import accuracy
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
+from codyra.clip.streams import build_heldout_tasks
 from codyra.device import pick_device
 from codyra.store.io import read_json, require_writable, write_json
 from codyra.methods import method_of
-from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
+from codyra.family import family_of
 from codyra.store.model_states import for_inference, require_updates
+from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 def _check(cfg: dict, method: str, i: int) -> None:
     if not cfg["heldout_tasks"]:
         raise ValueError("config key heldout_tasks is empty: list the tasks to hold out, e.g. heldout_tasks: [shape, colour, count]")
-    if cfg["model"]["family"] != "clip":
+    if not family_of(cfg).has_heldout_tasks:
         raise ValueError("held-out evaluation applies to CLIP benchmarks (model.family: clip)")
     n = len(cfg["tasks"])
     if not 0 <= i <= n:

@@ -1,29 +1,25 @@
-"""A run's results: its cells (validated on read), its A matrix and metrics, and the whole stream in one process."""
+"""A run's results: its cells (validated on read), its A matrix and metrics."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
+from codyra.evaluation.metrics import summarize
+from codyra.family import family_of
 from codyra.store.cells import read_cells
 from codyra.store.io import ResultError, write_json
-from codyra.evaluation.metrics import summarize
 from codyra.store.paths import (
     HEATMAP_FILE,
     MATRIX_FILE,
     SUMMARY_FILE,
-    cell_path,
-    row0_cell_path,
     run_dir,
     task_dir,
 )
 
-log = logging.getLogger(__name__)
-
 
 def summarize_run(cfg: dict, method: str, seed: int) -> dict:
     """Write ``matrix.json`` (A, its metrics and each cell's settings fingerprint) for one (method, seed)."""
-    cells = read_cells(cfg, method, seed)
+    cells = read_cells(cfg, method, seed, classifies=family_of(cfg).classifies)
     check_task_folders(cfg, method, seed)
     A = [[cell["accuracy"] for cell in row] for row in cells]
     result = {
@@ -102,33 +98,7 @@ def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:
 
 def mirror_parent(cfg: dict, method: str, seed: int) -> None:
     """Best-effort: the run's metrics, matrix and heatmap onto its MLflow parent run."""
-    from codyra.tracking.sync import log_parent_results
     from codyra.tracking.mirror import with_store
+    from codyra.tracking.sync import log_parent_results
 
     with_store(cfg, lambda store: log_parent_results(store, cfg, method, seed))
-
-
-def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
-    """Pretrain (mini, if needed), train every task and evaluate every cell, skipping finished work."""
-    from codyra.experiment.pretraining import own_pretraining, pretrain_own
-    from codyra.training.loop import train_task
-    from codyra.evaluation.evaluate import PRETRAINED, evaluate_row
-
-    n = len(cfg["tasks"])
-    weights = own_pretraining(cfg)
-    if weights is not None and not Path(weights).is_file():
-        pretrain_own(cfg)
-    tasks = range(1, n + 1)
-    if missing := [j for j in tasks if not row0_cell_path(cfg, j).is_file()]:
-        evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
-    for i in tasks:
-        if not (task_dir(cfg, method, seed, i) / SUMMARY_FILE).is_file():
-            train_task(cfg, method, seed, i, device=device)
-    for i in range(n + 1):
-        if missing := [j for j in tasks if not cell_path(cfg, method, seed, i, j).is_file()]:
-            evaluate_row(cfg, method, seed, i, missing, device=device)
-    result = summarize_run(cfg, method, seed)
-    m = result["metrics"]
-    log.info("%s seed %d: transfer %s average %.2f last %.2f forgetting %s", method, seed,
-             m["transfer"], m["average"], m["last"], m["forgetting"])
-    return result

@@ -13,8 +13,6 @@ A job's configuration is resolved from four layers, later ones winning:
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import math
 import re
 from functools import cache
@@ -335,7 +333,7 @@ def placement_vocabulary(family: str):
 def known_task_names(kind: str) -> tuple[str, ...] | None:
     """Task names a data kind provides (None: any, e.g. TRACE task folders)."""
     if kind == "mini":
-        from codyra.mini.clip import TASK_NAMES
+        from codyra.data.scenes import TASK_NAMES
 
         return TASK_NAMES
     if kind in ("mtil", "xtail"):
@@ -374,9 +372,3 @@ def resolve_job(cfg: dict, method: str, task_index: int) -> dict:
     options = {k: v for k, v in _merged(base, per_task).items() if k != "train"}
     train = _merged(cfg["train"], base.get("train"), task.get("train"), per_task.get("train"))
     return {"method": options, "train": train}
-
-
-def fingerprint(obj) -> str:
-    """Short stable hash of a JSON-able value (Snakemake params use it to rerun changed jobs)."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -7,7 +7,9 @@ job compares every cell's with the config, and MLflow runs are tagged with them.
 
 from __future__ import annotations
 
-from codyra.experiment.config import fingerprint, resolve_job
+from codyra.experiment.config import resolve_job
+from codyra.family import family_of
+from codyra.store.io import fingerprint
 
 # How a job runs, not what it computes: the scheduler's allotment (`codyra --threads`) and
 # DeepSpeed's ranks (a ZeRO-2 checkpoint resumes in a plain process and vice versa).
@@ -24,7 +26,7 @@ def _settings(obj):
 
 def _family(cfg: dict) -> dict:
     """Settings only one model family reads."""
-    return {"llm": cfg["llm"]} if cfg["model"]["family"] == "causal_lm" else {}
+    return family_of(cfg).settings(cfg)
 
 
 def _data(cfg: dict, method: str | None = None) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from codyra.family import family_of
 from codyra.store.paths import PRETRAINED
 
 
@@ -25,11 +26,12 @@ JOBS: dict[str, Job] = {
     # the minis' own pretraining, not via codyra.experiment.pretraining: its family objects reach the engine and
     # every method, and editing a method must not rerun the pretraining
     "pretrain_mini": Job("pretrain-mini", ("codyra.mini.clip.pretrain", "codyra.mini.trace.pretrain"), "mini.pretrain_threads"),
-    "train_task": Job("train", ("codyra.training.loop",), "train.threads"),
-    "train_lm_task": Job("train", ("codyra.training.loop",), "train.threads"),  # profiles give it 4 GPUs in one task
+    # a family's own rule names (Family.train_rule, Family.eval_rule): profiles size them apart
+    "train_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
+    "train_lm_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
     "eval_row0": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
     "eval_row": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
-    "eval_lm_row": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),  # generation: hours where a CLIP row takes minutes
+    "eval_lm_row": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
     "heldout_row0": Job("heldout", ("codyra.evaluation.heldout",), "eval.threads"),
     "heldout": Job("heldout", ("codyra.evaluation.heldout",), "eval.threads"),
     "summarize_run": Job("summarize", ("codyra.evaluation.results",), None),
@@ -47,26 +49,20 @@ JOBS: dict[str, Job] = {
 }
 
 
-def _causal_lm(cfg: dict) -> bool:
-    return cfg["model"]["family"] == "causal_lm"
-
-
 def train_rule(cfg: dict) -> str:
-    return "train_lm_task" if _causal_lm(cfg) else "train_task"
+    return family_of(cfg).train_rule
 
 
 def eval_rule(cfg: dict) -> str:
     """The rule of a trained run's row i >= 1 (row 0 is ``eval_row0``)."""
-    return "eval_lm_row" if _causal_lm(cfg) else "eval_row"
+    return family_of(cfg).eval_rule
 
 
 def job_group(cfg: dict) -> str:
     """The Snakemake group (one SLURM job; local runs ignore groups) of a run's training and row
-    jobs, as config key ``cluster_job`` says; by default the whole run (method, seed) for CLIP,
-    whose tasks take minutes on one GPU, so that per-task jobs would spend more on queueing and
-    start-up than on work; one task (training i and row i) for causal LMs, whose tasks hold 4
-    GPUs for hours: a whole run would outlast partition time limits, and a requeue would redo it all."""
-    unit = cfg.get("cluster_job") or ("task" if _causal_lm(cfg) else "run")
+    jobs, as config key ``cluster_job`` says; by default the family's unit (``Family.cluster_job``):
+    the whole run (method, seed) for CLIP, one task (training i and row i) for causal LMs."""
+    unit = cfg.get("cluster_job") or family_of(cfg).cluster_job
     return {"run": RUN_GROUP, "task": "task-{method}-seed{seed}-{i}"}[unit]
 
 

@@ -1,4 +1,9 @@
-"""A benchmark's own theta_0: the mini benchmarks pretrain theirs (`codyra pretrain-mini`)."""
+"""A benchmark's own theta_0: the mini benchmarks pretrain theirs (`codyra pretrain-mini`).
+
+The family says whether a config pretrains its own theta_0 and where it goes
+(``Family.own_pretraining``); the pretraining itself is the mini benchmark's
+(:mod:`codyra.mini`), which builds on the family's model and data.
+"""
 
 from __future__ import annotations
 
@@ -19,4 +24,11 @@ def pretrain_own(cfg: dict) -> None:
     if weights is None:
         raise ValueError("pretrain-mini applies to the mini benchmarks (data.kind: mini, or llm.mini) with model.pretrained null")
     require_writable(Path(weights).parent.parent)  # the pretraining replaces its folder (the mini TRACE's) whole
-    family_of(cfg).pretrain_own(cfg)
+    if cfg["data"]["kind"] == "mini":  # the mini CLIP's scenes (clip.weights.own_weights)
+        from codyra.mini.clip.pretrain import pretrain_mini
+
+        pretrain_mini(cfg, weights)
+    else:  # the mini TRACE (llm.mini): its data, tokenizer and theta_0
+        from codyra.mini.trace.pretrain import pretrain_mini_lm
+
+        pretrain_mini_lm(cfg)

@@ -19,17 +19,17 @@ from pathlib import Path
 
 import torch
 
+from codyra.steps.batches import derive_seed
+from codyra.store.cells import cell_record
 from codyra.device import pick_device
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import length_limits, pretrained_lm, task_folder
 from codyra.llm.rebuild import rebuild_lm
-from codyra.store.cells import cell_record
 from codyra.store.io import write_text
 from codyra.store.model_states import for_inference
 from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path
 from codyra.trace.data import load_split
 from codyra.trace.metrics import TRACE_TASK_METRICS, score_task
-from codyra.training.batches import derive_seed
 
 
 def predictions_path(cell_file: Path) -> Path:

@@ -7,6 +7,8 @@ validation reads ``vocabulary`` on every Snakemake start.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from codyra.llm.targets import LM_VOCABULARY
 
 
@@ -16,6 +18,21 @@ class CausalLMFamily:
     # left-padded BOS + prompt + answer + EOS; labels IGNORE_INDEX except on the answer and EOS
     batch_keys = ("input_ids", "attention_mask", "labels")
     train_rule = "train_lm_task"  # its own rule name: profiles give it 4 GPUs in one task
+    eval_rule = "eval_lm_row"  # generation: hours where a CLIP row takes minutes
+    # a task holds 4 GPUs for hours: a whole run would outlast partition time limits, and a requeue would redo it all
+    cluster_job = "task"
+    classifies = False  # generated answers scored by the task's metric
+    has_heldout_tasks = False
+    inapplicable_analyses: ClassVar[dict[str, str]] = {
+        name: f"the paper reports it for CLIP only ({why})"
+        for name, why in (
+            ("probes", "interpolation on unseen zero-shot data, removal of one encoder's updates"),
+            ("conflict", "gradients at the pretrained CLIP, appendix supp_norm_matched"),
+        )
+    }
+
+    def settings(self, cfg: dict) -> dict:
+        return {"llm": cfg["llm"]}
 
     def pretrained(self, cfg: dict):
         from codyra.llm.model import pretrained_lm
@@ -59,11 +76,6 @@ class CausalLMFamily:
         if cfg["llm"]["mini"] is not None and cfg["model"]["pretrained"] is None:
             return MINI_PRETRAINED.format(results=cfg["results"], benchmark=cfg["benchmark"])
         return None
-
-    def pretrain_own(self, cfg: dict) -> None:
-        from codyra.mini.trace.pretrain import pretrain_mini_lm
-
-        pretrain_mini_lm(cfg)
 
 
 CAUSAL_LM = CausalLMFamily()

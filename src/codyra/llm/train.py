@@ -24,7 +24,7 @@ import math
 import torch
 
 from codyra.training.backends import PlainBackend
-from codyra.training.batches import StepBatches
+from codyra.steps.batches import StepBatches
 from codyra.device import pick_device
 from codyra.llm.collate import TrainingCollator
 from codyra.llm.loss import answer_loss_sum, answer_tokens, position_ids

@@ -4,7 +4,7 @@ A method turns a backbone at theta_{i-1} into theta_i for one task. The training
 (:mod:`codyra.training.loop`) calls its hooks in this order, the same for CLIP and causal LMs:
 
 1. ``setup(ctx)`` once, with a :class:`TaskContext`: freeze/attach what trains, build any
-   teacher or memory; return the AdamW parameter groups (:func:`codyra.training.optim.decay_groups`
+   teacher or memory; return the AdamW parameter groups (:func:`codyra.steps.optim.decay_groups`
    splits parameters the usual way).
 2. Every optimizer step, for each micro-batch: the family's forward and task loss, then
    ``extra_loss(ctx, batch, outputs)`` (a scalar tensor or None, under the same autocast);

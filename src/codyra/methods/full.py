@@ -49,7 +49,7 @@ class FullFineTune(Method):
     Options = FullOptions
 
     def setup(self, ctx):
-        from codyra.training.optim import decay_groups
+        from codyra.steps.optim import decay_groups
 
         self.params = {n: p for n, p in ctx.model.named_parameters() if n not in FROZEN}
         for name, p in ctx.model.named_parameters():

@@ -141,8 +141,7 @@ class LoRA(Method):
         import torch
 
         from codyra.adapters.attach import detach_adapters
-        from codyra.adapters.lora import delta_from_factors
-        from codyra.store.updates import TaskUpdate, apply_update
+        from codyra.store.updates import TaskUpdate, apply_update, delta_from_factors
 
         tensors, where, matrices = {}, {}, {}
         for t in self.targets:

@@ -85,7 +85,7 @@ def frozen_copy(model: nn.Module) -> nn.Module:
 
 
 class KeyedImages:
-    """A dataset indexed by the (index, seed) keys of :class:`codyra.training.batches.StepBatches`, giving
+    """A dataset indexed by the (index, seed) keys of :class:`codyra.steps.batches.StepBatches`, giving
     the image alone (``labelled``: its items are (image, label) pairs)."""
 
     def __init__(self, dataset, labelled: bool):
@@ -105,7 +105,7 @@ class ImageStream:
     (seed, stream, task, step), so a resumed job draws what an uninterrupted one drew."""
 
     def __init__(self, images: KeyedImages, batch_size: int, seed: int, stream: int, task: int, total: int, workers: int):
-        from codyra.training.batches import derive_seed
+        from codyra.steps.batches import derive_seed
 
         self.images, self.batch_size, self.workers = images, batch_size, workers
         self.seed, self.task, self.total = derive_seed(seed, stream), task, total
@@ -115,7 +115,7 @@ class ImageStream:
         """The images of the next step."""
         import torch
 
-        from codyra.training.batches import StepBatches
+        from codyra.steps.batches import StepBatches
 
         if self._batches is None:  # built at the first step after setup or a resume
             sampler = StepBatches(len(self.images), self.batch_size, self.seed, self.task, self.step, self.total)

@@ -39,8 +39,7 @@ class CarriedAdapter:
     def setup(self, ctx):
         import torch
 
-        from codyra.adapters.lora import delta_from_factors
-        from codyra.store.updates import param_block
+        from codyra.store.updates import delta_from_factors, param_block
 
         groups = super().setup(ctx)
         self.carried, self.base_blocks = {}, {}

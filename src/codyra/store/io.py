@@ -6,6 +6,7 @@ cluster project folder the group sees the results (``tempfile.mkstemp`` would ma
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -62,6 +63,12 @@ def write_text(path: str | Path, text: str) -> None:
 
 def write_json(path: str | Path, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def fingerprint(obj) -> str:
+    """Short stable hash of a JSON-able value (Snakemake params use it to rerun changed jobs)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def read_json(path: str | Path):

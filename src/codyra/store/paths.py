@@ -18,6 +18,7 @@ UPDATE_FILE = "update.safetensors"
 METHOD_STATE_FILE = "method_state.safetensors"  # a method's tensors kept for the next task and evaluation
 SUMMARY_FILE = "summary.json"  # written last: its presence means the task is done
 HISTORY_FILE = "history.jsonl"  # per-step training metrics, one JSON object per line
+TIME = "_time"  # a history record's (a metrics row's) measurement time, seconds since the epoch
 MATRIX_FILE = "matrix.json"
 HEATMAP_FILE = "A_heatmap.png"
 CELL = RUN_DIR + "/cells/A_{i}_{j}.json"

@@ -31,12 +31,16 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from codyra.adapters.lora import delta_from_factors
 from codyra.store.io import ResultError, read_json, save_safetensors, write_json
 from codyra.store.paths import METHOD_STATE_FILE, SUMMARY_FILE, UPDATE_FILE, task_dir
 
 FORMAT_VERSION = "1"
 KINDS = ("lora", "delta", "none")
+
+
+def delta_from_factors(A: torch.Tensor, B: torch.Tensor, w_scaled: torch.Tensor) -> torch.Tensor:
+    """Dense dW = B diag(w) A in fp32 of a ``lora`` update's factors (for merging and reporting, never in training)."""
+    return (B.float() * w_scaled.float()) @ A.float()
 
 
 @dataclass

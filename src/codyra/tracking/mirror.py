@@ -28,6 +28,8 @@ import urllib.request
 from importlib import metadata
 from pathlib import Path
 
+from codyra.store.paths import TIME
+
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no store-migration chatter in job output
 # Fail fast on an unreachable server instead of retrying with backoff for minutes.
@@ -36,7 +38,6 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 log = logging.getLogger(__name__)
 KEY, COMPLETE, SETTINGS = "codyra.key", "codyra.complete", "codyra.settings"
-TIME = "_time"  # a metrics row's measurement time (seconds since the epoch)
 METRIC_FLUSH_SECONDS = 10.0
 
 

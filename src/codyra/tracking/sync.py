@@ -12,9 +12,9 @@ import json
 import logging
 from pathlib import Path
 
+from codyra.family import family_of
 from codyra.store.cells import read_cell
-from codyra.experiment.config import fingerprint
-from codyra.store.io import read_json, write_json
+from codyra.store.io import fingerprint, read_json, write_json
 from codyra.store.paths import (
     HEATMAP_FILE,
     HISTORY_FILE,
@@ -97,7 +97,7 @@ def result_records(cfg: dict) -> list[dict]:
 
     def cell(path: Path, method: str, seed: int | None, i: int, j: int) -> None:
         if path.is_file():
-            found = read_cell(cfg, path, method, seed, i, j)
+            found = read_cell(cfg, path, method, seed, i, j, classifies=family_of(cfg).classifies)
             records.append({"spec": cell_run(cfg, method, seed, i, j), "settings": found.get("settings"),
                             "span": work_span(path, found), "rows": [{"step": 0, **cell_metrics(found)}]})
 

@@ -1,5 +1,5 @@
 """How an optimizer step runs in one process (torch AdamW); DeepSpeed ZeRO-2 across ranks is
-:mod:`codyra.llm.deepspeed_backend`. Both expose the interface :class:`codyra.training.loop.Backend` states:
+:mod:`codyra.llm.deepspeed_backend`. Both expose the interface :class:`codyra.family.Backend` states:
 
 - ``autocast()``, ``forward(**inputs)``, ``backward(loss)`` (once per micro-batch: gradients accumulate), ``step()``
   (clipping and the optimizer step, once per optimizer step), ``after_step(method, step,
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from codyra.store.checkpoints import load_checkpoint, save_checkpoint
 from codyra.device import autocast
+from codyra.store.checkpoints import load_checkpoint, save_checkpoint
 
 
 class PlainBackend:

@@ -2,20 +2,21 @@
 training loop of every model family and method.
 
 The family (:mod:`codyra.family`) supplies a :class:`~codyra.family.FitSession`: theta_{i-1} on the device,
-the step's micro-batches, the forward, the task loss and the optimizer backend. The engine
+the step's micro-batches, the forward, the task loss and the optimizer backend. The loop
 owns the rest: seeding, the method's hooks (:mod:`codyra.methods.base`, in the order stated
-there), the schedule, history and MLflow metrics, resumable checkpoints, and writing the task
-(update, method state, history, summary last, each atomically).
+there), the schedule, the history, resumable checkpoints, and writing the task (update, method
+state, history, summary last, each atomically). It resolves no settings, result path or
+tracking run: the job (:mod:`codyra.experiment.train_job`) hands it a :class:`TrainingTask`
+(the resolved settings, the folders, the stored updates) and a :class:`MetricsLog`.
 
 With ``train.carry_optimizer`` the job starts from the AdamW state task i-1's job ended with
 (stored in its method state, checked against this job's trainable parameters) and stores its
 own: one optimizer through the stream, as TRACE and TreeLoRA train.
 
 Resumable: every ``checkpoint_every`` steps the trainable state, optimizer, scheduler and
-history go to ``task{i}/checkpoint-<key>`` (key: the settings fingerprint and the updates
-the job starts from, so a job never resumes a checkpoint of other settings); batches and
-adapter dropout masks are pure functions of (seed, task, step), so a resumed run ends
-bit-identical to an uninterrupted one.
+history go to the task's checkpoint folder (keyed by the job: a job never resumes a checkpoint
+of other settings); batches and adapter dropout masks are pure functions of (seed, task, step),
+so a resumed run ends bit-identical to an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -24,29 +25,54 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from codyra import __version__
 from codyra.adapters.lora import seed_adapter_dropout
-from codyra.training.batches import derive_seed
-from codyra.store.checkpoints import checkpoint_dir, find_checkpoint, load_method_checkpoint
-from codyra.experiment.config import fingerprint, resolve_job
 from codyra.family import FitSession, family_of
-from codyra.experiment.fingerprints import train_fingerprint
-from codyra.store.io import read_json, require_writable, write_text
-from codyra.methods import build_method
 from codyra.methods.base import Method, TaskContext, summary_defaults
-from codyra.training.optim import pack_optimizer_state, unpack_optimizer_state
-from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
 from codyra.progress import progress_bar
-from codyra.training.schedules import lr_factor
-from codyra.store.model_states import require_updates
-from codyra.tracking.mirror import SETTINGS, TIME, JobRun, train_final_metrics, train_run
-from codyra.store.updates import placement, previous_digests, save_update, stored_state, stored_update
+from codyra.steps.batches import derive_seed
+from codyra.steps.optim import pack_optimizer_state, unpack_optimizer_state
+from codyra.steps.schedules import lr_factor
+from codyra.store.checkpoints import find_checkpoint, load_method_checkpoint
+from codyra.store.io import read_json, write_text
+from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, TIME
+from codyra.store.updates import save_update
+
+if TYPE_CHECKING:
+    from codyra.store.updates import TaskUpdate
 
 log = logging.getLogger(__name__)
+
+
+class MetricsLog(Protocol):
+    """Where the lead rank's step records go as they are made (the job's MLflow run)."""
+
+    def metrics(self, record: dict) -> None: ...
+
+
+@dataclass(frozen=True)
+class TrainingTask:
+    """One training job as the loop sees it, resolved by the job from the config and the store."""
+
+    cfg: dict
+    method_name: str
+    seed: int
+    task_index: int
+    job: dict  # the resolved settings of (method, task): ``method`` options and ``train`` hyperparameters
+    settings: str  # the job's settings fingerprint, recorded in its summary
+    out: Path  # the task folder the update, state, history and summary go to
+    checkpoints: Path  # this job's checkpoint folder
+    placement: dict  # the summary's fields that say where the update sits
+    stored_state: Callable[[int], dict[str, torch.Tensor] | None]  # task k's stored method state
+    stored_update: Callable[[int], TaskUpdate]  # task k's stored update
+    run_summary: Callable[[str], dict]  # another method's summary of this task and seed
 
 
 @dataclass
@@ -55,47 +81,9 @@ class TrainedTask:
     model: torch.nn.Module | None  # theta_i in memory (None for methods that never train)
 
 
-def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, device=None, on_step=None) -> TrainedTask:
-    """Train and merge one task; write ``update.safetensors`` + ``summary.json`` (+ MLflow mirror).
-
-    ``on_step(step)`` is called after every optimizer step (tests use it to simulate a kill).
-    """
-    job = resolve_job(cfg, method_name, task_index)
-    require_writable(task_dir(cfg, method_name, seed, task_index))
-    torch.set_num_threads(job["train"]["threads"])
-    method = build_method(job["method"])
-    if method.trains:
-        require_updates(cfg, method_name, seed, task_index - 1)
-    run = JobRun(cfg, **train_run(cfg, method_name, seed, task_index), params=job, system_metrics=True)
-    try:
-        if not method.trains:
-            update, summary = method.finish(None)
-            trained = TrainedTask(finish_task(cfg, method_name, seed, task_index, job, update, summary, [], time.time()), None)
-        else:
-            family = family_of(cfg)
-            delegated = family.delegate(cfg, method_name, seed, task_index, run)
-            if delegated is not None:
-                trained = TrainedTask(delegated, None)
-            elif method.closed_form:
-                trained = TrainedTask(fit_closed_form(cfg, method_name, method, seed, task_index, job, device), None)
-            else:
-                trained = fit(cfg, method_name, method, seed, task_index, job, run, device, on_step)
-    except BaseException:
-        run.fail()
-        raise
-    run.finish(train_final_metrics(trained.summary), tags={SETTINGS: trained.summary["settings"]})
-    return trained
-
-
-def task_checkpoint_dir(cfg: dict, method_name: str, seed: int, task_index: int):
-    """This job's checkpoint folder: keyed by its settings and the updates 1..i-1 it starts from."""
-    key = fingerprint([train_fingerprint(cfg, method_name, task_index), previous_digests(cfg, method_name, seed, task_index)])
-    return checkpoint_dir(task_dir(cfg, method_name, seed, task_index), key)
-
-
-def resume(ckpt_dir, load, run: JobRun, total: int) -> tuple[int, list]:
-    """(steps done, history) from this job's checkpoint, if any. Every attempt gets a new MLflow
-    run: it receives the history up to the checkpoint, so its curve has no gap."""
+def resume(ckpt_dir, load, run: MetricsLog, total: int) -> tuple[int, list]:
+    """(steps done, history) from this job's checkpoint, if any. The run receives the history up
+    to the checkpoint, so its curve has no gap."""
     found = find_checkpoint(ckpt_dir)
     if found is None:
         return 0, []
@@ -106,19 +94,10 @@ def resume(ckpt_dir, load, run: JobRun, total: int) -> tuple[int, list]:
     return start, history
 
 
-def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -> TaskContext:
+def task_context(task: TrainingTask, session: FitSession) -> TaskContext:
+    cfg, method_name, seed, task_index, job = task.cfg, task.method_name, task.seed, task.task_index, task.job
     family = family_of(cfg)
     model = session.model
-
-    def stored(k: int):
-        return stored_state(cfg, method_name, seed, k)
-
-    def run_summary(other: str) -> dict:
-        path = task_dir(cfg, other, seed, task_index) / SUMMARY_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} missing: train that task first (snakemake {path})")
-        return read_json(path)
-
     return TaskContext(
         model=model,
         family=family,
@@ -128,12 +107,12 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         weight_decay=job["train"]["weight_decay"],
         task_index=task_index,
         device=session.device,
-        previous_state=stored(task_index - 1) if task_index > 1 else None,
+        previous_state=task.stored_state(task_index - 1) if task_index > 1 else None,
         theta_0=lambda: family.pretrained(cfg).model,
         forward=session.forward,
         task_loss=session.task_loss,
-        stored_state=stored,
-        stored_update=lambda k: stored_update(cfg, method_name, seed, k),
+        stored_state=task.stored_state,
+        stored_update=task.stored_update,
         total_steps=session.total,
         steps_per_epoch=session.steps_per_epoch,
         micro_batches_per_step=session.micro_batches_per_step,
@@ -144,16 +123,19 @@ def task_context(cfg, method_name, seed, task_index, job, session: FitSession) -
         seed=seed,
         task=getattr(session, "task", None),  # CLIP sessions hold their ClassificationTask
         train=job["train"],
-        run_summary=run_summary,
+        run_summary=task.run_summary,
     )
 
 
-def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on_step) -> TrainedTask:
-    """The training loop: the family's session, the method's hooks, checkpoints, the stored task."""
-    hp, started = job["train"], time.time()
-    session = family_of(cfg).fit_session(cfg, job, method_name, seed, task_index, device)
+def fit(task: TrainingTask, method: Method, run: MetricsLog, device, on_step) -> TrainedTask:
+    """The training loop: the family's session, the method's hooks, checkpoints, the stored task.
+
+    ``on_step(step)`` is called after every optimizer step (tests use it to simulate a kill)."""
+    seed, task_index = task.seed, task.task_index
+    hp, started = task.job["train"], time.time()
+    session = family_of(task.cfg).fit_session(task.cfg, task.job, task.method_name, seed, task_index, device)
     model = session.model
-    ctx = task_context(cfg, method_name, seed, task_index, job, session)
+    ctx = task_context(task, session)
     groups = method.setup(ctx)
     backend = session.backend(groups, method)
     if hp["carry_optimizer"] and task_index > 1:  # one optimizer through the stream: task i-1's AdamW state
@@ -162,7 +144,7 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
     dropout = seed_adapter_dropout(model, session.device)
     total = session.total
     scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, lr_factor(hp["lr_schedule"], total, hp["warmup_steps"]))
-    ckpt_dir = task_checkpoint_dir(cfg, method_name, seed, task_index)
+    ckpt_dir = task.checkpoints
     start, history = resume(ckpt_dir, lambda found: backend.load(found, scheduler), run, total)
     if start:
         method.restore_checkpoint(load_method_checkpoint(find_checkpoint(ckpt_dir)), start)
@@ -210,49 +192,49 @@ def fit(cfg, method_name, method: Method, seed, task_index, job, run, device, on
         if backend.report():
             summary["distributed"] = backend.report()
         summary["step_seconds"] = sum(step_seconds) / len(step_seconds) if step_seconds else None
-        summary = finish_task(cfg, method_name, seed, task_index, job, update, summary, history, started, {**method.state_to_store(), **carried})
+        summary = finish_task(task, update, summary, history, started, {**method.state_to_store(), **carried})
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     if backend.world_size > 1:
         torch.distributed.barrier()
-        summary = read_json(task_dir(cfg, method_name, seed, task_index) / SUMMARY_FILE)
+        summary = read_json(task.out / SUMMARY_FILE)
     backend.close()
     return TrainedTask(summary, model if session.keeps_model() else None)
 
 
-def fit_closed_form(cfg, method_name, method: Method, seed, task_index, job, device) -> dict:
+def fit_closed_form(task: TrainingTask, method: Method, device) -> dict:
     """A closed-form method's task (RAIL): one pass of the family's frozen features, ``absorb``
     from task i-1's stored state, then the task is stored as any other (no steps, no checkpoint)."""
     from codyra.device import pick_device
 
     started = time.time()
     device = pick_device(device)
-    batches, classes = family_of(cfg).feature_pass(cfg, seed, task_index, job["train"]["batch_size"], device)
-    previous = stored_state(cfg, method_name, seed, task_index - 1) if task_index > 1 else None
+    batches, classes = family_of(task.cfg).feature_pass(task.cfg, task.seed, task.task_index, task.job["train"]["batch_size"], device)
+    previous = task.stored_state(task.task_index - 1) if task.task_index > 1 else None
     began = time.perf_counter()
-    method.absorb(previous, batches, classes, seed)
+    method.absorb(previous, batches, classes, task.seed)
     update, summary = method.finish(None)
     summary["fit_seconds"] = time.perf_counter() - began
-    return finish_task(cfg, method_name, seed, task_index, job, update, summary, [], started, method.state_to_store())
+    return finish_task(task, update, summary, [], started, method.state_to_store())
 
 
-def finish_task(cfg, method_name, seed, task_index, job, update, summary, history, started, state=None) -> dict:
+def finish_task(task: TrainingTask, update, summary, history, started, state=None) -> dict:
     """Write the task's update, method state, history and summary (atomically, summary last);
     return the summary."""
-    out = task_dir(cfg, method_name, seed, task_index)
+    out = task.out
     summary = {
         **summary_defaults(summary),
-        **placement(cfg, method_name, seed, task_index),
-        "task": cfg["tasks"][task_index - 1]["name"],
-        "job": job,
+        **task.placement,
+        "task": task.cfg["tasks"][task.task_index - 1]["name"],
+        "job": task.job,
         "update_kind": update.kind,
         "steps": len(history),
         "final_loss": history[-1]["loss"] if history else None,
         "seconds": round(time.time() - started, 3),
         "codyra_version": __version__,
-        "settings": train_fingerprint(cfg, method_name, task_index),
+        "settings": task.settings,
     }
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / HISTORY_FILE, "".join(json.dumps(r) + "\n" for r in history))
     summary = save_update(out, update, summary, state or {})
-    log.info("task %d done in %.1fs: %s", task_index, summary["seconds"], out)
+    log.info("task %d done in %.1fs: %s", task.task_index, summary["seconds"], out)
     return summary

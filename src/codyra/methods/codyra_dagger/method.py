@@ -63,9 +63,9 @@ class CoDyRADagger(CoDyRA):
         """Tasks 1..i's autoencoders and thresholds: task i's trained on theta_0's features."""
         import torch
 
+        from codyra.steps.batches import derive_seed
         from codyra.methods.moe_adapters.clip import ddas_state, load_ddas
         from codyra.methods.moe_adapters.method import fit_selector
-        from codyra.training.batches import derive_seed
 
         autoencoders, thresholds = load_ddas(ctx.previous_state) if ctx.previous_state else ([], torch.zeros(0))
         if len(autoencoders) != ctx.task_index - 1:

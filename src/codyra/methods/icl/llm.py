@@ -152,7 +152,7 @@ def demonstration_prompts(options, cfg: dict, seed: int, j: int, examples: list,
     """(task j's test prompts with the demonstrations in front, the token length they are cut
     to): ``options`` are the method's (:class:`codyra.methods.icl.method.ICLOptions`)."""
     from codyra.llm.model import is_mini
-    from codyra.training.batches import derive_seed
+    from codyra.steps.batches import derive_seed
 
     fmt = FORMATS[options.format]
     task = cfg["tasks"][j - 1]["name"]

@@ -15,11 +15,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from codyra.device import autocast
-from codyra.methods._routing import RoutingTally, class_domains, route_learned
-from codyra.methods.rail import regression as rail
+from codyra.steps.batches import derive_seed
 from codyra.store.cells import cell_record
-from codyra.training.batches import derive_seed
+from codyra.methods.rail import regression as rail
+from codyra.methods._routing import RoutingTally, class_domains, route_learned
+from codyra.device import autocast
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 

@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 
 from codyra.clip.model import create_clip
-from codyra.store.io import save_safetensors
-from codyra.mini.clip.corpus import make_corpus
-from codyra.training.optim import decay_groups
+from codyra.data.scenes.corpus import make_corpus
 from codyra.progress import progress_bar
-from codyra.training.schedules import warmup_cosine
+from codyra.steps.optim import decay_groups
+from codyra.steps.schedules import warmup_cosine
+from codyra.store.io import save_safetensors
 from codyra.store.theta0 import record_written
 
 log = logging.getLogger(__name__)

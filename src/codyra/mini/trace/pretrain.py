@@ -45,9 +45,9 @@ from codyra.llm.model import (
 )
 from codyra.mini.trace.tasks import MINI_TRACE_TASKS, general_corpus, generate_task, write_mini_trace
 from codyra.mini.trace.tokenizer import train_mini_trace_tokenizer
-from codyra.training.optim import decay_groups
 from codyra.progress import progress_bar
-from codyra.training.schedules import warmup_cosine
+from codyra.steps.optim import decay_groups
+from codyra.steps.schedules import warmup_cosine
 from codyra.store.theta0 import local_weight_files, record_written
 from codyra.trace.data import IGNORE_INDEX, SPLITS, TraceExample, load_split
 

@@ -3,7 +3,7 @@
 Each scene task fixes one or two scene attributes per class (``SceneTask.classes``) and may
 fix others for all its images (``SceneTask.domain``); the digits task draws scikit-learn's
 bundled handwritten digits. What the pretrained model knows of each task is decided by the
-pretraining captions (see ``codyra.mini.clip.corpus``).
+pretraining captions (see ``codyra.data.scenes.corpus``).
 
 Stream tasks draw their images from a domain of their own (small objects on plain grey, tiny
 objects on textures, large centred shapes, ...), as MTIL's datasets differ from each other:
@@ -19,8 +19,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from codyra.mini.clip import TASK_NAMES
-from codyra.mini.clip.render import (
+from codyra.data.scenes import TASK_NAMES
+from codyra.data.scenes.render import (
     COLOURS,
     COUNTS,
     DIGITS,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codyra.mini.clip.render import (
+from codyra.data.scenes.render import (
     COUNTS,
     DIGITS,
     HUES,
