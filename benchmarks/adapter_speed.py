@@ -51,9 +51,9 @@ from codyra import __version__ as codyra_version
 from codyra.adapters.attach import LoRALinear, LoRAMultiheadAttention
 from codyra.clip.family import CLIP
 from codyra.clip.targets import clip_targets
-from codyra.store.io import write_json
 from codyra.methods import build_method
 from codyra.methods.base import standalone_context
+from codyra.store.io import write_json
 from codyra.store.updates import UPDATE_FILE, save_update
 
 MODEL = "ViT-B-16"
@@ -73,7 +73,9 @@ def rss_probe(variant: str, args) -> dict:
     torch.manual_seed(args.seed)
     base, images, tokens = build_inputs(args)
     if variant != "model":
-        trainer = Trainer(variant, base, method_spec(variant, args), args.lr, args.weight_decay, args.seed, copy_model=False)
+        trainer = Trainer(
+            variant, base, method_spec(variant, args), args.lr, args.weight_decay, args.seed, copy_model=False
+        )
         for _ in range(2):
             trainer.step(images, tokens)
     # VmHWM belongs to this process's own address space; ru_maxrss would include the parent's
@@ -96,8 +98,20 @@ def _status_kb(field: str) -> int | None:
 def measure_rss(args) -> dict | None:
     out = {}
     for variant in ("model", "lora", "codyra"):
-        cmd = [sys.executable, os.path.abspath(__file__), "--rss-probe", variant, "--threads", str(args.threads),
-               "--batch", str(args.batch), "--rank", str(args.rank), "--seed", str(args.seed)]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--rss-probe",
+            variant,
+            "--threads",
+            str(args.threads),
+            "--batch",
+            str(args.batch),
+            "--rank",
+            str(args.rank),
+            "--seed",
+            str(args.seed),
+        ]
         done = subprocess.run(cmd, check=False, capture_output=True, text=True)
         if done.returncode != 0:
             print(f"RSS probe {variant} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
@@ -120,7 +134,9 @@ class Trainer:
         self.name = name
         self.model = copy.deepcopy(base) if copy_model else base
         self.method = build_method(spec)
-        groups = self.method.setup(standalone_context(self.model, CLIP, torch.Generator().manual_seed(seed), weight_decay))
+        groups = self.method.setup(
+            standalone_context(self.model, CLIP, torch.Generator().manual_seed(seed), weight_decay)
+        )
         self.optimizer = torch.optim.AdamW(groups, lr=lr)
         self.model.train()
         self.step_index = NOMINAL_START
@@ -141,8 +157,14 @@ class Trainer:
         t4 = time.perf_counter()
         if getattr(self.method, "kappa", None) == 0.0:
             raise RuntimeError("CoDyRA step is not in the sparse phase (kappa == 0)")
-        return {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2, "after_step": t4 - t3, "total": t4 - t0,
-                "cpu": time.process_time() - c0}
+        return {
+            "forward": t1 - t0,
+            "backward": t2 - t1,
+            "optimizer": t3 - t2,
+            "after_step": t4 - t3,
+            "total": t4 - t0,
+            "cpu": time.process_time() - c0,
+        }
 
 
 def method_spec(variant: str, args) -> dict:
@@ -260,7 +282,9 @@ def fmt(x, spec=".3f"):
 
 # ---------------------------------------------------------------- main
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--steps", type=int, default=5, help="timed train steps per variant (default 5)")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up train steps per variant (default 3)")
     p.add_argument("--infer-steps", type=int, default=10, help="timed inference passes per variant (default 10)")
@@ -294,12 +318,18 @@ def main(argv=None) -> dict:
     load_start = os.getloadavg()[0]
     base, images, tokens = build_inputs(args)
     n_targets = len(clip_targets(base))
-    log(f"{MODEL} random weights, {n_targets} adapted matrices, batch {args.batch}, {args.threads} threads, "
-        f"load average {load_start:.2f}")
+    log(
+        f"{MODEL} random weights, {n_targets} adapted matrices, batch {args.batch}, {args.threads} threads, "
+        f"load average {load_start:.2f}"
+    )
     if load_start > args.threads:
-        log(f"WARNING: load average {load_start:.2f} > {args.threads} threads: other processes compete, timings are noisy")
+        log(
+            f"WARNING: load average {load_start:.2f} > {args.threads} threads: other processes compete, timings are noisy"
+        )
 
-    trainers = {v: Trainer(v, base, method_spec(v, args), args.lr, args.weight_decay, args.seed) for v in ("lora", "codyra")}
+    trainers = {
+        v: Trainer(v, base, method_spec(v, args), args.lr, args.weight_decay, args.seed) for v in ("lora", "codyra")
+    }
 
     # 1. train steps, interleaved
     log(f"train: {args.warmup} warm-up + {args.steps} timed steps per variant, interleaved")
@@ -464,48 +494,77 @@ def main(argv=None) -> dict:
 def print_table(r):
     tr, inf, sz, rss = r["train"], r["inference"], r["size"], r["peak_rss_mib"]
     cfg = r["config"]
-    print(f"\n{r['model']} (random weights), CPU, {r['threads']} threads, batch {cfg['batch']}, rank {cfg['rank']} x "
-          f"{r['adapted_matrices']} matrices, torch {r['torch']}, load average {r['loadavg_1min']['start']:.2f} -> "
-          f"{r['loadavg_1min']['end']:.2f}")
+    print(
+        f"\n{r['model']} (random weights), CPU, {r['threads']} threads, batch {cfg['batch']}, rank {cfg['rank']} x "
+        f"{r['adapted_matrices']} matrices, torch {r['torch']}, load average {r['loadavg_1min']['start']:.2f} -> "
+        f"{r['loadavg_1min']['end']:.2f}"
+    )
 
-    print(f"\n1. train step: fwd image+text, CLIP loss, bwd, AdamW, after_step ({cfg['warmup']} warm-up + "
-          f"{cfg['steps']} timed, interleaved)")
-    print(f"   {'variant':<8} {'median s':>9} {'min s':>7} {'fwd s':>7} {'bwd s':>7} {'AdamW ms':>9} {'prox ms':>8} "
-          f"{'peak RSS MiB':>13}")
+    print(
+        f"\n1. train step: fwd image+text, CLIP loss, bwd, AdamW, after_step ({cfg['warmup']} warm-up + "
+        f"{cfg['steps']} timed, interleaved)"
+    )
+    print(
+        f"   {'variant':<8} {'median s':>9} {'min s':>7} {'fwd s':>7} {'bwd s':>7} {'AdamW ms':>9} {'prox ms':>8} "
+        f"{'peak RSS MiB':>13}"
+    )
     for n in ("lora", "codyra"):
         s, ph = tr[n], tr[n]["phases_median_s"]
-        print(f"   {n:<8} {s['median_s']:9.3f} {s['min_s']:7.3f} {ph['forward']:7.3f} {ph['backward']:7.3f} "
-              f"{ph['optimizer'] * 1e3:9.1f} {ph['after_step'] * 1e3:8.2f} {fmt(rss and rss[n], '13.0f')}")
+        print(
+            f"   {n:<8} {s['median_s']:9.3f} {s['min_s']:7.3f} {ph['forward']:7.3f} {ph['backward']:7.3f} "
+            f"{ph['optimizer'] * 1e3:9.1f} {ph['after_step'] * 1e3:8.2f} {fmt(rss and rss[n], '13.0f')}"
+        )
     verdict = "OK" if tr["meets_target"] else "ABOVE TARGET"
-    print(f"   codyra / lora: paired median {tr['paired_ratio_median']:.3f}x, of medians {tr['ratio_codyra_vs_lora']:.3f}x, "
-          f"of minima {tr['ratio_codyra_vs_lora_of_min']:.3f}x  (target <= {tr['target']:.2f}x: {verdict})")
-    print(f"   process CPU time: paired median {tr['paired_ratio_cpu_time_median']:.3f}x; CPU utilisation "
-          f"lora {tr['lora']['cpu_utilisation']:.2f} / codyra {tr['codyra']['cpu_utilisation']:.2f} cores"
-          + (" (well below --threads: the cores were shared)"
-             if min(tr[n]["cpu_utilisation"] for n in ("lora", "codyra")) < 0.9 * r["threads"] else ""))
+    print(
+        f"   codyra / lora: paired median {tr['paired_ratio_median']:.3f}x, of medians {tr['ratio_codyra_vs_lora']:.3f}x, "
+        f"of minima {tr['ratio_codyra_vs_lora_of_min']:.3f}x  (target <= {tr['target']:.2f}x: {verdict})"
+    )
+    print(
+        f"   process CPU time: paired median {tr['paired_ratio_cpu_time_median']:.3f}x; CPU utilisation "
+        f"lora {tr['lora']['cpu_utilisation']:.2f} / codyra {tr['codyra']['cpu_utilisation']:.2f} cores"
+        + (
+            " (well below --threads: the cores were shared)"
+            if min(tr[n]["cpu_utilisation"] for n in ("lora", "codyra")) < 0.9 * r["threads"]
+            else ""
+        )
+    )
     ov = r["overheads_ms"]
-    print(f"   timed alone (min of 20, ms): AdamW step lora {ov['lora']['adamw_step']:.1f} / codyra "
-          f"{ov['codyra']['adamw_step']:.1f} ({ov['lora']['optimizer_tensors']} / {ov['codyra']['optimizer_tensors']} tensors; "
-          f"fused=True: {ov['lora']['adamw_fused_step']:.1f} / {ov['codyra']['adamw_fused_step']:.1f}); "
-          f"proximal step {ov['codyra']['after_step']:.2f}")
-    print(f"   CoDyRA sparse phase: kappa {tr['codyra_final_kappa']:.2e} at the last step, active rank "
-          f"{tr['codyra_active_rank_after_training']}/{tr['rank_total']}"
-          + (f"; model alone (no step) peak RSS {rss['model']:.0f} MiB" if rss else ""))
+    print(
+        f"   timed alone (min of 20, ms): AdamW step lora {ov['lora']['adamw_step']:.1f} / codyra "
+        f"{ov['codyra']['adamw_step']:.1f} ({ov['lora']['optimizer_tensors']} / {ov['codyra']['optimizer_tensors']} tensors; "
+        f"fused=True: {ov['lora']['adamw_fused_step']:.1f} / {ov['codyra']['adamw_fused_step']:.1f}); "
+        f"proximal step {ov['codyra']['after_step']:.2f}"
+    )
+    print(
+        f"   CoDyRA sparse phase: kappa {tr['codyra_final_kappa']:.2e} at the last step, active rank "
+        f"{tr['codyra_active_rank_after_training']}/{tr['rank_total']}"
+        + (f"; model alone (no step) peak RSS {rss['model']:.0f} MiB" if rss else "")
+    )
 
-    print(f"\n2. inference: encode_image + encode_text, inference_mode ({cfg['infer_warmup']} warm-up + "
-          f"{cfg['infer_steps']} timed, interleaved)")
+    print(
+        f"\n2. inference: encode_image + encode_text, inference_mode ({cfg['infer_warmup']} warm-up + "
+        f"{cfg['infer_steps']} timed, interleaved)"
+    )
     print(f"   {'model':<28} {'median s':>9} {'min s':>7} {'paired vs base':>15}")
     print(f"   {'base':<28} {inf['base']['median_s']:9.3f} {inf['base']['min_s']:7.3f} {1.0:15.3f}")
-    print(f"   {'merged CoDyRA (finish)':<28} {inf['merged']['median_s']:9.3f} {inf['merged']['min_s']:7.3f} "
-          f"{inf['paired_ratio_merged_median']:15.3f}")
-    print(f"   {'unmerged (adapters attached)':<28} {inf['unmerged']['median_s']:9.3f} {inf['unmerged']['min_s']:7.3f} "
-          f"{inf['paired_ratio_unmerged_median']:15.3f}")
+    print(
+        f"   {'merged CoDyRA (finish)':<28} {inf['merged']['median_s']:9.3f} {inf['merged']['min_s']:7.3f} "
+        f"{inf['paired_ratio_merged_median']:15.3f}"
+    )
+    print(
+        f"   {'unmerged (adapters attached)':<28} {inf['unmerged']['median_s']:9.3f} {inf['unmerged']['min_s']:7.3f} "
+        f"{inf['paired_ratio_unmerged_median']:15.3f}"
+    )
     verdict = "OK" if inf["meets_target_within_2pct"] else "OFF TARGET"
-    print(f"   merged / base: paired median {inf['paired_ratio_merged_median']:.3f}x, of medians "
-          f"{inf['ratio_merged_vs_base']:.3f}x, of minima {inf['ratio_merged_vs_base_of_min']:.3f}x  "
-          f"(target {inf['target']:.2f}x +- 2%: {verdict})")
-    print(f"   outputs: merged vs unmerged max |diff| {inf['max_abs_diff_merged_vs_unmerged']:.1e}; "
-          f"merged vs base {inf['max_abs_diff_merged_vs_base']:.1e} (the update is non-trivial)")
+    print(
+        f"   merged / base: paired median {inf['paired_ratio_merged_median']:.3f}x, of medians "
+        f"{inf['ratio_merged_vs_base']:.3f}x, of minima {inf['ratio_merged_vs_base_of_min']:.3f}x  "
+        f"(target {inf['target']:.2f}x +- 2%: {verdict})"
+    )
+    print(
+        f"   outputs: merged vs unmerged max |diff| {inf['max_abs_diff_merged_vs_unmerged']:.1e}; "
+        f"merged vs base {inf['max_abs_diff_merged_vs_base']:.1e} (the update is non-trivial)"
+    )
 
     print("\n3. size on disk (fp32)")
     print(f"   {'file':<44} {'bytes':>11} {'MiB':>8} {'vs full':>8}")

@@ -199,13 +199,25 @@ def probe(name: str, args) -> dict:
 
     def context(task, state, update, total):
         return TaskContext(
-            model=model, family=family, targets=family.targets(model), vocab=family.vocabulary,
-            generator=torch.Generator().manual_seed(task), weight_decay=0.0, task_index=task,
-            device=torch.device("cpu"), previous_state=state, theta_0=lambda: copy.deepcopy(theta_0),
-            forward=forward, task_loss=task_loss, stored_state=lambda k: state, stored_update=lambda k: update,
+            model=model,
+            family=family,
+            targets=family.targets(model),
+            vocab=family.vocabulary,
+            generator=torch.Generator().manual_seed(task),
+            weight_decay=0.0,
+            task_index=task,
+            device=torch.device("cpu"),
+            previous_state=state,
+            theta_0=lambda: copy.deepcopy(theta_0),
+            forward=forward,
+            task_loss=task_loss,
+            stored_state=lambda k: state,
+            stored_update=lambda k: update,
             cfg={"model": {"name": args.model}, "data": {"num_workers": 0}, "tasks": [{"name": "t1"}, {"name": "t2"}]},
-            method_name=name, seed=args.seed,
-            total_steps=total, steps_per_epoch=total,  # one epoch: OGD collects every step, its dearer phase
+            method_name=name,
+            seed=args.seed,
+            total_steps=total,
+            steps_per_epoch=total,  # one epoch: OGD collects every step, its dearer phase
             task_batches=lambda: (batch_at(step) for step in range(1, total + 1)),
         )
 
@@ -260,13 +272,20 @@ def measure(model: str, names: list[str]) -> dict:
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"{model:17s} {name:9s} {rows[-1]['step_cpu_s_median']:.4f} CPU s/step", file=sys.stderr, flush=True)
     lora = [r for r in rows if r["method"] == "lora-r16"]
-    base = {k: statistics.mean(r[k] for r in lora) for k in ("step_cpu_s_median", "peak_rss_mib", "stored_bytes_per_task")}
+    base = {
+        k: statistics.mean(r[k] for r in lora) for k in ("step_cpu_s_median", "peak_rss_mib", "stored_bytes_per_task")
+    }
     results = rows[:-1]
     for r in results:
         r["step_ratio"] = r["step_cpu_s_median"] / base["step_cpu_s_median"]
         r["rss_ratio"] = r["peak_rss_mib"] / base["peak_rss_mib"]
         r["stored_ratio"] = r["stored_bytes_per_task"] / base["stored_bytes_per_task"]
-    return {"model": model, "family": family, "lora_r16_runs_cpu_s": [r["step_cpu_s_median"] for r in lora], "rows": results}
+    return {
+        "model": model,
+        "family": family,
+        "lora_r16_runs_cpu_s": [r["step_cpu_s_median"] for r in lora],
+        "rows": results,
+    }
 
 
 def print_model_table(report: dict) -> None:
@@ -300,17 +319,29 @@ def print_side_by_side(reports: list[dict], names: list[str]) -> None:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="codyra-mini,codyra-mini-llama", help="comma-separated: open_clip names and/or codyra-mini-llama")
+    parser.add_argument(
+        "--models",
+        default="codyra-mini,codyra-mini-llama",
+        help="comma-separated: open_clip names and/or codyra-mini-llama",
+    )
     parser.add_argument("--clip-batch", type=int, default=64, help="images per CLIP step (the mini's train.batch_size)")
-    parser.add_argument("--lm-batch", type=int, default=4, help="sequences per LM step (the mini TRACE's train.batch_size)")
-    parser.add_argument("--lm-seq", type=int, default=128, help="tokens per sequence (mini TRACE: 96 prompt + 32 answer)")
+    parser.add_argument(
+        "--lm-batch", type=int, default=4, help="sequences per LM step (the mini TRACE's train.batch_size)"
+    )
+    parser.add_argument(
+        "--lm-seq", type=int, default=128, help="tokens per sequence (mini TRACE: 96 prompt + 32 answer)"
+    )
     parser.add_argument("--steps", type=int, default=10, help="timed steps per method")
     parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: CPU time = compute, robust to a loaded machine)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1: CPU time = compute, robust to a loaded machine)"
+    )
     parser.add_argument("--reference-texts", type=int, default=2000, help="ZSCL's reference captions (synthetic)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
-    parser.add_argument("--out", type=Path, default=Path("results/benchmarks/baseline_step_cost.json"), help="JSON output")
+    parser.add_argument(
+        "--out", type=Path, default=Path("results/benchmarks/baseline_step_cost.json"), help="JSON output"
+    )
     parser.add_argument("--probe", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--probe-model", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -335,8 +366,12 @@ def main():
 
     config = {k: v for k, v in vars(args).items() if not k.startswith("probe") and k != "out"}
     summary = {
-        "models": reports, "config": config, "load_before": load_before, "load_after": load_after,
-        "host": platform.node(), "python": platform.python_version(),
+        "models": reports,
+        "config": config,
+        "load_before": load_before,
+        "load_after": load_after,
+        "host": platform.node(),
+        "python": platform.python_version(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.out, summary)

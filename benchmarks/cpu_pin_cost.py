@@ -132,23 +132,34 @@ def main() -> None:
     for model in MODELS:
         times = {v: [] for v in names}
         for rep in range(args.repetitions):
-            for v in names[rep % len(names):] + names[: rep % len(names)]:
+            for v in names[rep % len(names) :] + names[: rep % len(names)]:
                 times[v].append(run_variant(v, model, args))
         ratios = {v: [t / p for t, p in zip(times[v], times["pinned"])] for v in names if v != "pinned"}
         report[model] = {
             "step_ms_median": {v: round(1000 * statistics.median(t), 2) for v, t in times.items()},
-            "ratio_to_pinned": {v: {"median": round(statistics.median(r), 3), "min": round(min(r), 3), "max": round(max(r), 3)} for v, r in ratios.items()},
+            "ratio_to_pinned": {
+                v: {"median": round(statistics.median(r), 3), "min": round(min(r), 3), "max": round(max(r), 3)}
+                for v, r in ratios.items()
+            },
         }
         print(model, json.dumps(report[model]))
     from codyra import CPU_NUMERICS
     from codyra.store.io import write_json
 
-    write_json(args.out, {
-        "models": report, "variants": {"pinned": CPU_NUMERICS, **{k: v for k, v in VARIANTS.items() if v}},
-        "repetitions": args.repetitions, "steps": args.steps, "threads": 1,
-        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "platform": platform.platform()},
-        "load_before": load_before, "load_after": os.getloadavg()[0], "date": time.strftime("%Y-%m-%d"),
-    })
+    write_json(
+        args.out,
+        {
+            "models": report,
+            "variants": {"pinned": CPU_NUMERICS, **{k: v for k, v in VARIANTS.items() if v}},
+            "repetitions": args.repetitions,
+            "steps": args.steps,
+            "threads": 1,
+            "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "platform": platform.platform()},
+            "load_before": load_before,
+            "load_after": os.getloadavg()[0],
+            "date": time.strftime("%Y-%m-%d"),
+        },
+    )
     print(f"-> {args.out}")
 
 

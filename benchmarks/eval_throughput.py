@@ -114,22 +114,40 @@ def main(argv=None) -> None:
     n = len(test_set)
     cell_rate, bare_rate = (n / statistics.median(seconds[name]) for name in ("cell", "bare"))
     ratio = cell_rate / bare_rate
-    print(f"{MODEL} eval cell on the CPU: {n} images of {FOOD_IMAGE_SIZE[0]}x{FOOD_IMAGE_SIZE[1]} -> "
-          f"{bundle.image.size} px, batch {args.batch_size}, {args.workers} loader worker(s), "
-          f"{args.threads} torch thread(s), median of {args.repeats}")
+    print(
+        f"{MODEL} eval cell on the CPU: {n} images of {FOOD_IMAGE_SIZE[0]}x{FOOD_IMAGE_SIZE[1]} -> "
+        f"{bundle.image.size} px, batch {args.batch_size}, {args.workers} loader worker(s), "
+        f"{args.threads} torch thread(s), median of {args.repeats}"
+    )
     print(f"  decode + preprocess alone (1 process): {n / preprocess:8.1f} images/s")
     print(f"  bare encode_image on those batches:    {bare_rate:8.1f} images/s")
     print(f"  eval cell (classifier + stream):       {cell_rate:8.1f} images/s")
     print(f"  ratio cell / bare: {ratio:.3f} (target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'})")
-    print("  seconds per pass: " + "; ".join(f"{name} " + " ".join(f"{t:.1f}" for t in ts) for name, ts in seconds.items()))
+    print(
+        "  seconds per pass: "
+        + "; ".join(f"{name} " + " ".join(f"{t:.1f}" for t in ts) for name, ts in seconds.items())
+    )
     load = (load_before, os.getloadavg()[0])
     print(f"  1-minute load average at start / end: {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} cores")
-    write_json(args.out, {
-        "model": MODEL, "images": n, "image_size": bundle.image.size, "batch_size": args.batch_size,
-        "workers": args.workers, "threads": args.threads, "repeats": args.repeats,
-        "preprocess_images_per_s": n / preprocess, "bare_images_per_s": bare_rate, "cell_images_per_s": cell_rate,
-        "ratio": ratio, "meets_target": ratio >= TARGET, "seconds": seconds, "loadavg_1min": load,
-    })
+    write_json(
+        args.out,
+        {
+            "model": MODEL,
+            "images": n,
+            "image_size": bundle.image.size,
+            "batch_size": args.batch_size,
+            "workers": args.workers,
+            "threads": args.threads,
+            "repeats": args.repeats,
+            "preprocess_images_per_s": n / preprocess,
+            "bare_images_per_s": bare_rate,
+            "cell_images_per_s": cell_rate,
+            "ratio": ratio,
+            "meets_target": ratio >= TARGET,
+            "seconds": seconds,
+            "loadavg_1min": load,
+        },
+    )
     print(f"  written to {args.out}")
 
 

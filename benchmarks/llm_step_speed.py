@@ -29,13 +29,13 @@ import torch
 import transformers
 
 from codyra import __version__ as codyra_version
-from codyra.training.backends import PlainBackend
-from codyra.store.io import write_json
 from codyra.llm.family import CAUSAL_LM
 from codyra.llm.loss import answer_loss_sum, position_ids
 from codyra.methods import build_method
 from codyra.methods.base import standalone_context
+from codyra.store.io import write_json
 from codyra.trace.data import IGNORE_INDEX
+from codyra.training.backends import PlainBackend
 
 TARGET = 1.05
 NOMINAL_STEPS = 1000  # CoDyRA's steps pretend to be steps 900.. of this schedule: deep in the sparse phase
@@ -63,8 +63,12 @@ def parse_args():
 
 def base_model(args) -> torch.nn.Module:
     config = transformers.LlamaConfig(
-        hidden_size=args.hidden, intermediate_size=args.intermediate, num_hidden_layers=args.layers,
-        num_attention_heads=args.heads, num_key_value_heads=args.heads, vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.heads,
+        vocab_size=args.vocab,
         max_position_embeddings=args.seq,
     )
     torch.manual_seed(args.seed)
@@ -92,7 +96,9 @@ def train_step(method, backend, inputs: dict, step: int) -> float:
     started = time.perf_counter()
     # the training path's step (codyra.training.loop.fit with one micro-batch): token-mean answer loss
     logits = backend.forward(
-        input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], position_ids=position_ids(inputs["attention_mask"])
+        input_ids=inputs["input_ids"],
+        attention_mask=inputs["attention_mask"],
+        position_ids=position_ids(inputs["attention_mask"]),
     ).logits
     loss_sum, tokens = answer_loss_sum(logits, inputs["labels"])
     backend.backward(loss_sum / tokens)
@@ -108,8 +114,14 @@ def main() -> None:
     model = base_model(args)
     specs = {
         "lora": {"kind": "lora", "rank": args.rank, "alpha": args.rank, "placement": "all"},
-        "codyra": {"kind": "codyra", "rank": args.rank, "alpha": args.rank, "placement": "all",
-                   "dense_ratio": 0.5, "kappa_max": args.kappa_max},
+        "codyra": {
+            "kind": "codyra",
+            "rank": args.rank,
+            "alpha": args.rank,
+            "placement": "all",
+            "dense_ratio": 0.5,
+            "kappa_max": args.kappa_max,
+        },
     }
     variants = {name: variant(copy.deepcopy(model), spec, args) for name, spec in specs.items()}
     inputs = batch(args)

@@ -27,7 +27,9 @@ def kind_of(path: Path) -> str | None:
         return None
     if path.suffix == ".json" and path.parent.name in ("cells", "heldout"):
         return "cell"
-    if path.name in ("update.safetensors", "method_state.safetensors") or (path.parent.name == "pretrain" and path.suffix == ".safetensors"):
+    if path.name in ("update.safetensors", "method_state.safetensors") or (
+        path.parent.name == "pretrain" and path.suffix == ".safetensors"
+    ):
         return "tensors"
     if path.name.endswith(".predictions.jsonl"):
         return "predictions"
@@ -70,7 +72,9 @@ def compare_tensors(a: Path, b: Path) -> list[str]:
 def compare_text(a: Path, b: Path) -> list[str]:
     x, y = a.read_text().splitlines(), b.read_text().splitlines()
     diffs = [n for n, (s, t) in enumerate(zip(x, y), 1) if s != t]
-    problems = [f"line {n} differs" for n in diffs[:3]] + ([f"... {len(diffs) - 3} more lines"] if len(diffs) > 3 else [])
+    problems = [f"line {n} differs" for n in diffs[:3]] + (
+        [f"... {len(diffs) - 3} more lines"] if len(diffs) > 3 else []
+    )
     return problems + ([f"{len(x)} lines != {len(y)} lines"] if len(x) != len(y) else [])
 
 

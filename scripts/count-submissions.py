@@ -28,7 +28,9 @@ def count(self: Workflow) -> None:
     self._build_dag()
     if self.execution_settings is None:  # --dag has none; group jobs read the attempt number from it
         self.execution_settings = ExecutionSettings()
-    self.async_run(self.dag.postprocess(update_needrun=False, check_initial=True))  # assigns the group jobs, as execute() does
+    self.async_run(
+        self.dag.postprocess(update_needrun=False, check_initial=True)
+    )  # assigns the group jobs, as execute() does
     dag = self.dag
     needrun = set(dag.needrun_jobs())
     submitted, resources, local, seen = Counter(), {}, 0, set()
@@ -43,15 +45,24 @@ def count(self: Workflow) -> None:
         name = "+".join(sorted({j.rule.name for j in getattr(unit, "jobs", [job])}))
         submitted[name] += 1
         resources.setdefault(name, {k: unit.resources.get(k) for k in REPORTED})  # one example per kind
-    print(json.dumps({
-        "submissions": sum(submitted.values()), "local": local, "jobs": len(needrun),
-        "submissions_by_rule": dict(sorted(submitted.items())), "resources": dict(sorted(resources.items())),
-    }))
+    print(
+        json.dumps(
+            {
+                "submissions": sum(submitted.values()),
+                "local": local,
+                "jobs": len(needrun),
+                "submissions_by_rule": dict(sorted(submitted.items())),
+                "resources": dict(sorted(resources.items())),
+            }
+        )
+    )
 
 
 def with_groups(printdag, settings: GroupSettings):
     def counting(self: Workflow) -> None:
-        self.group_settings = settings  # `--dag` ignores --groups / --group-components (a profile's too); a run does not
+        self.group_settings = (
+            settings  # `--dag` ignores --groups / --group-components (a profile's too); a run does not
+        )
         printdag(self)
 
     return counting
@@ -60,7 +71,11 @@ def with_groups(printdag, settings: GroupSettings):
 if __name__ == "__main__":
     argv = [*sys.argv[1:], "--dag"]
     _, args = cli.parse_args(argv)
-    groups = GroupSettings(group_components=args.group_components, overwrite_groups=args.groups, local_groupid=args.local_groupid)
-    Workflow.printdag = with_groups(count, groups)  # `--dag` builds the DAG without running a job; print counts instead of dot
+    groups = GroupSettings(
+        group_components=args.group_components, overwrite_groups=args.groups, local_groupid=args.local_groupid
+    )
+    Workflow.printdag = with_groups(
+        count, groups
+    )  # `--dag` builds the DAG without running a job; print counts instead of dot
     Workflow.local_exec = property(lambda self: False)  # as under a cluster executor: rules' groups apply
     sys.exit(cli.main(argv))

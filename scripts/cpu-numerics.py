@@ -81,7 +81,15 @@ def kernels() -> dict:
 
     out = {}
     # (rows, in, out): the minis' linear layers (CLIP vision width 128, text 64, LLaMA 64/172) and logits
-    for m, k, n in [(2048, 128, 384), (2048, 128, 256), (4096, 64, 128), (256, 64, 64), (1536, 64, 172), (128, 64, 1024), (64, 128, 5)]:
+    for m, k, n in [
+        (2048, 128, 384),
+        (2048, 128, 256),
+        (4096, 64, 128),
+        (256, 64, 64),
+        (1536, 64, 172),
+        (128, 64, 1024),
+        (64, 128, 5),
+    ]:
         x, w, b = _randn(m, k, seed=1), _randn(n, k, seed=2), _randn(n, seed=3)
         out[f"linear {m}x{k}x{n}"] = lambda x=x, w=w, b=b: F.linear(x, w, b)
         out[f"linear backward {m}x{k}x{n}"] = lambda x=x, w=w, b=b: _backward(F.linear, x, w, b)
@@ -98,9 +106,14 @@ def kernels() -> dict:
     q, k, v = (_randn(64, 2, 24, 32, seed=s) for s in (8, 9, 10))
     causal = torch.triu(torch.full((24, 24), float("-inf")), 1)
     out["attention"] = lambda: _backward(F.scaled_dot_product_attention, q, k, v)
-    out["attention causal"] = lambda: _backward(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=causal), q, k, v)
+    out["attention causal"] = lambda: _backward(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=causal), q, k, v
+    )
     logits, soft = _randn(128, 128, seed=11), torch.softmax(_randn(128, 128, seed=12), -1)
-    out["cross_entropy"] = lambda: (_backward(lambda x: F.cross_entropy(x, soft), logits), _backward(lambda x: F.cross_entropy(x, torch.arange(128)), logits))
+    out["cross_entropy"] = lambda: (
+        _backward(lambda x: F.cross_entropy(x, soft), logits),
+        _backward(lambda x: F.cross_entropy(x, torch.arange(128)), logits),
+    )
     ids = torch.randint(0, 1024, (64, 24), generator=torch.Generator().manual_seed(13))
     out["embedding"] = lambda: _backward(lambda w: F.embedding(ids, w), _randn(1024, 64, seed=14))
     out["adamw fused"] = lambda: _adamw_steps(True)
@@ -142,14 +155,16 @@ def environment() -> dict:
 
 
 def _stream_digests(cfg: dict, methods: list[str], out: dict) -> None:
+    from codyra.cli import run_stream
     from codyra.store.io import read_json
     from codyra.store.paths import SUMMARY_FILE, task_dir
-    from codyra.cli import run_stream
 
     for method in methods:
         result = run_stream(cfg, method, 0)
         for i in range(1, len(cfg["tasks"]) + 1):
-            out[f"{cfg['benchmark']} {method} task{i}"] = read_json(task_dir(cfg, method, 0, i) / SUMMARY_FILE)["update_digest"][:16]
+            out[f"{cfg['benchmark']} {method} task{i}"] = read_json(task_dir(cfg, method, 0, i) / SUMMARY_FILE)[
+                "update_digest"
+            ][:16]
         out[f"{cfg['benchmark']} {method} A"] = result["A"]
 
 
@@ -163,7 +178,14 @@ def tiny_configs(results: Path) -> list[tuple[dict, list[str]]]:
         clip = yaml.safe_load(f)
     clip.update(results=str(results), seeds=[0], methods=["lora-r16", "codyra", "full-ft"], tracking={"enabled": False})
     clip["tasks"] = clip["tasks"][:2]
-    clip["mini"].update(corpus_size=512, pretrain_steps=8, pretrain_batch_size=64, pretrain_threads=1, test_per_task=64, train_per_task=128)
+    clip["mini"].update(
+        corpus_size=512,
+        pretrain_steps=8,
+        pretrain_batch_size=64,
+        pretrain_threads=1,
+        test_per_task=64,
+        train_per_task=128,
+    )
     clip["train"].update(iterations=6, batch_size=32)
     with open(ROOT / "config/mini_trace.yaml") as f:
         lm = yaml.safe_load(f)
@@ -175,11 +197,14 @@ def tiny_configs(results: Path) -> list[tuple[dict, list[str]]]:
 
 
 def pipeline(workdir: Path) -> dict:
-    from codyra.experiment.pretraining import own_pretraining
     from codyra.data.scenes.corpus import make_corpus
+    from codyra.experiment.pretraining import own_pretraining
 
     images, captions = make_corpus(512, 0)
-    out = {"environment": environment(), "mini corpus": hashlib.sha256(images.tobytes() + "\n".join(captions).encode()).hexdigest()[:16]}
+    out = {
+        "environment": environment(),
+        "mini corpus": hashlib.sha256(images.tobytes() + "\n".join(captions).encode()).hexdigest()[:16],
+    }
     for cfg, methods in tiny_configs(workdir):
         _stream_digests(cfg, methods, out)
         weights = Path(own_pretraining(cfg))

@@ -35,7 +35,9 @@ import numpy as np
 
 from codyra.evaluation.metrics import forgetting
 
-RUN_THE_GRID = "run the grid first: `snakemake --cores 2 all_tables` (mini TRACE: add `--configfile config/mini_trace.yaml`)"
+RUN_THE_GRID = (
+    "run the grid first: `snakemake --cores 2 all_tables` (mini TRACE: add `--configfile config/mini_trace.yaml`)"
+)
 
 
 def load_runs(root: Path, method: str) -> list[np.ndarray]:
@@ -73,13 +75,23 @@ def check(root: Path, methods: list[str]) -> list[tuple[str, str, bool]]:
     chance = chance_levels(root, n)
     above = zero_shot / chance
     rows = [
-        ("zero-shot A[0,j] <= 85 on every task", " ".join(f"{a:.1f}" for a in zero_shot), bool((zero_shot <= 85).all())),
+        (
+            "zero-shot A[0,j] <= 85 on every task",
+            " ".join(f"{a:.1f}" for a in zero_shot),
+            bool((zero_shot <= 85).all()),
+        ),
         (">= 2x chance on >= 3 tasks", " ".join(f"{r:.2f}x" for r in above), int((above >= 2).sum()) >= 3),
     ]
     for method, matrices in runs.items():
         A = np.mean(matrices, axis=0)
         gains = np.array([A[j + 1, j] - A[0, j] for j in range(n)])
-        rows.append((f"{method}: A[j,j] - A[0,j] >= 15 on >= 4 tasks", " ".join(f"{g:+.1f}" for g in gains), int((gains >= 15).sum()) >= 4))
+        rows.append(
+            (
+                f"{method}: A[j,j] - A[0,j] >= 15 on >= 4 tasks",
+                " ".join(f"{g:+.1f}" for g in gains),
+                int((gains >= 15).sum()) >= 4,
+            )
+        )
         lift = float(np.mean([m[-1].mean() - m[0].mean() for m in matrices]))
         rows.append((f"{method}: Last - zero-shot Last >= 10", f"{lift:+.1f}", lift >= 10))
     if "full-ft" in runs:
@@ -99,7 +111,11 @@ def check_trace(root: Path, methods: list[str]) -> list[tuple[str, str, bool]]:
     gains = np.array([A[j + 1, j] - A[0, j] for j in range(n)])
     f = float(np.mean([forgetting(m) for m in first]))
     rows = [
-        (f"{methods[0]}: A[j,j] - A[0,j] >= 20 on >= {need} of {n} tasks", " ".join(f"{g:+.1f}" for g in gains), int((gains >= 20).sum()) >= need),
+        (
+            f"{methods[0]}: A[j,j] - A[0,j] >= 20 on >= {need} of {n} tasks",
+            " ".join(f"{g:+.1f}" for g in gains),
+            int((gains >= 20).sum()) >= need,
+        ),
         (f"{methods[0]}: Forgetting (paper) >= 5", f"{f:.1f}", f >= 5),
     ]
     bar = zero_shot.mean() + 10
@@ -111,8 +127,18 @@ def check_trace(root: Path, methods: list[str]) -> list[tuple[str, str, bool]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="?", default="results/mini", type=Path, help="a mini grid's results folder (default results/mini)")
-    parser.add_argument("--methods", nargs="+", help=f"learning methods to check (default {' '.join(CLIP_METHODS)}; mini TRACE {' '.join(TRACE_METHODS)})")
+    parser.add_argument(
+        "results",
+        nargs="?",
+        default="results/mini",
+        type=Path,
+        help="a mini grid's results folder (default results/mini)",
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        help=f"learning methods to check (default {' '.join(CLIP_METHODS)}; mini TRACE {' '.join(TRACE_METHODS)})",
+    )
     args = parser.parse_args()
     trace = is_trace(args.results)
     methods = args.methods or (TRACE_METHODS if trace else CLIP_METHODS)

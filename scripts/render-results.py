@@ -92,7 +92,9 @@ def cpu_name() -> str:
         return platform.processor() or "unknown CPU"
 
 
-def render(folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[str, str]], made_by: str | None = None) -> str:
+def render(
+    folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[str, str]], made_by: str | None = None
+) -> str:
     runs = load_runs(folder)
     tasks = next(iter(runs.values()))[0]["tasks"]
     seeds = sorted({r["seed"] for rs in runs.values() for r in rs})
@@ -107,13 +109,19 @@ def render(folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[st
         "",
         "## Summary (mean ± std over seeds)",
         "",
-        "| method | " + " | ".join(m.capitalize() for m in METRICS) + " | " + " | ".join(f"gain {t}" for t in tasks) + " |",
+        "| method | "
+        + " | ".join(m.capitalize() for m in METRICS)
+        + " | "
+        + " | ".join(f"gain {t}" for t in tasks)
+        + " |",
         "|---" * (1 + len(METRICS) + len(tasks)) + "|",
     ]
     for method, rs in sorted(runs.items(), key=lambda kv: -statistics.mean(metric(r, "last") for r in kv[1])):
         gains = [statistics.mean(r["A"][j + 1][j] - r["A"][0][j] for r in rs) for j in range(len(tasks))]
         cells = [mean_std([metric(r, m) for r in rs]) for m in METRICS]
-        lines.append(f"| {method} ({len(rs)}) | " + " | ".join(cells) + " | " + " | ".join(f"{g:+.1f}" for g in gains) + " |")
+        lines.append(
+            f"| {method} ({len(rs)}) | " + " | ".join(cells) + " | " + " | ".join(f"{g:+.1f}" for g in gains) + " |"
+        )
     if not pairs and focus in runs:
         pairs = [(focus, other) for other in runs if other != focus and len(runs[other]) > 1]
     if pairs:
@@ -130,7 +138,10 @@ def render(folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[st
             by_seed = {r["seed"]: r for r in runs[b]}
             common = [(r, by_seed[r["seed"]]) for r in runs[a] if r["seed"] in by_seed]
             row = [f"{a} − {b}", str(len(common))]
-            for name, above, below in (("last", f"{a} ends higher", f"{a} ends lower"), ("forgetting", f"{a} forgets more", f"{a} forgets less")):
+            for name, above, below in (
+                ("last", f"{a} ends higher", f"{a} ends lower"),
+                ("forgetting", f"{a} forgets more", f"{a} forgets less"),
+            ):
                 mean, low, high = interval([metric(x, name) - metric(y, name) for x, y in common])
                 row += [f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]", verdict(low, high, above, below)]
             lines.append("| " + " | ".join(row) + " |")
@@ -138,7 +149,9 @@ def render(folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[st
     for method in runs:
         ranks = effective_ranks(folder, method)
         if ranks and any(r != ranks[0] for r in ranks):
-            rank_lines.append(f"- `{method}`: {min(ranks):.1f} to {max(ranks):.1f} (`active_rank_mean` over tasks and seeds)")
+            rank_lines.append(
+                f"- `{method}`: {min(ranks):.1f} to {max(ranks):.1f} (`active_rank_mean` over tasks and seeds)"
+            )
     if rank_lines:
         lines += ["", "## Effective rank", "", *rank_lines]
     return "\n".join(lines) + "\n"
@@ -151,7 +164,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, help="write the page here (default: print it)")
     parser.add_argument("--made-by", metavar="COMMAND", help="the command that ran the grid, quoted on the page")
     parser.add_argument("--focus", default="codyra", help="method compared with every other (default codyra)")
-    parser.add_argument("--compare", action="append", default=[], metavar="A:B", help="a paired comparison (repeatable; replaces the default pairs)")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="A:B",
+        help="a paired comparison (repeatable; replaces the default pairs)",
+    )
     args = parser.parse_args(argv)
     folder = args.results / args.benchmark
     if not folder.is_dir():

@@ -27,7 +27,13 @@ TINY = {
         "codyra": {"kind": "codyra", "rank": 4, "dense_ratio": 0.5, "kappa_max": 0.05},
         "full-ft": {"kind": "full", "train": {"lr": 0.0005}},
     },
-    "mini": {"corpus_size": 256, "pretrain_steps": 4, "pretrain_batch_size": 32, "train_per_task": 64, "test_per_task": 40},
+    "mini": {
+        "corpus_size": 256,
+        "pretrain_steps": 4,
+        "pretrain_batch_size": 32,
+        "train_per_task": 64,
+        "test_per_task": 40,
+    },
 }
 
 

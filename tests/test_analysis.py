@@ -21,14 +21,24 @@ def lora(**targets) -> TaskUpdate:
     """A lora update; each target name -> (A, B, w, param, rows)."""
     tensors, where = {}, {}
     for name, (A, B, w, param, rows) in targets.items():
-        tensors.update({f"{name}.A": torch.tensor(A, dtype=torch.float32), f"{name}.B": torch.tensor(B, dtype=torch.float32), f"{name}.w": torch.tensor(w, dtype=torch.float32)})
+        tensors.update(
+            {
+                f"{name}.A": torch.tensor(A, dtype=torch.float32),
+                f"{name}.B": torch.tensor(B, dtype=torch.float32),
+                f"{name}.w": torch.tensor(w, dtype=torch.float32),
+            }
+        )
         where[name] = {"param": param, "rows": rows}
     return TaskUpdate("lora", tensors, where)
 
 
 def store_run(cfg, method, seed, updates, summaries=None):
     for i, update in enumerate(updates, 1):
-        summary = {**placement(cfg, method, seed, i), "task": cfg["tasks"][i - 1]["name"], **((summaries or [{}] * len(updates))[i - 1])}
+        summary = {
+            **placement(cfg, method, seed, i),
+            "task": cfg["tasks"][i - 1]["name"],
+            **((summaries or [{}] * len(updates))[i - 1]),
+        }
         save_update(task_dir(cfg, method, seed, i), update, summary)
 
 
@@ -65,14 +75,19 @@ def test_linear_cka_identical_orthogonal_and_a_hand_value():
     x = torch.tensor([[1.0], [2.0], [3.0]])
     assert cka.linear_cka(x, x) == pytest.approx(1.0)
     assert cka.linear_cka(x, 5 * x + 2) == pytest.approx(1.0)  # invariant to scale and offset
-    assert cka.linear_cka(x, torch.tensor([[1.0], [-2.0], [1.0]])) == pytest.approx(0.0, abs=1e-12)  # centred: orthogonal
+    assert cka.linear_cka(x, torch.tensor([[1.0], [-2.0], [1.0]])) == pytest.approx(
+        0.0, abs=1e-12
+    )  # centred: orthogonal
     # centred x = (-1, 0, 1), y = (-1, 1, 0): cos = 1/2, CKA = cos^2
     assert cka.linear_cka(x, torch.tensor([[1.0], [3.0], [2.0]])) == pytest.approx(0.25)
 
 
 def test_linear_cka_matches_the_hsic_form():
     gen = torch.Generator().manual_seed(0)
-    X, Y = torch.randn(20, 3, generator=gen, dtype=torch.float64), torch.randn(20, 5, generator=gen, dtype=torch.float64)
+    X, Y = (
+        torch.randn(20, 3, generator=gen, dtype=torch.float64),
+        torch.randn(20, 5, generator=gen, dtype=torch.float64),
+    )
     H = np.eye(20) - 1 / 20
     K, L = H @ (X @ X.T).numpy() @ H, H @ (Y @ Y.T).numpy() @ H
     assert cka.linear_cka(X, Y) == pytest.approx(np.trace(K @ L) / math.sqrt(np.trace(K @ K) * np.trace(L @ L)))
@@ -96,19 +111,28 @@ def test_update_magnitude_operator_norms_and_effective_rank():
     assert m["eff_rank"] == pytest.approx(1.0)  # (2 + 0) / 2 matrices
     assert m["dW_fro_task"] == pytest.approx(math.sqrt(13.0))
     assert m["dW_fro_matrix"] == pytest.approx(math.sqrt(13.0) / 2)
-    dense = magnitude.update_magnitude(TaskUpdate("delta", {"w": torch.tensor([[1.0, 1.0], [1.0, 1.0]]), "bias": torch.ones(2)}))
+    dense = magnitude.update_magnitude(
+        TaskUpdate("delta", {"w": torch.tensor([[1.0, 1.0], [1.0, 1.0]]), "bias": torch.ones(2)})
+    )
     assert dense["eff_rank"] == 1 and dense["A_op"] is None
     assert dense["dW_fro_task"] == pytest.approx(math.sqrt(4 + 2))
 
 
 def test_interpolation_scales_and_removal_drops_one_tower():
     update = lora(
-        **{"visual.t": ([[1.0]], [[2.0]], [3.0], "visual.w", None), "transformer.t": ([[1.0]], [[1.0]], [1.0], "transformer.w", None)}
+        **{
+            "visual.t": ([[1.0]], [[2.0]], [3.0], "visual.w", None),
+            "transformer.t": ([[1.0]], [[1.0]], [1.0], "transformer.w", None),
+        }
     )
     half = scaled(update, 0.5).dense_deltas()
     assert float(half["visual.t"][2]) == pytest.approx(3.0)
     vision_only = without_tower(update, "text")
-    assert set(vision_only.targets) == {"visual.t"} and set(vision_only.tensors) == {"visual.t.A", "visual.t.B", "visual.t.w"}
+    assert set(vision_only.targets) == {"visual.t"} and set(vision_only.tensors) == {
+        "visual.t.A",
+        "visual.t.B",
+        "visual.t.w",
+    }
     delta = TaskUpdate("delta", {"visual.x": torch.ones(1), "token_embedding.weight": torch.ones(1)})
     assert set(without_tower(delta, "vision").tensors) == {"token_embedding.weight"}
 
@@ -143,10 +167,22 @@ def test_cost_reports_missing_summary_keys_and_measures_stored_bytes(tiny_cfg):
     from codyra.analysis.cost import cost_table
 
     cfg = {**tiny_cfg, "methods": ["lora-r4"], "analysis": {**tiny_cfg["analysis"], "cost_reference": "lora-r4"}}
-    store_run(cfg, "lora-r4", 0, [U1, U2, U1], [{"trainable_params": 10, "step_seconds": 0.5}, {"trainable_params": 20, "step_seconds": 1.5}, {"trainable_params": 30}])
+    store_run(
+        cfg,
+        "lora-r4",
+        0,
+        [U1, U2, U1],
+        [
+            {"trainable_params": 10, "step_seconds": 0.5},
+            {"trainable_params": 20, "step_seconds": 1.5},
+            {"trainable_params": 30},
+        ],
+    )
     table = cost_table(cfg)
     files = [task_dir(cfg, "lora-r4", 0, i) / "update.safetensors" for i in (1, 2, 3)]
-    assert table.rows == [["lora-r4", "20", f"{np.mean([f.stat().st_size for f in files]):.0f}", "n/a", "n/a", "n/a", "n/a"]]
+    assert table.rows == [
+        ["lora-r4", "20", f"{np.mean([f.stat().st_size for f in files]):.0f}", "n/a", "n/a", "n/a", "n/a"]
+    ]
     assert any("step_seconds, inference_extra_params, inference_memory" in note for note in table.notes)
 
 
@@ -156,10 +192,20 @@ def test_cost_reports_inference_extras_after_the_last_task(tiny_cfg):
     are means over tasks and seeds."""
     from codyra.analysis.cost import cost_table
 
-    cfg = {**tiny_cfg, "seeds": [0, 1], "methods": ["lora-r4"], "analysis": {**tiny_cfg["analysis"], "cost_reference": "lora-r4"}}
+    cfg = {
+        **tiny_cfg,
+        "seeds": [0, 1],
+        "methods": ["lora-r4"],
+        "analysis": {**tiny_cfg["analysis"], "cost_reference": "lora-r4"},
+    }
     for seed, scale in ((0, 1), (1, 3)):
         summaries = [
-            {"trainable_params": 10, "step_seconds": 0.5 * scale, "inference_extra_params": 100 * (i - 1) * scale, "inference_memory": 7 * i * scale}
+            {
+                "trainable_params": 10,
+                "step_seconds": 0.5 * scale,
+                "inference_extra_params": 100 * (i - 1) * scale,
+                "inference_memory": 7 * i * scale,
+            }
             for i in (1, 2, 3)
         ]
         store_run(cfg, "lora-r4", seed, [U1, U2, U1], summaries)
@@ -200,23 +246,40 @@ def test_interpolation_endpoints_are_theta_0_and_theta_n(tiny_run):
     from codyra.analysis.probes import probe_model, read_probe, run_probes
     from codyra.clip.model import pretrained_clip
     from codyra.clip.rebuild import rebuild_clip
-    from codyra.experiment.train_job import train_task
     from codyra.evaluation.heldout import evaluate_heldout
+    from codyra.experiment.train_job import train_task
     from codyra.store.paths import probe_path
 
     alphas = {"interpolation_alphas": [0.0, 0.5, 1.0], "remove_towers": ["text"]}
-    cfg = {**tiny_run, "methods": ["lora-r4"], "heldout_tasks": ["shape"], "analysis": {**tiny_run["analysis"], **alphas}}
+    cfg = {
+        **tiny_run,
+        "methods": ["lora-r4"],
+        "heldout_tasks": ["shape"],
+        "analysis": {**tiny_run["analysis"], **alphas},
+    }
     for i in (1, 2, 3):
         train_task(cfg, "lora-r4", 0, i)
-    start, end = probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 0.0))[0], probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 1.0))[0]
+    start, end = (
+        probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 0.0))[0],
+        probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 1.0))[0],
+    )
     for probe, reference in ((start, pretrained_clip(cfg)), (end, rebuild_clip(cfg, "lora-r4", 0, 3))):
         ours, theirs = probe.model.state_dict(), reference.model.state_dict()
         assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
     assert [r["probe"] for r in run_probes(cfg, "lora-r4", 0)] == ["interp-0.5", "remove-text"]
-    assert not probe_path(cfg, "lora-r4", 0, "interp-0").exists() and not probe_path(cfg, "lora-r4", 0, "interp-1").exists()
+    assert (
+        not probe_path(cfg, "lora-r4", 0, "interp-0").exists()
+        and not probe_path(cfg, "lora-r4", 0, "interp-1").exists()
+    )
     h0, hn = evaluate_heldout(cfg, "lora-r4", 0, 0)[0], evaluate_heldout(cfg, "lora-r4", 0, 3)[0]
     row = next(cells for block, method, cells in interpolation_table(cfg).rows if block == "shape")
-    assert row == [[h0["accuracy"]], [read_probe(cfg, "lora-r4", 0, "interp-0.5")["heldout"]["shape"]], [hn["accuracy"]]]
-    save_update(task_dir(cfg, "lora-r4", 0, 3), U1, {"method": "lora-r4", "seed": 0, "task_index": 3})  # another update 3
+    assert row == [
+        [h0["accuracy"]],
+        [read_probe(cfg, "lora-r4", 0, "interp-0.5")["heldout"]["shape"]],
+        [hn["accuracy"]],
+    ]
+    save_update(
+        task_dir(cfg, "lora-r4", 0, 3), U1, {"method": "lora-r4", "seed": 0, "task_index": 3}
+    )  # another update 3
     with pytest.raises(ResultError, match="stale"):
         read_probe(cfg, "lora-r4", 0, "interp-0.5")

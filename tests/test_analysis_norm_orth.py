@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from codyra.adapters.lora import RankSelectiveLoRA
-from codyra.store.updates import delta_from_factors
 from codyra.analysis import orth
 from codyra.analysis.norm_matched import norm_matched_table
 from codyra.analysis.registry import available, skipped, write
 from codyra.experiment.config import ConfigError, load_config
 from codyra.methods.lora import LoRA, norm_target_value
 from codyra.store.io import ResultError
+from codyra.store.updates import delta_from_factors
 from tests.conftest import ROOT
 from tests.test_analysis import lora, store_run
 
@@ -38,7 +38,9 @@ def test_frobenius_of_an_adapter_by_hand_and_against_the_dense_delta():
     # scale alpha / r = 2: dW = 2 [[1], [0]] [[3, 4]] = [[6, 8], [0, 0]], ||dW||_F = 10
     assert float(adapter([[3.0, 4.0]], [[1.0], [0.0]], alpha=2.0).frobenius_sq().detach()) == pytest.approx(100.0)
     gen = torch.Generator().manual_seed(0)
-    a = adapter(torch.randn(3, 5, generator=gen).tolist(), torch.randn(4, 3, generator=gen).tolist(), 6.0, w=[0.5, -2.0, 0.0])
+    a = adapter(
+        torch.randn(3, 5, generator=gen).tolist(), torch.randn(4, 3, generator=gen).tolist(), 6.0, w=[0.5, -2.0, 0.0]
+    )
     dense = delta_from_factors(*a.factors())
     assert float(a.frobenius_sq().detach()) == pytest.approx(float(dense.square().sum()), rel=1e-5)
 
@@ -77,18 +79,28 @@ def test_norm_options_go_together_and_references_must_be_other_methods(tiny_cfg_
     with pytest.raises(ValueError, match="norm_target and a norm_penalty > 0 go together"):
         LoRA({"kind": "lora", "norm_target": 3.0})
     with pytest.raises(ValueError, match="has no option 'norm_target'"):
-        load_config({**tiny_cfg_dict, "method_configs": {**tiny_cfg_dict["method_configs"], "codyra": {"kind": "codyra", "norm_target": 1.0}}})
+        load_config(
+            {
+                **tiny_cfg_dict,
+                "method_configs": {**tiny_cfg_dict["method_configs"], "codyra": {"kind": "codyra", "norm_target": 1.0}},
+            }
+        )
     cfg = copy.deepcopy(tiny_cfg_dict)
     cfg["method_configs"]["nm"] = {"kind": "lora", "rank": 2, "norm_target": ["lora-r8"], "norm_penalty": 1.0}
     cfg["methods"].append("nm")
-    with pytest.raises(ConfigError, match=r"method_configs.nm.norm_target: 'lora-r8' must be another method of the grid"):
+    with pytest.raises(
+        ConfigError, match=r"method_configs.nm.norm_target: 'lora-r8' must be another method of the grid"
+    ):
         load_config(cfg)
     cfg["method_configs"]["nm"]["norm_target"] = ["lora-r4", "codyra"]
     assert load_config(cfg)["method_configs"]["nm"]["norm_target"] == ["lora-r4", "codyra"]
 
 
 def test_the_target_is_the_median_of_the_references_norms_of_the_same_task_and_seed():
-    summaries = {m: {"method": m, "seed": 0, "task_index": 2, "dW_fro_total": norm} for m, norm in (("lora-r4", 1.0), ("codyra", 3.0), ("full-ft", 10.0))}
+    summaries = {
+        m: {"method": m, "seed": 0, "task_index": 2, "dW_fro_total": norm}
+        for m, norm in (("lora-r4", 1.0), ("codyra", 3.0), ("full-ft", 10.0))
+    }
 
     def run_summary(m):  # TaskContext.run_summary of task 2, seed 0
         if m not in summaries:
@@ -97,7 +109,9 @@ def test_the_target_is_the_median_of_the_references_norms_of_the_same_task_and_s
 
     assert norm_target_value(run_summary, ["lora-r4", "codyra", "full-ft"], 0, 2) == 3.0
     assert norm_target_value(run_summary, ["lora-r4", "codyra"], 0, 2) == 2.0
-    with pytest.raises(FileNotFoundError, match="task 2 \\(seed 0\\) is not trained: sora/seed_0/task_2/summary.json missing"):
+    with pytest.raises(
+        FileNotFoundError, match="task 2 \\(seed 0\\) is not trained: sora/seed_0/task_2/summary.json missing"
+    ):
         norm_target_value(run_summary, ["sora"], 0, 2)
     summaries["full-ft"]["dW_fro_total"] = None
     with pytest.raises(ResultError, match="no finite dW_fro_total"):
@@ -109,21 +123,33 @@ def test_norm_matched_table_by_hand(tiny_cfg_dict):
     cfg["method_configs"]["nm"] = {"kind": "lora", "rank": 2, "norm_target": ["lora-r4"], "norm_penalty": 1.0}
     cfg["methods"] = ["lora-r4", "nm"]
     cfg = load_config(cfg)
-    summaries = lambda norms, targets, rank: [{"active_rank_mean": rank, "dW_fro_total": n, "norm_target": t} for n, t in zip(norms, targets)]
-    store_run(cfg, "lora-r4", 0, [lora(t=([[1.0]], [[1.0]], [1.0], "p", None))] * 3, summaries([2.0, 4.0, 6.0], [None] * 3, 4))
-    store_run(cfg, "nm", 0, [lora(t=([[1.0]], [[1.0]], [1.0], "p", None))] * 3, summaries([2.0, 4.5, 6.0], [2.0, 4.0, 6.0], 2))
+    summaries = lambda norms, targets, rank: [
+        {"active_rank_mean": rank, "dW_fro_total": n, "norm_target": t} for n, t in zip(norms, targets)
+    ]
+    store_run(
+        cfg, "lora-r4", 0, [lora(t=([[1.0]], [[1.0]], [1.0], "p", None))] * 3, summaries([2.0, 4.0, 6.0], [None] * 3, 4)
+    )
+    store_run(
+        cfg, "nm", 0, [lora(t=([[1.0]], [[1.0]], [1.0], "p", None))] * 3, summaries([2.0, 4.5, 6.0], [2.0, 4.0, 6.0], 2)
+    )
     # rows 0..3 of A (3 tasks): plasticity A[j+1,j] - A[0,j] = 10, 20, 30; forgetting A[j+1,j] - A[3,j] = 4, 8
     A = [[50, 40, 30], [60, 0, 0], [58, 60, 0], [56, 52, 60]]
     table = norm_matched_table(cfg, {"lora-r4": [{"A": A}], "nm": [{"A": A}]})
     rows = {label: [None if c is None else c[0] for c in cells] for _, label, cells in table.rows}
-    assert rows["lora-r4"][:2] == pytest.approx([4, 4.0]) and rows["lora-r4"][2] is None and rows["lora-r4"][3:] == pytest.approx([20.0, 6.0])
+    assert (
+        rows["lora-r4"][:2] == pytest.approx([4, 4.0])
+        and rows["lora-r4"][2] is None
+        and rows["lora-r4"][3:] == pytest.approx([20.0, 6.0])
+    )
     assert rows["nm"] == pytest.approx([2, 12.5 / 3, 4.0, 20.0, 6.0])
     assert "nm seed 0 tasks [2]" in table.caption  # 4.5 is 12.5 % off its target 4
 
 
 def test_row_cosine_by_hand():
     assert orth.row_cosine(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 0.0], [0.0, 1.0]])) == pytest.approx(0.5)
-    assert orth.row_cosine(torch.tensor([[2.0, 2.0]]), torch.tensor([[-3.0, 0.0]])) == pytest.approx(1 / math.sqrt(2))  # |cos|, scale-free
+    assert orth.row_cosine(torch.tensor([[2.0, 2.0]]), torch.tensor([[-3.0, 0.0]])) == pytest.approx(
+        1 / math.sqrt(2)
+    )  # |cos|, scale-free
     with pytest.raises(ValueError, match="same number of columns"):
         orth.row_cosine(torch.ones(1, 2), torch.ones(1, 3))
 
@@ -146,9 +172,16 @@ def test_a_cosine_table_and_figure_from_stored_updates(tiny_cfg):
     B = [[1.0], [1.0]]
     store_run(cfg, "lora-r4", 0, [lora(a=(e, B, [1.0], "p", None)) for e in ([[1.0, 0.0]], [[1.0, 0.0]], [[0.0, 1.0]])])
     write(cfg, "orth")
-    rows = [line.split(",") for line in Path(cfg["results"], "tables", "tiny", "a_cosine.csv").read_text().splitlines()[1:]]
+    rows = [
+        line.split(",") for line in Path(cfg["results"], "tables", "tiny", "a_cosine.csv").read_text().splitlines()[1:]
+    ]
     # task 1: (1 + 0) / 2, task 2: the same, task 3: 0; mean 1/3
-    assert [(r[1], r[2]) for r in rows] == [("lora-r4", "colour"), ("lora-r4", "digits"), ("lora-r4", "count"), ("lora-r4", "Mean")]
+    assert [(r[1], r[2]) for r in rows] == [
+        ("lora-r4", "colour"),
+        ("lora-r4", "digits"),
+        ("lora-r4", "count"),
+        ("lora-r4", "Mean"),
+    ]
     assert [float(r[3]) for r in rows] == pytest.approx([0.5, 0.5, 0.0, 1 / 3])
     assert all(os.path.isfile(os.path.join(cfg["results"], "figures", "tiny", f"a_cosine.{e}")) for e in ("png", "pdf"))
 

@@ -15,12 +15,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_sweep_expands_into_methods_with_the_base_options_and_is_idempotent(tiny_cfg_dict):
-    tiny_cfg_dict["ablations"] = {"grid": {"method": "codyra", "vary": {"placement": ["attn", ["vision", "mlp"]], "kappa_max": [0.01, 0.1]}}}
+    tiny_cfg_dict["ablations"] = {
+        "grid": {"method": "codyra", "vary": {"placement": ["attn", ["vision", "mlp"]], "kappa_max": [0.01, 0.1]}}
+    }
     cfg = load_config(tiny_cfg_dict)
-    names = ["codyra-placement-attn-kappa_max-0.01", "codyra-placement-attn-kappa_max-0.1", "codyra-placement-vision_mlp-kappa_max-0.01", "codyra-placement-vision_mlp-kappa_max-0.1"]
+    names = [
+        "codyra-placement-attn-kappa_max-0.01",
+        "codyra-placement-attn-kappa_max-0.1",
+        "codyra-placement-vision_mlp-kappa_max-0.01",
+        "codyra-placement-vision_mlp-kappa_max-0.1",
+    ]
     assert cfg["methods"][-4:] == names
     variant = cfg["method_configs"]["codyra-placement-vision_mlp-kappa_max-0.1"]
-    assert variant["placement"] == ["vision", "mlp"] and variant["kappa_max"] == 0.1 and variant["rank"] == 4  # base option kept
+    assert (
+        variant["placement"] == ["vision", "mlp"] and variant["kappa_max"] == 0.1 and variant["rank"] == 4
+    )  # base option kept
     assert load_config(copy.deepcopy(cfg)) == cfg  # expanding an expanded config changes nothing
 
 
@@ -34,13 +43,23 @@ def test_sweep_errors_name_the_key(tiny_cfg_dict):
     tiny_cfg_dict["ablations"] = {"bad": {"method": "codyra", "vary": {"prox": ["nonsense"]}}}
     with pytest.raises(ConfigError, match="codyra-prox-nonsense"):  # a variant is validated like any method
         load_config(copy.deepcopy(tiny_cfg_dict))
-    cfg = {"method_configs": {"codyra": {"kind": "codyra"}, "codyra-rank-2": {"kind": "lora"}}, "methods": [], "ablations": {"r": {"method": "codyra", "vary": {"rank": [2]}}}}
+    cfg = {
+        "method_configs": {"codyra": {"kind": "codyra"}, "codyra-rank-2": {"kind": "lora"}},
+        "methods": [],
+        "ablations": {"r": {"method": "codyra", "vary": {"rank": [2]}}},
+    }
     with pytest.raises(ConfigError, match="already a different entry"):
         expand_ablations(cfg)
 
 
 def test_value_labels_are_path_safe():
-    assert [value_label(v) for v in (0.005, 16, True, ["vision", "attn"], "a b/c")] == ["0.005", "16", "true", "vision_attn", "a_b_c"]
+    assert [value_label(v) for v in (0.005, 16, True, ["vision", "attn"], "a b/c")] == [
+        "0.005",
+        "16",
+        "true",
+        "vision_attn",
+        "a_b_c",
+    ]
 
 
 def _merged(base: dict, overlay: dict) -> dict:
@@ -56,5 +75,9 @@ def test_the_mini_ablations_config_expands_to_valid_methods():
     assert overlay.pop("extends") == "config.yaml"
     cfg = load_config(_merged(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), overlay))
     assert len(cfg["methods"]) == 2 + 10 + 5 + 4 + 4 + 5 + 4 + 5
-    assert cfg["method_configs"]["lora-r16-placement-text-rank-4"] == {**cfg["method_configs"]["lora-r16"], "placement": "text", "rank": 4}
+    assert cfg["method_configs"]["lora-r16-placement-text-rank-4"] == {
+        **cfg["method_configs"]["lora-r16"],
+        "placement": "text",
+        "rank": 4,
+    }
     assert cfg["method_configs"]["codyra-dense_ratio-0.9"]["dense_ratio"] == 0.9

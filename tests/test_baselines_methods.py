@@ -129,8 +129,8 @@ def test_lwf_distils_on_its_own_batch_of_the_tasks_evaluation_images():
     """ZSCL's lwf.sh passes --ref-dataset <current task>: finetune.py (l.140-145) reads it with
     test_preprocess through its own shuffled loader, one batch per step (l.234-246), not the
     training batch. The student starts at the teacher: the loss is the teachers' self-entropy."""
-    from codyra.steps.batches import StepBatches, derive_seed
     from codyra.methods.lwf import DISTILL_STREAM
+    from codyra.steps.batches import StepBatches, derive_seed
 
     model = tiny_clip()
     method = build_method({"kind": "lwf", "distill_batch_size": 4})
@@ -183,7 +183,15 @@ def test_lwf_vr_draws_the_same_vocabulary_at_every_task_as_zscl():
     from codyra.methods.lwf_vr import random_vocabulary
 
     def vocabulary(task_index, seed):
-        method = build_method({"kind": "lwf_vr", "vocabulary_size": 20, "vocabulary_length": 5, "distill_batch_size": 4, "vocabulary_seed": seed})
+        method = build_method(
+            {
+                "kind": "lwf_vr",
+                "vocabulary_size": 20,
+                "vocabulary_length": 5,
+                "distill_batch_size": 4,
+                "vocabulary_seed": seed,
+            }
+        )
         method.setup(context(tiny_clip(), task_index))  # the same teacher: the rows decide
         return method.vocabulary_features
 
@@ -191,7 +199,15 @@ def test_lwf_vr_draws_the_same_vocabulary_at_every_task_as_zscl():
     assert not torch.equal(vocabulary(1, None), vocabulary(2, None))  # per (seed, task)
     teacher = tiny_clip().eval()
     tokenizer = open_clip.get_tokenizer("codyra-mini")
-    rows = random_vocabulary(20, 5, teacher.vocab_size, tokenizer.sot_token_id, tokenizer.eot_token_id, teacher.context_length, torch.Generator().manual_seed(42))
+    rows = random_vocabulary(
+        20,
+        5,
+        teacher.vocab_size,
+        tokenizer.sot_token_id,
+        tokenizer.eot_token_id,
+        teacher.context_length,
+        torch.Generator().manual_seed(42),
+    )
     with torch.no_grad():
         expected = F.normalize(teacher.encode_text(rows).float(), dim=-1)
     torch.testing.assert_close(vocabulary(3, 42), expected)
@@ -205,7 +221,9 @@ def test_wise_ft_keeps_alpha_of_the_fine_tuned_step():
     for name, delta in full_update.tensors.items():
         assert torch.allclose(wise_update.tensors[name], 0.8 * delta, atol=1e-6), name
     after = weights(wise)
-    assert torch.allclose(after["visual.proj"], before["visual.proj"] + 0.8 * full_update.tensors["visual.proj"], atol=1e-6)
+    assert torch.allclose(
+        after["visual.proj"], before["visual.proj"] + 0.8 * full_update.tensors["visual.proj"], atol=1e-6
+    )
 
 
 class ReferenceFamily:

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from codyra.training.backends import PlainBackend
 from codyra.steps.optim import pack_optimizer_state, unpack_optimizer_state
+from codyra.training.backends import PlainBackend
 
 HP = {"lr": 0.1, "betas": [0.9, 0.95], "eps": 1e-8, "precision": "fp32"}
 
@@ -26,7 +26,9 @@ def backend_of(model) -> PlainBackend:
 
 
 def test_a_carried_state_continues_adams_moments_and_step_count():
-    carried = {"w": {"step": torch.tensor(3.0), "exp_avg": torch.tensor([0.5, -0.1]), "exp_avg_sq": torch.tensor([0.04, 0.01])}}
+    carried = {
+        "w": {"step": torch.tensor(3.0), "exp_avg": torch.tensor([0.5, -0.1]), "exp_avg_sq": torch.tensor([0.04, 0.01])}
+    }
     model = Two()
     backend = backend_of(model)
     backend.load_moments(unpack_optimizer_state(pack_optimizer_state(carried), {"w": (2,)}, task_index=2))
@@ -51,10 +53,31 @@ def test_a_carried_state_continues_adams_moments_and_step_count():
     ("state", "message"),
     [
         ({"l1.A_tasks": torch.zeros(1)}, "holds no optimizer state.*train.carry_optimizer: true"),
-        ({"optimizer.v.step": torch.ones(1), "optimizer.v.exp_avg": torch.zeros(2), "optimizer.v.exp_avg_sq": torch.zeros(2)}, "missing \\['w'\\], unknown \\['v'\\]"),
+        (
+            {
+                "optimizer.v.step": torch.ones(1),
+                "optimizer.v.exp_avg": torch.zeros(2),
+                "optimizer.v.exp_avg_sq": torch.zeros(2),
+            },
+            "missing \\['w'\\], unknown \\['v'\\]",
+        ),
         ({"optimizer.w.step": torch.ones(1), "optimizer.w.exp_avg": torch.zeros(2)}, "slots \\['exp_avg', 'step'\\]"),
-        ({"optimizer.w.step": torch.ones(1), "optimizer.w.exp_avg": torch.zeros(3), "optimizer.w.exp_avg_sq": torch.zeros(3)}, "exp_avg has shape \\(3,\\), the parameter \\(2,\\)"),
-        ({"optimizer.w.step": torch.zeros(1), "optimizer.w.exp_avg": torch.zeros(2), "optimizer.w.exp_avg_sq": torch.zeros(2)}, "step 0.0"),
+        (
+            {
+                "optimizer.w.step": torch.ones(1),
+                "optimizer.w.exp_avg": torch.zeros(3),
+                "optimizer.w.exp_avg_sq": torch.zeros(3),
+            },
+            "exp_avg has shape \\(3,\\), the parameter \\(2,\\)",
+        ),
+        (
+            {
+                "optimizer.w.step": torch.zeros(1),
+                "optimizer.w.exp_avg": torch.zeros(2),
+                "optimizer.w.exp_avg_sq": torch.zeros(2),
+            },
+            "step 0.0",
+        ),
     ],
 )
 def test_a_stored_state_that_does_not_fit_is_refused(state, message):

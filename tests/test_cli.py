@@ -31,7 +31,20 @@ def test_stream_through_the_installed_entry_point(tiny_yaml, tmp_path):
     path, cfg = tiny_yaml
     log = tmp_path / "logs" / "run.log"
     subprocess.run(
-        [sys.executable, "-m", "codyra.cli", "--log", str(log), "run", "--config", path, "--method", "codyra", "--seed", "0"],
+        [
+            sys.executable,
+            "-m",
+            "codyra.cli",
+            "--log",
+            str(log),
+            "run",
+            "--config",
+            path,
+            "--method",
+            "codyra",
+            "--seed",
+            "0",
+        ],
         check=True,
         capture_output=True,
     )
@@ -45,7 +58,24 @@ def test_stream_through_the_installed_entry_point(tiny_yaml, tmp_path):
 
 def test_single_commands_and_set_overrides(tiny_yaml):
     path, cfg = tiny_yaml
-    assert main(["train", "--config", path, "--method", "lora-r4", "--seed", "0", "--task", "1", "--set", "train.iterations=3"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                path,
+                "--method",
+                "lora-r4",
+                "--seed",
+                "0",
+                "--task",
+                "1",
+                "--set",
+                "train.iterations=3",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((run_dir(cfg, "lora-r4", 0) / "task1" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["job"]["train"]["iterations"] == 3
     assert main(["cell", "--config", path, "--method", "lora-r4", "--seed", "0", "--i", "1", "--j", "1"]) == 0
@@ -57,16 +87,60 @@ def test_single_commands_and_set_overrides(tiny_yaml):
     [
         (["train", "--method", "adamw", "--seed", "0", "--task", "1"], "unknown method 'adamw'"),
         (["train", "--method", "codyra", "--seed", "0", "--task", "9"], "task index 9 out of range 1..3"),
-        (["cell", "--method", "codyra", "--seed", "0", "--i", "2", "--j", "1"], r"missing task update\(s\).*task1/update.safetensors"),
+        (
+            ["cell", "--method", "codyra", "--seed", "0", "--i", "2", "--j", "1"],
+            r"missing task update\(s\).*task1/update.safetensors",
+        ),
         (["cell", "--method", "pretrained", "--i", "1", "--j", "1"], "only has row i = 0"),
-        (["cell", "--method", "pretrained", "--seed", "0", "--i", "0", "--j", "1"], "--seed does not apply to the pretrained model"),
+        (
+            ["cell", "--method", "pretrained", "--seed", "0", "--i", "0", "--j", "1"],
+            "--seed does not apply to the pretrained model",
+        ),
         (["cell", "--method", "codyra", "--i", "1", "--j", "1"], "--seed is required for method 'codyra'"),
-        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "method_configs.codyra.placement=[vision, ffn]"], "unknown placement token 'ffn'"),
-        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "data.kind=imagenet"], "config key data.kind"),
-        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "tasks=[{name: cifar}]"], "'cifar' is not a dataset of the mini protocol"),
-        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "model.pretrained=/nowhere/theta0.safetensors"], "model weights not found: /nowhere/theta0.safetensors"),
-        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "model.pretrained=weights.pt"], "not a .safetensors file"),
-        (["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "model.name=ViT-Q-99"], "unknown open_clip model 'ViT-Q-99'"),
+        (
+            [
+                "train",
+                "--method",
+                "codyra",
+                "--seed",
+                "0",
+                "--task",
+                "1",
+                "--set",
+                "method_configs.codyra.placement=[vision, ffn]",
+            ],
+            "unknown placement token 'ffn'",
+        ),
+        (
+            ["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "data.kind=imagenet"],
+            "config key data.kind",
+        ),
+        (
+            ["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "tasks=[{name: cifar}]"],
+            "'cifar' is not a dataset of the mini protocol",
+        ),
+        (
+            [
+                "train",
+                "--method",
+                "codyra",
+                "--seed",
+                "0",
+                "--task",
+                "1",
+                "--set",
+                "model.pretrained=/nowhere/theta0.safetensors",
+            ],
+            "model weights not found: /nowhere/theta0.safetensors",
+        ),
+        (
+            ["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "model.pretrained=weights.pt"],
+            "not a .safetensors file",
+        ),
+        (
+            ["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "model.name=ViT-Q-99"],
+            "unknown open_clip model 'ViT-Q-99'",
+        ),
     ],
 )
 def test_bad_input_gives_a_clear_error(tiny_yaml, capsys, argv, message):
@@ -79,12 +153,27 @@ def test_bad_input_gives_a_clear_error(tiny_yaml, capsys, argv, message):
 
 
 def test_missing_config_and_corrupted_pretrained_weights(tiny_yaml, tmp_path, capsys):
-    assert main(["train", "--config", str(tmp_path / "none.yaml"), "--method", "codyra", "--seed", "0", "--task", "1"]) == 2
+    assert (
+        main(["train", "--config", str(tmp_path / "none.yaml"), "--method", "codyra", "--seed", "0", "--task", "1"])
+        == 2
+    )
     assert "config file not found" in capsys.readouterr().err
     path, _cfg = tiny_yaml
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
-    argv = ["train", "--config", path, "--method", "codyra", "--seed", "0", "--task", "1", "--set", f"model.pretrained={broken}"]
+    argv = [
+        "train",
+        "--config",
+        path,
+        "--method",
+        "codyra",
+        "--seed",
+        "0",
+        "--task",
+        "1",
+        "--set",
+        f"model.pretrained={broken}",
+    ]
     assert main(argv) == 2
     assert "corrupted or truncated" in capsys.readouterr().err
 
@@ -106,7 +195,9 @@ def test_version_help_and_examples_for_every_command(capsys):
                     yield from walk(sub, f"{name} {sub_name}")
 
     commands = dict(walk(build_parser(), "codyra"))
-    assert {"codyra train", "codyra cell", "codyra tables", "codyra fetch-weights", "codyra data check"} <= set(commands)
+    assert {"codyra train", "codyra cell", "codyra tables", "codyra fetch-weights", "codyra data check"} <= set(
+        commands
+    )
     for name, parser in commands.items():
         assert (parser.epilog or "").startswith("example: codyra "), name
         for action in parser._actions:

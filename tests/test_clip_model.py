@@ -80,7 +80,9 @@ def cache_tiny_weights(cache) -> dict:
 
 
 def test_openai_vit_b_16_resolves_to_its_safetensors_file_on_the_hub():
-    assert hub_file("ViT-B-16", "openai") == HubFile("timm/vit_base_patch16_clip_224.openai", "open_clip_model.safetensors")
+    assert hub_file("ViT-B-16", "openai") == HubFile(
+        "timm/vit_base_patch16_clip_224.openai", "open_clip_model.safetensors"
+    )
 
 
 def test_offline_with_an_empty_cache_fails_fast_naming_the_cache_and_the_fix(tmp_path, offline):

@@ -32,24 +32,52 @@ def test_rail_fuses_with_weight_0_8_as_rails_config(name):
 
 # JiazuoYu/MoE-Adapters4CL mtil/scripts/train/*_router11_experts22_1000iters.sh, lr=(...) over
 # dataset=(Aircraft Caltech101 CIFAR100 DTD EuroSAT Flowers Food MNIST OxfordPet StanfordCars SUN397)
-MOE_DATASETS = ("Aircraft", "Caltech101", "CIFAR100", "DTD", "EuroSAT", "Flowers", "Food", "MNIST", "OxfordPet", "StanfordCars", "SUN397")
-MOE_FEW_SHOT_LR = dict(zip(MOE_DATASETS, (8e-3, 5e-4, 2e-4, 5e-3, 1e-3, 1e-3, 1e-2, 1e-4, 1e-2, 1e-2, 1e-2), strict=True))
-MOE_FULL_SHOT_LR = dict(zip(MOE_DATASETS, (5e-3, 1e-3, 5e-3, 1e-3, 1e-4, 1e-3, 1e-3, 1e-4, 1e-3, 1e-3, 1e-3), strict=True))
+MOE_DATASETS = (
+    "Aircraft",
+    "Caltech101",
+    "CIFAR100",
+    "DTD",
+    "EuroSAT",
+    "Flowers",
+    "Food",
+    "MNIST",
+    "OxfordPet",
+    "StanfordCars",
+    "SUN397",
+)
+MOE_FEW_SHOT_LR = dict(
+    zip(MOE_DATASETS, (8e-3, 5e-4, 2e-4, 5e-3, 1e-3, 1e-3, 1e-2, 1e-4, 1e-2, 1e-2, 1e-2), strict=True)
+)
+MOE_FULL_SHOT_LR = dict(
+    zip(MOE_DATASETS, (5e-3, 1e-3, 5e-3, 1e-3, 1e-4, 1e-3, 1e-3, 1e-4, 1e-3, 1e-3, 1e-3), strict=True)
+)
 
 
-@pytest.mark.parametrize("name, lrs, iterations, ae_lr", [
-    ("mtil_5shot", MOE_FEW_SHOT_LR, 500, 0.003),
-    ("mtil_5shot_order2", MOE_FEW_SHOT_LR, 500, 0.003),
-    ("xtail_16shot", MOE_FEW_SHOT_LR, 500, 0.003),
-    ("mtil_full", MOE_FULL_SHOT_LR, 1000, 0.01),  # AutoEncoder.py: exp_lr_scheduler(..., 0.01)
-])
+@pytest.mark.parametrize(
+    "name, lrs, iterations, ae_lr",
+    [
+        ("mtil_5shot", MOE_FEW_SHOT_LR, 500, 0.003),
+        ("mtil_5shot_order2", MOE_FEW_SHOT_LR, 500, 0.003),
+        ("xtail_16shot", MOE_FEW_SHOT_LR, 500, 0.003),
+        ("mtil_full", MOE_FULL_SHOT_LR, 1000, 0.01),  # AutoEncoder.py: exp_lr_scheduler(..., 0.01)
+    ],
+)
 def test_moe_adapters_trains_as_its_scripts(name, lrs, iterations, ae_lr):
     cfg = paper(name)
     for k, task in enumerate(cfg["tasks"], start=1):
         job = resolve_job(cfg, "moe-adapters", k)
         assert job["train"]["lr"] == lrs[task["name"]], task["name"]
-        assert (job["train"]["iterations"], job["train"]["betas"], job["train"]["warmup_steps"]) == (iterations, [0.9, 0.999], 100)
-        assert (job["method"]["ae_lr"], job["method"]["ae_iterations"], job["method"]["ae_epoch"], job["method"]["ddas_batch_size"]) == (ae_lr, 301, "split", 128)
+        assert (job["train"]["iterations"], job["train"]["betas"], job["train"]["warmup_steps"]) == (
+            iterations,
+            [0.9, 0.999],
+            100,
+        )
+        assert (
+            job["method"]["ae_lr"],
+            job["method"]["ae_iterations"],
+            job["method"]["ae_epoch"],
+            job["method"]["ddas_batch_size"],
+        ) == (ae_lr, 301, "split", 128)
 
 
 ZSCL_FAMILY = ("full-ft", "lwf", "lwf-vr", "wise-ft", "zscl")
@@ -63,8 +91,15 @@ def test_zscl_family_runs_zscls_scripts(name):
     for method in ZSCL_FAMILY:
         for k, task in enumerate(cfg["tasks"], start=1):
             job = resolve_job(cfg, method, k)
-            assert job["train"]["lr"] == (5e-5 if task["name"] in ("Aircraft", "MNIST") else 1e-5), (method, task["name"])
-            assert (job["train"]["iterations"], job["train"]["warmup_steps"], job["method"]["label_smoothing"]) == (1000, 100, 0.2)
+            assert job["train"]["lr"] == (5e-5 if task["name"] in ("Aircraft", "MNIST") else 1e-5), (
+                method,
+                task["name"],
+            )
+            assert (job["train"]["iterations"], job["train"]["warmup_steps"], job["method"]["label_smoothing"]) == (
+                1000,
+                100,
+                0.2,
+            )
     zscl = resolve_job(cfg, "zscl", 1)["method"]
     assert zscl["ensemble_every"] == 100 and resolve_job(cfg, "lwf-vr", 1)["method"]["vocabulary_seed"] == 42
 
@@ -76,11 +111,21 @@ def test_the_uniform_overlay_runs_zscls_family_on_the_platforms_budget():
     for method in ZSCL_FAMILY:
         for k in range(1, len(uniform["tasks"]) + 1):
             job = resolve_job(uniform, method, k)
-            assert (job["train"]["iterations"], job["train"]["lr"], job["method"]["label_smoothing"]) == (500, 1e-5, 0.0)
+            assert (job["train"]["iterations"], job["train"]["lr"], job["method"]["label_smoothing"]) == (
+                500,
+                1e-5,
+                0.0,
+            )
         # nothing else changes
-        options = {key: v for key, v in resolve_job(base, method, 1)["method"].items() if key not in ("label_smoothing", "ensemble_every")}
+        options = {
+            key: v
+            for key, v in resolve_job(base, method, 1)["method"].items()
+            if key not in ("label_smoothing", "ensemble_every")
+        }
         assert {key: v for key, v in resolve_job(uniform, method, 1)["method"].items() if key in options} == options
-    assert resolve_job(uniform, "zscl", 1)["method"]["ensemble_every"] == 50  # 11 merges over 500 steps, as 100 over 1,000
+    assert (
+        resolve_job(uniform, "zscl", 1)["method"]["ensemble_every"] == 50
+    )  # 11 merges over 500 steps, as 100 over 1,000
 
 
 def test_moe_adapters_ddas_epoch_is_the_whole_splits_loader():
@@ -94,5 +139,10 @@ def test_moe_adapters_ddas_epoch_is_the_whole_splits_loader():
     options = MoEAdapters(cfg["method_configs"]["moe-adapters"]).options
     ctx = SimpleNamespace(task=SimpleNamespace(full_train_size=3334), cfg=cfg, method_name="moe-adapters", task_index=1)
     assert ddas_epoch_batches(ctx, options) == 53
-    assert ddas_epoch_batches(ctx, MoEAdapters({**cfg["method_configs"]["moe-adapters"], "ae_epoch": "trained"}).options) is None
-    assert ddas_epoch_batches(SimpleNamespace(task=SimpleNamespace(full_train_size=None)), options) is None  # the whole split trains
+    assert (
+        ddas_epoch_batches(ctx, MoEAdapters({**cfg["method_configs"]["moe-adapters"], "ae_epoch": "trained"}).options)
+        is None
+    )
+    assert (
+        ddas_epoch_batches(SimpleNamespace(task=SimpleNamespace(full_train_size=None)), options) is None
+    )  # the whole split trains

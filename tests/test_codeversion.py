@@ -141,8 +141,18 @@ def test_a_method_closure_holds_its_base_classes_and_private_helpers_not_other_k
 
 @pytest.mark.parametrize(
     "edit",
-    ["helper.py", "reg/plugin.py", "sub/deep.py", "__init__.py", "sub/configs/model.json", "experiment/config.py",
-     "lib/__init__.py", "lib/top.py", "methods/__init__.py", "methods/base.py"],
+    [
+        "helper.py",
+        "reg/plugin.py",
+        "sub/deep.py",
+        "__init__.py",
+        "sub/configs/model.json",
+        "experiment/config.py",
+        "lib/__init__.py",
+        "lib/top.py",
+        "methods/__init__.py",
+        "methods/base.py",
+    ],
 )
 def test_editing_code_the_entry_runs_changes_its_version(package, edit):
     assert version_after(package, None) != version_after(package, edit, "\nEDITED = 1\n")
@@ -150,9 +160,21 @@ def test_editing_code_the_entry_runs_changes_its_version(package, edit):
 
 @pytest.mark.parametrize(
     "edit",
-    ["typing_only.py", "validation_only.py", "unrelated.py", "other/__init__.py", "other/configs/model.json",
-     "lazy_in_parent.py", "lib/unused.py", "tracking/mirror.py", "only_tracking.py", "progress.py",
-     "methods/lwf.py", "methods/_helper.py", "methods/folder/clip.py"],
+    [
+        "typing_only.py",
+        "validation_only.py",
+        "unrelated.py",
+        "other/__init__.py",
+        "other/configs/model.json",
+        "lazy_in_parent.py",
+        "lib/unused.py",
+        "tracking/mirror.py",
+        "only_tracking.py",
+        "progress.py",
+        "methods/lwf.py",
+        "methods/_helper.py",
+        "methods/folder/clip.py",
+    ],
 )
 def test_editing_code_the_entry_never_runs_keeps_its_version(package, edit):
     assert version_after(package, None) == version_after(package, edit, "\nEDITED = 1\n")
@@ -206,7 +228,7 @@ def test_only_code_edits_change_the_version(package, before, after, same):
 
 
 def test_normalised_source_drops_comments_docstrings_and_layout_not_code():
-    code = 'import os\nVALUE = 1\n\n\ndef f(x):\n    return x + VALUE\n'
+    code = "import os\nVALUE = 1\n\n\ndef f(x):\n    return x + VALUE\n"
     same = (
         '"""Module docstring."""\n'
         "import os  # the OS\n"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from codyra.methods import _routing as routing
 from codyra.methods._prompting import pools as prompts
 from codyra.methods.rail import regression as rail
-from codyra.methods import _routing as routing
 
 
 def _task(generator, n, dim, first_class, classes):
@@ -160,7 +160,11 @@ def test_l2p_key_query_selection_on_hand_made_embeddings():
 
 
 def test_prompt_placement_masks_and_labels():
-    embeds, mask, labels = torch.ones(2, 3, 4), torch.tensor([[0, 1, 1], [1, 1, 1]]), torch.tensor([[-100, -100, 5], [-100, 7, 8]])
+    embeds, mask, labels = (
+        torch.ones(2, 3, 4),
+        torch.tensor([[0, 1, 1], [1, 1, 1]]),
+        torch.tensor([[-100, -100, 5], [-100, 7, 8]]),
+    )
     g, e = torch.full((2, 4), 2.0), torch.full((1, 4), 3.0)
     prefix = prompts.dualprompt_prefix(g, e, batch=2)
     assert prefix[:, :, 0].tolist() == [[3.0, 2.0, 2.0]] * 2  # [E; G]
@@ -168,8 +172,12 @@ def test_prompt_placement_masks_and_labels():
     assert out.shape == (2, 6, 4) and out[0, :, 0].tolist() == [3, 2, 2, 1, 1, 1]
     assert m.tolist() == [[1, 1, 1, 0, 1, 1], [1, 1, 1, 1, 1, 1]]
     assert lab.tolist() == [[-100, -100, -100, -100, -100, 5], [-100, -100, -100, -100, 7, 8]]
-    pool = prompts.random_token_prompts(torch.arange(12.0).view(4, 3), 5, 2, torch.Generator().manual_seed(0), scale=100)
-    assert pool.shape == (5, 2, 3) and all(any(torch.allclose(row * 100, t) for t in torch.arange(12.0).view(4, 3)) for row in pool.view(-1, 3))
+    pool = prompts.random_token_prompts(
+        torch.arange(12.0).view(4, 3), 5, 2, torch.Generator().manual_seed(0), scale=100
+    )
+    assert pool.shape == (5, 2, 3) and all(
+        any(torch.allclose(row * 100, t) for t in torch.arange(12.0).view(4, 3)) for row in pool.view(-1, 3)
+    )
 
 
 def test_moe_top_k_gates_and_mixture_by_hand():
@@ -252,7 +260,9 @@ def test_ddas_batches_restart_at_every_split_epoch_and_when_exhausted():
     routing.fit_autoencoder(ae, batches, iterations=12, lr=0.01, weight_decay=0.0, decay_epochs=10, epoch_batches=5)
     assert ae.seen[:12] == [0, 1, 2, 0, 1, 0, 1, 2, 0, 1, 0, 1]
     ae = _Recording()
-    routing.fit_autoencoder(ae, batches, iterations=5, lr=0.01, weight_decay=0.0, decay_epochs=10)  # epochs of its own batches
+    routing.fit_autoencoder(
+        ae, batches, iterations=5, lr=0.01, weight_decay=0.0, decay_epochs=10
+    )  # epochs of its own batches
     assert ae.seen[:5] == [0, 1, 2, 0, 1]
     with pytest.raises(ValueError, match="at least one batch"):
         routing.fit_autoencoder(ae, batches, iterations=1, lr=0.01, weight_decay=0.0, decay_epochs=10, epoch_batches=0)

@@ -57,15 +57,24 @@ def test_reference_data_is_a_setting_of_zscl_only(tiny_cfg_dict):
     "mutate, message",
     [
         (lambda c: c["methods"].append("sgd"), "methods: 'sgd' has no entry in method_configs"),
-        (lambda c: c["method_configs"]["lora-r4"].update(kind="vera"), "method_configs.lora-r4.kind: unknown method kind 'vera'"),
-        (lambda c: c["method_configs"]["codyra"].update(kappa=1), "config key method_configs.codyra.kappa: method kind 'codyra' has no option 'kappa'; its options: alpha, dense_ratio"),
+        (
+            lambda c: c["method_configs"]["lora-r4"].update(kind="vera"),
+            "method_configs.lora-r4.kind: unknown method kind 'vera'",
+        ),
+        (
+            lambda c: c["method_configs"]["codyra"].update(kappa=1),
+            "config key method_configs.codyra.kappa: method kind 'codyra' has no option 'kappa'; its options: alpha, dense_ratio",
+        ),
         (lambda c: c.pop("tasks"), "'tasks' is a required property"),
         (lambda c: c.update(tasks=[]), "config key tasks: .*non-empty|should be non-empty|too short"),
         (lambda c: c["train"].update(lr="fast"), "config key train.lr: 'fast' is not of type 'number'"),
         (lambda c: c["train"].update(iterations=0), "config key train.iterations"),
         (lambda c: c.update(seeds=[]), "config key seeds"),
         (lambda c: c["tasks"].append({"name": "colour"}), "task names must be unique"),
-        (lambda c: c["tasks"][0].update(train={"lrr": 1}), "config key tasks\\[0\\].train: Additional properties .*'lrr' was unexpected"),
+        (
+            lambda c: c["tasks"][0].update(train={"lrr": 1}),
+            "config key tasks\\[0\\].train: Additional properties .*'lrr' was unexpected",
+        ),
         (lambda c: c.update(model={"name": "codyra-mini", "weights": "x"}), "config key model: Additional properties"),
     ],
 )
@@ -98,10 +107,15 @@ def test_clip_paper_configs_run_in_fp32_as_the_released_code(name):
 def test_gradient_accumulation_is_validated(tiny_cfg_dict):
     cfg = copy.deepcopy(tiny_cfg_dict)
     cfg["train"]["gradient_accumulation"] = 2
-    with pytest.raises(ConfigError, match="gradient_accumulation for method .*CLIP training takes each batch in one pass"):
+    with pytest.raises(
+        ConfigError, match="gradient_accumulation for method .*CLIP training takes each batch in one pass"
+    ):
         load_config(cfg)
     cfg = copy.deepcopy(tiny_cfg_dict)
     first = next(iter(cfg["method_configs"]))
     cfg["method_configs"][first]["train"] = {"gradient_accumulation": "8"}
-    with pytest.raises(ConfigError, match=rf"config key method_configs\.{first}\.train\.gradient_accumulation: '8' is not of type 'integer'"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"config key method_configs\.{first}\.train\.gradient_accumulation: '8' is not of type 'integer'",
+    ):
         load_config(cfg)

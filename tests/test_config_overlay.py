@@ -22,7 +22,11 @@ def write(path: Path, cfg: dict) -> Path:
 
 
 def test_mappings_merge_and_every_other_value_replaces():
-    base = {"train": {"lr": 1.0, "betas": [0.9, 0.99]}, "tasks": [{"name": "a"}, {"name": "b"}], "data": {"fewshot": 5, "root": "x"}}
+    base = {
+        "train": {"lr": 1.0, "betas": [0.9, 0.99]},
+        "tasks": [{"name": "a"}, {"name": "b"}],
+        "data": {"fewshot": 5, "root": "x"},
+    }
     top = {"train": {"betas": [0.5]}, "tasks": [{"name": "c"}], "data": {"fewshot": None}}
     assert overlay(base, top) == {
         "train": {"lr": 1.0, "betas": [0.5]},  # a list replaces, it is not appended to
@@ -40,12 +44,19 @@ def test_a_chain_of_bases_resolves_relative_to_each_file(tmp_path):
     expected = copy.deepcopy(TINY) | {"seeds": [0, 1, 2], "benchmark": "leaf", "tasks": TINY["tasks"][:2]}
     expected["method_configs"]["codyra"]["kappa_max"] = 0.0
     assert cfg == expected
-    assert load_config(leaf)["method_configs"]["codyra"] == {"kind": "codyra", "rank": 4, "dense_ratio": 0.5, "kappa_max": 0.0}
+    assert load_config(leaf)["method_configs"]["codyra"] == {
+        "kind": "codyra",
+        "rank": 4,
+        "dense_ratio": 0.5,
+        "kappa_max": 0.0,
+    }
 
 
 def test_a_missing_base_names_the_file_that_extends_it(tmp_path):
     leaf = write(tmp_path / "leaf.yaml", {"extends": "nope.yaml", "benchmark": "x"})
-    with pytest.raises(ConfigError, match=rf"config file {leaf}: extends {tmp_path / 'nope.yaml'}, which does not exist"):
+    with pytest.raises(
+        ConfigError, match=rf"config file {leaf}: extends {tmp_path / 'nope.yaml'}, which does not exist"
+    ):
         read_config_file(leaf)
 
 
@@ -88,7 +99,9 @@ def without(cfg: dict, *keys: str) -> dict:
 def test_paper_variants_differ_from_their_base_only_where_they_say():
     order1 = resolved("mtil_5shot")
     assert without(resolved("mtil_5shot_order2"), "benchmark", "tasks") == without(order1, "benchmark", "tasks")
-    assert sorted(t["name"] for t in resolved("mtil_5shot_order2")["tasks"]) == sorted(t["name"] for t in order1["tasks"])
+    assert sorted(t["name"] for t in resolved("mtil_5shot_order2")["tasks"]) == sorted(
+        t["name"] for t in order1["tasks"]
+    )
     full = resolved("mtil_full")
     # full-shot MTIL's table has fewer baselines: its own methods list; MoE-Adapters follows its
     # full-shot script (per-task lr list, iterations, the chooser's lr)
@@ -104,5 +117,10 @@ def test_clip_paper_benchmarks_share_their_methods_and_training():
         cfg = resolved(name)
         assert {key: cfg["train"][key] for key in base["train"]} == base["train"]
         # each table lists the base methods plus its own baselines (their options stay in the base)
-        assert cfg["methods"][: len(base["methods"])] == base["methods"] and set(cfg["method_configs"]) >= set(base["method_configs"])
-    assert (resolved("mtil_5shot")["method_configs"]["codyra"]["dense_ratio"], resolved("xtail_16shot")["method_configs"]["codyra"]["dense_ratio"]) == (0.7, 0.5)
+        assert cfg["methods"][: len(base["methods"])] == base["methods"] and set(cfg["method_configs"]) >= set(
+            base["method_configs"]
+        )
+    assert (
+        resolved("mtil_5shot")["method_configs"]["codyra"]["dense_ratio"],
+        resolved("xtail_16shot")["method_configs"]["codyra"]["dense_ratio"],
+    ) == (0.7, 0.5)

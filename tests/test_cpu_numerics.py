@@ -18,7 +18,9 @@ CPU_PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in CPU_PINS}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**environ, **env}, check=True)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**environ, **env}, check=True
+    )
 
 
 def _cpu_has(flag: str) -> bool:
@@ -96,7 +98,9 @@ def test_the_environment_is_the_one_the_golden_numbers_were_recorded_with():
     recorded = _golden("ops")["environment"]
     here = {pkg: version(pkg) for pkg in ("torch", "numpy", "open_clip_torch", "transformers", "tokenizers")}
     differing = {pkg: (recorded[pkg], v) for pkg, v in here.items() if recorded[pkg] != v}
-    assert not differing, f"golden CPU numbers were recorded with other versions (recorded, here): {differing}; install with `pip install -c constraints.txt ...`"
+    assert not differing, (
+        f"golden CPU numbers were recorded with other versions (recorded, here): {differing}; install with `pip install -c constraints.txt ...`"
+    )
 
 
 def test_the_kernels_compute_the_golden_numbers(tmp_path):

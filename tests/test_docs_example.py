@@ -19,12 +19,14 @@ from .conftest import ROOT, write_yaml
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 
+
 @pytest.fixture
 def example_kind(monkeypatch):
     """The example as if its file sat in src/codyra/methods/: the registry finds it by its name."""
     monkeypatch.setattr(codyra.methods, "__path__", [*codyra.methods.__path__, EXAMPLES])
     yield "l2_anchor"
     sys.modules.pop("codyra.methods.l2_anchor", None)
+
 
 @pytest.fixture
 def example_yaml(tmp_path, tiny_cfg_dict, tiny_pretrained, example_kind):
@@ -38,6 +40,7 @@ def example_yaml(tmp_path, tiny_cfg_dict, tiny_pretrained, example_kind):
 
     return write
 
+
 def test_penalty_and_its_gradient_by_hand(example_kind):
     from codyra.methods.l2_anchor import anchor_penalty
 
@@ -49,6 +52,7 @@ def test_penalty_and_its_gradient_by_hand(example_kind):
     penalty.backward()
     assert w.grad.tolist() == [2.0, 4.0] and b.grad.tolist() == [4.0]  # strength * (p - anchor)
 
+
 def test_the_example_trains_and_evaluates_through_the_command_line(example_yaml):
     path, cfg = example_yaml(1.0)
     for task in ("1", "2"):
@@ -56,11 +60,14 @@ def test_the_example_trains_and_evaluates_through_the_command_line(example_yaml)
     assert main(["cell", "--config", path, "--method", "l2-anchor", "--seed", "0", "--i", "2", "--j", "1"]) == 0
     summary = json.loads((task_dir(cfg, "l2-anchor", 0, 2) / SUMMARY_FILE).read_text())
     assert summary["update_kind"] == "delta" and summary["steps"] == 6
-    history = [json.loads(line) for line in (task_dir(cfg, "l2-anchor", 0, 2) / "history.jsonl").read_text().splitlines()]
+    history = [
+        json.loads(line) for line in (task_dir(cfg, "l2-anchor", 0, 2) / "history.jsonl").read_text().splitlines()
+    ]
     # step 1's loss is computed at theta_{i-1} itself; after it the model has moved away
     assert history[0]["anchor_penalty"] == 0.0 and history[-1]["anchor_penalty"] > 0.0
     cell = json.loads(cell_path(cfg, "l2-anchor", 0, 2, 1).read_text())
     assert 0.0 <= cell["accuracy"] <= 100.0
+
 
 def test_a_strong_pull_keeps_the_update_small(example_yaml):
     norms = {}
@@ -69,6 +76,7 @@ def test_a_strong_pull_keeps_the_update_small(example_yaml):
         assert main(["train", "--config", path, "--method", "l2-anchor", "--seed", "0", "--task", "1"]) == 0
         norms[strength] = json.loads((task_dir(cfg, "l2-anchor", 0, 1) / SUMMARY_FILE).read_text())["dW_fro_total"]
     assert norms[1e4] < 0.5 * norms[0.0]
+
 
 def test_a_negative_strength_is_named_with_its_key(example_yaml):
     _, cfg = example_yaml(-1.0)

@@ -55,7 +55,9 @@ def test_the_job_table_asks_the_family_for_its_rules_and_cluster_unit(family, tr
     cfg = family_cfg(family)
     assert (train_rule(cfg), eval_rule(cfg), job_group(cfg)) == (train, evaluate, group)
     assert rule_for("run", "codyra", cfg) == train and rule_for("cell", "codyra", cfg) == evaluate
-    assert job_group({**cfg, "cluster_job": "task" if group.startswith("run") else "run"}) != group  # the config key wins
+    assert (
+        job_group({**cfg, "cluster_job": "task" if group.startswith("run") else "run"}) != group
+    )  # the config key wins
 
 
 def test_only_the_lm_family_adds_settings_to_the_fingerprints():
@@ -93,11 +95,17 @@ def test_the_probes_and_the_gradient_conflict_are_clip_analyses():
 
 def test_each_mini_benchmark_pretrains_its_own_theta0(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(codyra.mini.clip.pretrain, "pretrain_mini", lambda cfg, weights: calls.append(("clip", weights)))
-    monkeypatch.setattr(codyra.mini.trace.pretrain, "pretrain_mini_lm", lambda cfg: calls.append(("trace", cfg["benchmark"])))
+    monkeypatch.setattr(
+        codyra.mini.clip.pretrain, "pretrain_mini", lambda cfg, weights: calls.append(("clip", weights))
+    )
+    monkeypatch.setattr(
+        codyra.mini.trace.pretrain, "pretrain_mini_lm", lambda cfg: calls.append(("trace", cfg["benchmark"]))
+    )
     common = {"results": str(tmp_path), "benchmark": "b"}
     pretrain_own({**common, "model": {"family": "clip", "pretrained": None}, "data": {"kind": "mini"}})
-    pretrain_own({**common, "model": {"family": "causal_lm", "pretrained": None}, "data": {"kind": "trace"}, "llm": {"mini": {}}})
+    pretrain_own(
+        {**common, "model": {"family": "causal_lm", "pretrained": None}, "data": {"kind": "trace"}, "llm": {"mini": {}}}
+    )
     assert calls == [("clip", f"{tmp_path}/b/pretrain/model.safetensors"), ("trace", "b")]
     with pytest.raises(ValueError, match="pretrain-mini applies to the mini benchmarks"):
         pretrain_own({**common, "model": {"family": "clip", "pretrained": "openai"}, "data": {"kind": "mtil"}})

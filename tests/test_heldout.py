@@ -10,10 +10,10 @@ import torch.nn.functional as F
 
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
+from codyra.data.scenes.tasks import build_mini_task
+from codyra.evaluation.heldout import evaluate_heldout
 from codyra.experiment.config import ConfigError, load_config
 from codyra.experiment.train_job import train_task
-from codyra.evaluation.heldout import evaluate_heldout
-from codyra.data.scenes.tasks import build_mini_task
 from codyra.store.paths import heldout_path, row0_heldout_path
 
 HELDOUT = ["shape", "texture"]
@@ -52,7 +52,13 @@ def test_heldout_files_after_each_task(heldout_run):
         for i, records, bundle in ((0, zero, theta0), (1, after, theta1)):
             record = json.loads(heldout_path(cfg, "lora-r4", 0, i, name).read_text())
             assert record == records[k]
-            assert (record["benchmark"], record["method"], record["seed"], record["i"], record["task"]) == ("tiny", "lora-r4", 0, i, name)
+            assert (record["benchmark"], record["method"], record["seed"], record["i"], record["task"]) == (
+                "tiny",
+                "lora-r4",
+                0,
+                i,
+                name,
+            )
             assert record["num_classes"] == len(build_mini_task(name, cfg["mini"], bundle.image).classnames)
             assert record["num_samples"] == cfg["mini"]["test_per_task"]
             assert record["accuracy"] == pytest.approx(reference_accuracy(bundle, cfg, name), abs=1e-6)
@@ -94,11 +100,17 @@ def test_bad_heldout_entries_name_the_key(tiny_cfg_dict, heldout, message):
 
 def test_real_benchmarks_know_the_papers_heldout_sets(tiny_cfg_dict):
     xtail = {**tiny_cfg_dict, "data": {"kind": "xtail"}, "tasks": [{"name": "DTD"}]}
-    assert load_config({**xtail, "heldout_tasks": ["CIFAR100", "Places365", "ImageNet"]})["heldout_tasks"][2] == "ImageNet"
-    with pytest.raises(ConfigError, match=r"heldout_tasks\[0\]: 'Places' is not a held-out dataset of the xtail protocol"):
+    assert (
+        load_config({**xtail, "heldout_tasks": ["CIFAR100", "Places365", "ImageNet"]})["heldout_tasks"][2] == "ImageNet"
+    )
+    with pytest.raises(
+        ConfigError, match=r"heldout_tasks\[0\]: 'Places' is not a held-out dataset of the xtail protocol"
+    ):
         load_config({**xtail, "heldout_tasks": ["Places"]})
     mtil = {**xtail, "data": {"kind": "mtil"}}
-    with pytest.raises(ConfigError, match=r"heldout_tasks\[0\]: 'CIFAR100' is not a held-out dataset of the mtil protocol"):
+    with pytest.raises(
+        ConfigError, match=r"heldout_tasks\[0\]: 'CIFAR100' is not a held-out dataset of the mtil protocol"
+    ):
         load_config({**mtil, "heldout_tasks": ["CIFAR100"]})  # a stream dataset of MTIL
 
 

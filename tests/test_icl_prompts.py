@@ -61,7 +61,12 @@ def test_c_stance_repeats_as_fomc():
     line = "判断以下文本对指定对象的态度，选择一项：A.支持，B.反对，C.中立。输出A，B或者C。\n"
     pool = [{"prompt": line + f"文本：{k}\n态度：", "answer": a} for k, a in enumerate("AABBCC")]
     shown = build("C-STANCE", TREE, pool, line + "文本：q\n态度：", 6, Draws(5, 4, 3, 2, 1, 0))
-    assert shown == line + EXAMPLES_LINE + "文本：5\n态度：C\n\n文本：4\n态度：C\n\n文本：3\n态度：B\n\n文本：2\n态度：B\n\n文本：1\n态度：A\n\n文本：0\n态度：A\n\n文本：q\n态度："
+    assert (
+        shown
+        == line
+        + EXAMPLES_LINE
+        + "文本：5\n态度：C\n\n文本：4\n态度：C\n\n文本：3\n态度：B\n\n文本：2\n态度：B\n\n文本：1\n态度：A\n\n文本：0\n态度：A\n\n文本：q\n态度："
+    )
 
 
 def test_other_tasks_keep_distinct_answers():
@@ -69,7 +74,9 @@ def test_other_tasks_keep_distinct_answers():
     pool = [{"prompt": line + f"Question:\nq{k}?\nAnswer:", "answer": a} for k, a in enumerate("112")]
     # draws 0, 1 (answer 1 again: refused), 2; count 2 reached
     shown = build("NumGLUE-cm", TREE, pool, line + "Question:\nx?\nAnswer:", 2, Draws(0, 1, 2))
-    assert shown == line + EXAMPLES_LINE + "Question:\nq0?\nAnswer:1\n\nQuestion:\nq2?\nAnswer:2\n\nQuestion:\nx?\nAnswer:"
+    assert (
+        shown == line + EXAMPLES_LINE + "Question:\nq0?\nAnswer:1\n\nQuestion:\nq2?\nAnswer:2\n\nQuestion:\nx?\nAnswer:"
+    )
 
 
 def test_meetingbank_gets_no_demonstrations_and_no_examples_line():
@@ -95,15 +102,19 @@ def test_py150_keeps_its_whole_prompts_behind_code_lines():
 
 def test_a_prompt_not_starting_with_the_instruction_loses_its_length_without_an_error():
     # TreeLoRA's ScienceQA string is 68 characters; the data's prompts go on "reasons. Your output ..."
-    data_line = "Choose an answer for the following question and give your reasons. Your output should follow this format:\n"
+    data_line = (
+        "Choose an answer for the following question and give your reasons. Your output should follow this format:\n"
+    )
     pool = [{"prompt": data_line + "Question:\nq0\n", "answer": "Answer: A"}]
     shown = build("ScienceQA", TREE, pool, data_line + "Question:\nq1\n", 1, Draws(0))
     body = "our output should follow this format:\n"
     assert shown == (
         "Choose an answer for the following question and give your reasons.\n\n"
         + EXAMPLES_LINE
-        + body + "Question:\nq0\nAnswer: A\n\n"
-        + body + "Question:\nq1\n"
+        + body
+        + "Question:\nq0\nAnswer: A\n\n"
+        + body
+        + "Question:\nq1\n"
     )
 
 
@@ -112,10 +123,14 @@ def test_the_token_budget_per_demonstration():
     pool = [{"prompt": line + "a b c", "answer": "1"}, {"prompt": line + "a b c d e", "answer": "2"}]
     # max_prompt_len 37: limit 37 - 21 = 16, per demonstration 16 / (2 * 2) = 4 words
     assert icl.demonstration_budget(37, line, TREE, words) == 16
-    demos = icl.pick_demonstrations(pool, "NumGLUE-cm", line, TREE, 2, 16, words, Draws(1, 0, *[1] * (icl.MAX_DRAWS - 2)))
+    demos = icl.pick_demonstrations(
+        pool, "NumGLUE-cm", line, TREE, 2, 16, words, Draws(1, 0, *[1] * (icl.MAX_DRAWS - 2))
+    )
     assert demos == [{"prompt": "a b c", "answer": "1"}]  # 3 + 1 words fit; 5 + 1 never do
     # the second never fits: the draws stop after 9,999
-    assert icl.pick_demonstrations(pool, "NumGLUE-cm", line, TREE, 2, 16, words, random.Random(0)) == [{"prompt": "a b c", "answer": "1"}]
+    assert icl.pick_demonstrations(pool, "NumGLUE-cm", line, TREE, 2, 16, words, random.Random(0)) == [
+        {"prompt": "a b c", "answer": "1"}
+    ]
 
 
 def test_trace_a451f6d_treats_every_task_alike():
@@ -126,17 +141,30 @@ def test_trace_a451f6d_treats_every_task_alike():
     line = "Complete the next line of the following Python code.\n"
     pool = [{"prompt": line + "<s> a <EOL>", "answer": "b"}]
     py = build("Py150", A451, pool, line + "<s> x <EOL>", 1, Draws(0))
-    assert py == "Continue writing the following code.\n" + "ng Python code.\n<s> a <EOL>b\n\n" + "ng Python code.\n<s> x <EOL>"
+    assert (
+        py
+        == "Continue writing the following code.\n"
+        + "ng Python code.\n<s> a <EOL>b\n\n"
+        + "ng Python code.\n<s> x <EOL>"
+    )
     # MeetingBank: demonstrations like any task
     mline = "Write a summary of the following meeting transcripts.\nMeeting transcripts:\n"
-    meeting = build("MeetingBank", A451, [{"prompt": mline + "m0\nSummary:", "answer": "s0"}], mline + "m1\nSummary:", 1, Draws(0))
+    meeting = build(
+        "MeetingBank", A451, [{"prompt": mline + "m0\nSummary:", "answer": "s0"}], mline + "m1\nSummary:", 1, Draws(0)
+    )
     assert meeting == mline + "m0\nSummary:s0\n\nm1\nSummary:"
 
 
 def test_tasks_without_a_string_share_their_prompts_leading_lines():
     # the mini TRACE (its own instructions) and a451f6d's missing 20Minuten
-    assert icl.instruction("20Minuten", ["Do it.\nText: a\nAnswer:", "Do it.\nText: b\nAnswer:"], A451.instructions) == "Do it.\n"
-    assert icl.instruction("20Minuten", ["x"], TREE.instructions) == "Provide a simplified version of the following paragraph in German.\n\n"
+    assert (
+        icl.instruction("20Minuten", ["Do it.\nText: a\nAnswer:", "Do it.\nText: b\nAnswer:"], A451.instructions)
+        == "Do it.\n"
+    )
+    assert (
+        icl.instruction("20Minuten", ["x"], TREE.instructions)
+        == "Provide a simplified version of the following paragraph in German.\n\n"
+    )
     with pytest.raises(ValueError, match="has no prompts"):
         icl.instruction("FOMC", [], TREE.instructions)
     with pytest.raises(ValueError, match="must be positive"):

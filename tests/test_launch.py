@@ -10,8 +10,8 @@ import pytest
 import submitit
 import yaml
 
-from codyra.experiment import slurm as launch
 from codyra.cli import main, run
+from codyra.experiment import slurm as launch
 from codyra.experiment.jobs import JOBS, rule_for
 from codyra.experiment.slurm import (
     CodyraJob,
@@ -69,8 +69,29 @@ def test_trace_train_on_slurm_requests_the_lm_training_resources(tmp_path, monke
     """A TRACE `codyra train --slurm` is sized like the workflow's train_lm_task (4 GPUs, 12 h), not train_task."""
     executor = RecordingExecutor()
     monkeypatch.setattr(launch, "executor_for", lambda cfg, kind: executor)
-    path = write_yaml(tmp_path / "trace.yaml", {**TINY_TRACE, "results": str(tmp_path), "train": {**TINY_TRACE["train"], "threads": 6}})
-    assert main(["train", "--config", path, "--method", "codyra", "--seed", "0", "--task", "1", "--slurm", "--slurm-profile", f"{ROOT}/profiles/slurm"]) == 0
+    path = write_yaml(
+        tmp_path / "trace.yaml",
+        {**TINY_TRACE, "results": str(tmp_path), "train": {**TINY_TRACE["train"], "threads": 6}},
+    )
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                path,
+                "--method",
+                "codyra",
+                "--seed",
+                "0",
+                "--task",
+                "1",
+                "--slurm",
+                "--slurm-profile",
+                f"{ROOT}/profiles/slurm",
+            ]
+        )
+        == 0
+    )
     # profiles/slurm: train_lm_task gpu 4, mem_mb 256000, runtime 720 over the defaults (partition gpu, gpu_model h100)
     assert executor.parameters == {
         "name": "codyra-train",
@@ -90,7 +111,23 @@ def test_a_whole_stream_on_slurm_is_timed_as_the_workflow_run_job(tmp_path, tiny
     executor = RecordingExecutor()
     monkeypatch.setattr(launch, "executor_for", lambda cfg, kind: executor)
     path = write_yaml(tmp_path / "tiny.yaml", {**tiny_cfg_dict, "results": str(tmp_path)})
-    assert main(["run", "--config", path, "--method", "codyra", "--seed", "0", "--slurm", "--slurm-profile", f"{ROOT}/profiles/slurm"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                path,
+                "--method",
+                "codyra",
+                "--seed",
+                "0",
+                "--slurm",
+                "--slurm-profile",
+                f"{ROOT}/profiles/slurm",
+            ]
+        )
+        == 0
+    )
     n = len(tiny_cfg_dict["tasks"])
     assert executor.parameters["timeout_min"] == n * (30 + 30)  # profiles/slurm: train_task 30, eval_row 30
     assert executor.parameters["slurm_gres"] == "gpu:h100:1"
@@ -101,14 +138,24 @@ def test_profile_resources_overlay_the_rule_on_the_defaults():
     cell = profile_resources(f"{ROOT}/profiles/slurm", "eval_row")
     assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 30
     assert cell["runtime"] == 30 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
-    assert profile_resources(f"{ROOT}/profiles/slurm", "eval_lm_row")["runtime"] == 240  # generation: a TRACE row takes hours
+    assert (
+        profile_resources(f"{ROOT}/profiles/slurm", "eval_lm_row")["runtime"] == 240
+    )  # generation: a TRACE row takes hours
     lm = profile_resources(f"{ROOT}/profiles/slurm", "train_lm_task")
     assert lm["gpu"] == 4 and "tasks" not in lm
 
 
 def test_submitit_parameters_mapping():
     params = submitit_parameters(
-        {"slurm_partition": "gpu", "slurm_account": "", "constraint": "h100", "gpu": 2, "gpu_model": "h100", "mem_mb": 64000, "runtime": 90},
+        {
+            "slurm_partition": "gpu",
+            "slurm_account": "",
+            "constraint": "h100",
+            "gpu": 2,
+            "gpu_model": "h100",
+            "mem_mb": 64000,
+            "runtime": 90,
+        },
         cpus=8,
         name="codyra-train",
     )
@@ -126,8 +173,37 @@ def test_submitit_parameters_mapping():
 
 
 def test_launch_flags_are_stripped_from_the_job_command():
-    argv = ["--log", "a.log", "cell", "--slurm", "--slurm-profile", "profiles/slurm-local", "--wait", "--executor=local", "--method", "codyra", "--seed", "0", "--i", "1", "--j", "1"]
-    assert strip_launch_flags(argv) == ["--log", "a.log", "cell", "--method", "codyra", "--seed", "0", "--i", "1", "--j", "1"]
+    argv = [
+        "--log",
+        "a.log",
+        "cell",
+        "--slurm",
+        "--slurm-profile",
+        "profiles/slurm-local",
+        "--wait",
+        "--executor=local",
+        "--method",
+        "codyra",
+        "--seed",
+        "0",
+        "--i",
+        "1",
+        "--j",
+        "1",
+    ]
+    assert strip_launch_flags(argv) == [
+        "--log",
+        "a.log",
+        "cell",
+        "--method",
+        "codyra",
+        "--seed",
+        "0",
+        "--i",
+        "1",
+        "--j",
+        "1",
+    ]
 
 
 def test_checkpoint_resubmits_the_same_command():
@@ -140,7 +216,23 @@ def test_checkpoint_resubmits_the_same_command():
 def test_cell_through_submitit_debug_executor(tmp_path, tiny_cfg_dict, tiny_pretrained, capsys):
     tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)
     path = write_yaml(tmp_path / "tiny.yaml", tiny_cfg_dict)
-    argv = ["cell", "--config", path, "--method", "pretrained", "--i", "0", "--j", "2", "--slurm", "--executor", "debug", "--slurm-profile", f"{ROOT}/profiles/slurm-local", "--wait"]
+    argv = [
+        "cell",
+        "--config",
+        path,
+        "--method",
+        "pretrained",
+        "--i",
+        "0",
+        "--j",
+        "2",
+        "--slurm",
+        "--executor",
+        "debug",
+        "--slurm-profile",
+        f"{ROOT}/profiles/slurm-local",
+        "--wait",
+    ]
     assert main(argv) == 0
     assert "submitted job" in capsys.readouterr().out
     cell = json.loads((tmp_path / "results" / "tiny" / "pretrained" / "cells" / "A_0_2.json").read_text())
@@ -151,7 +243,23 @@ def test_train_through_submitit_local_executor(tmp_path, tiny_cfg_dict, tiny_pre
     """A separate process (submitit's LocalExecutor) trains and stores the update."""
     tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)
     path = write_yaml(tmp_path / "tiny.yaml", tiny_cfg_dict)
-    argv = ["train", "--config", path, "--method", "lora-r4", "--seed", "0", "--task", "1", "--slurm", "--executor", "local", "--slurm-profile", f"{ROOT}/profiles/slurm-local", "--wait"]
+    argv = [
+        "train",
+        "--config",
+        path,
+        "--method",
+        "lora-r4",
+        "--seed",
+        "0",
+        "--task",
+        "1",
+        "--slurm",
+        "--executor",
+        "local",
+        "--slurm-profile",
+        f"{ROOT}/profiles/slurm-local",
+        "--wait",
+    ]
     assert main(argv) == 0
     assert (run_dir(tiny_cfg_dict, "lora-r4", 0) / "task1" / "summary.json").is_file()
 

@@ -115,19 +115,22 @@ def write_package(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_graph_counts_lazy_relative_and_type_checking_imports(tmp_path):
-    root = write_package(tmp_path, {
-        "__init__.py": "",
-        "errors.py": "",
-        "store/__init__.py": "",
-        "store/io.py": "from ..errors import X\nfrom . import paths\n",
-        "store/paths.py": "",
-        "training/__init__.py": "",
-        "training/loop.py": (
-            "from typing import TYPE_CHECKING\n"
-            "if TYPE_CHECKING:\n    from codyra.store.io import Y\n"
-            "def f():\n    import codyra.store.paths\n"
-        ),
-    })
+    root = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "",
+            "store/__init__.py": "",
+            "store/io.py": "from ..errors import X\nfrom . import paths\n",
+            "store/paths.py": "",
+            "training/__init__.py": "",
+            "training/loop.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from codyra.store.io import Y\n"
+                "def f():\n    import codyra.store.paths\n"
+            ),
+        },
+    )
     assert import_graph(root) == {
         "codyra": set(),
         "codyra.errors": set(),
@@ -140,30 +143,33 @@ def test_the_graph_counts_lazy_relative_and_type_checking_imports(tmp_path):
 
 
 def test_each_rule_names_the_imports_that_break_it(tmp_path):
-    root = write_package(tmp_path, {
-        "__init__.py": "",
-        "errors.py": "",
-        "store/__init__.py": "",
-        "store/cells.py": "from codyra import __version__\nfrom codyra.errors import E\n",
-        "training/__init__.py": "",
-        "training/loop.py": "def f():\n    from codyra.tracking.mirror import JobRun\n",
-        "tracking/__init__.py": "",
-        "tracking/mirror.py": "from codyra.training.loop import f\n",
-        "clip/__init__.py": "",
-        "clip/evaluate.py": "from codyra.methods.rail import clip\n",
-        "methods/__init__.py": "",
-        "methods/lwf.py": "from codyra.experiment.config import resolve_job\nfrom codyra.clip.model import M\n",
-        "methods/rail/__init__.py": "",
-        "methods/rail/clip.py": "from codyra.clip.model import M\nfrom codyra.store.paths import task_dir\n",
-        "methods/_prompting/__init__.py": "",
-        "methods/_prompting/llm.py": "from codyra.llm.loss import L\n",
-        "experiment/__init__.py": "",
-        "experiment/config.py": "",
-        "store/paths.py": "",
-        "llm/__init__.py": "",
-        "llm/loss.py": "",
-        "clip/model.py": "",
-    })
+    root = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "",
+            "store/__init__.py": "",
+            "store/cells.py": "from codyra import __version__\nfrom codyra.errors import E\n",
+            "training/__init__.py": "",
+            "training/loop.py": "def f():\n    from codyra.tracking.mirror import JobRun\n",
+            "tracking/__init__.py": "",
+            "tracking/mirror.py": "from codyra.training.loop import f\n",
+            "clip/__init__.py": "",
+            "clip/evaluate.py": "from codyra.methods.rail import clip\n",
+            "methods/__init__.py": "",
+            "methods/lwf.py": "from codyra.experiment.config import resolve_job\nfrom codyra.clip.model import M\n",
+            "methods/rail/__init__.py": "",
+            "methods/rail/clip.py": "from codyra.clip.model import M\nfrom codyra.store.paths import task_dir\n",
+            "methods/_prompting/__init__.py": "",
+            "methods/_prompting/llm.py": "from codyra.llm.loss import L\n",
+            "experiment/__init__.py": "",
+            "experiment/config.py": "",
+            "store/paths.py": "",
+            "llm/__init__.py": "",
+            "llm/loss.py": "",
+            "clip/model.py": "",
+        },
+    )
     assert violations(import_graph(root)) == {
         "no two packages import each other": [
             (

@@ -196,7 +196,10 @@ def test_olora_task_2_needs_task_1_state():
         ({"kind": "inflora", "lamb": 1.5}, "lamb: must be <= 1"),
         ({"kind": "treelora", "reg": -1}, "reg: must be >= 0"),
         ({"kind": "treelora", "adapter": "merged"}, "adapter: must be one of"),
-        ({"kind": "hidelora", "previous_subspaces": True}, "previous_subspaces: stacks earlier tasks' LoRAs.*adapter: per_task_merge"),
+        (
+            {"kind": "hidelora", "previous_subspaces": True},
+            "previous_subspaces: stacks earlier tasks' LoRAs.*adapter: per_task_merge",
+        ),
     ],
 )
 def test_bad_options_name_the_key(spec, message):
@@ -219,7 +222,9 @@ def test_treelora_searches_every_micro_batch_and_restarts_every_epoch():
     first, _, state1, _ = run_task(spec, model, 1, None)
     method = build_method(spec)
     batches = task_batches(2)
-    ctx = dataclasses.replace(context(model, 2, state1, batches, first.update), total_steps=4, steps_per_epoch=2, micro_batches_per_step=3)
+    ctx = dataclasses.replace(
+        context(model, 2, state1, batches, first.update), total_steps=4, steps_per_epoch=2, micro_batches_per_step=3
+    )
     optimizer = torch.optim.AdamW(method.setup(ctx), lr=0.02)
     seen, extras = [], []  # A per micro-batch, extra loss per micro-batch
     for step in range(1, 5):

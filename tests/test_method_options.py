@@ -37,7 +37,10 @@ def test_defaults_fill_what_the_config_leaves_out():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ({"stepz": 2}, "method kind 'toy' has no option 'stepz'; its options: flag, layers, mode, norm, rate, scale, steps"),
+        (
+            {"stepz": 2},
+            "method kind 'toy' has no option 'stepz'; its options: flag, layers, mode, norm, rate, scale, steps",
+        ),
         ({"steps": 1.5}, "must be an integer, got 1.5"),
         ({"steps": True}, "must be an integer, got True"),  # a YAML boolean is no number
         ({"steps": 0}, "must be >= 1, got 0"),
@@ -75,21 +78,42 @@ def test_every_method_kind_declares_typed_options():
 
 def test_methods_read_their_options_as_attributes():
     method = build_method({"kind": "codyra", "rank": 4, "kappa_max": 0.01, "train": {"lr": 0.1}})
-    assert (method.options.rank, method.options.kappa_max, method.options.dense_ratio, method.options.alpha) == (4, 0.01, 0.5, None)
+    assert (method.options.rank, method.options.kappa_max, method.options.dense_ratio, method.options.alpha) == (
+        4,
+        0.01,
+        0.5,
+        None,
+    )
 
 
 @pytest.mark.parametrize(
     "where, options, message",
     [
-        ("method_configs.codyra", {"kappa_max": -1}, "config key method_configs.codyra.kappa_max: must be >= 0, got -1"),
+        (
+            "method_configs.codyra",
+            {"kappa_max": -1},
+            "config key method_configs.codyra.kappa_max: must be >= 0, got -1",
+        ),
         ("method_configs.lora-r4", {"dropout": 1.0}, "config key method_configs.lora-r4.dropout: must be < 1, got 1.0"),
-        ("method_configs.lora-r4", {"dense_ratio": 0.5}, "config key method_configs.lora-r4.dense_ratio: method kind 'lora' has no option 'dense_ratio'"),
-        ("tasks[1].methods.codyra", {"schedule": "cosine"}, r"config key tasks\[1\]\.methods\.codyra\.schedule: must be one of 'linear', 'staircase', got 'cosine'"),
+        (
+            "method_configs.lora-r4",
+            {"dense_ratio": 0.5},
+            "config key method_configs.lora-r4.dense_ratio: method kind 'lora' has no option 'dense_ratio'",
+        ),
+        (
+            "tasks[1].methods.codyra",
+            {"schedule": "cosine"},
+            r"config key tasks\[1\]\.methods\.codyra\.schedule: must be one of 'linear', 'staircase', got 'cosine'",
+        ),
     ],
 )
 def test_config_validation_names_the_option_s_key_path(tiny_cfg_dict, where, options, message):
     cfg = copy.deepcopy(tiny_cfg_dict)
-    layer = cfg["method_configs"][where.split(".")[1]] if where.startswith("method_configs") else cfg["tasks"][1].setdefault("methods", {}).setdefault("codyra", {})
+    layer = (
+        cfg["method_configs"][where.split(".")[1]]
+        if where.startswith("method_configs")
+        else cfg["tasks"][1].setdefault("methods", {}).setdefault("codyra", {})
+    )
     layer.update(options)
     with pytest.raises(ConfigError, match=message):
         load_config(cfg)

@@ -8,10 +8,10 @@ from safetensors.torch import load_file
 
 from codyra.data.scenes import TASK_NAMES
 from codyra.data.scenes.corpus import make_corpus
-from codyra.mini.clip.pretrain import pretrain_mini
 from codyra.data.scenes.render import COLOURS, HUES, TONES, tone_rgb
 from codyra.data.scenes.tasks import SCENE_TASKS, build_mini_task, split_arrays
 from codyra.data.tasks import ImageConfig
+from codyra.mini.clip.pretrain import pretrain_mini
 
 IMAGE = ImageConfig(32, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
 
@@ -69,7 +69,9 @@ def test_captions_mention_some_attributes_only_rarely():
 def test_hues_and_tones_are_distinct_colours():
     base = [np.array(tone_rgb(c, t)) for c in COLOURS for t in TONES]
     for hue in HUES:
-        assert min(np.abs(np.array(tone_rgb(hue, "normal")) - b).max() for b in base) >= 0.15, hue  # render jitter is +-0.05
+        assert min(np.abs(np.array(tone_rgb(hue, "normal")) - b).max() for b in base) >= 0.15, (
+            hue
+        )  # render jitter is +-0.05
     assert SCENE_TASKS["shade"].classes[0] == ("dark red", {"colour": "red", "tone": "dark"})
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from codyra.experiment.config import load_config
-from codyra.evaluation.metrics import forgetting
-from codyra.mini.clip.pretrain import pretrain_mini
 from codyra.cli import run_stream
+from codyra.evaluation.metrics import forgetting
+from codyra.experiment.config import load_config
+from codyra.mini.clip.pretrain import pretrain_mini
 
 from .conftest import ROOT
 
@@ -35,7 +35,12 @@ PARTLY_KNOWN = ("shade",)  # named in many captions: zero-shot far above chance
 def streams(tmp_path_factory):
     with open(f"{ROOT}/config/config.yaml") as f:
         raw = yaml.safe_load(f)
-    raw.update(results=str(tmp_path_factory.mktemp("mini-properties")), seeds=[0], methods=list(METHODS), tracking={"enabled": False})
+    raw.update(
+        results=str(tmp_path_factory.mktemp("mini-properties")),
+        seeds=[0],
+        methods=list(METHODS),
+        tracking={"enabled": False},
+    )
     raw["mini"].update(CHEAP_MINI)
     raw["train"]["iterations"] = CHEAP_ITERATIONS
     cfg = load_config(raw)

@@ -76,11 +76,15 @@ def test_a_mini_trace_grid_is_checked_against_its_own_properties(tmp_path):
     write_grid(tmp_path, {"lora-r8-qv": [lora], "seqlora-r8-qv": [[zero] * 9]}, cells=[{"metric": "accuracy"}] * 8)
     script = load_script()
     assert script.is_trace(tmp_path)
-    rows = {name: (value, holds) for name, value, holds in script.check_trace(tmp_path, ["lora-r8-qv", "seqlora-r8-qv"])}
+    rows = {
+        name: (value, holds) for name, value, holds in script.check_trace(tmp_path, ["lora-r8-qv", "seqlora-r8-qv"])
+    }
     assert rows["lora-r8-qv: A[j,j] - A[0,j] >= 20 on >= 6 of 8 tasks"] == ("+30.0 " * 5 + "+10.0 +10.0 +11.0", False)
     # Forgetting: (10 x 5 + 0 + 0) / 7; OP: (4 x 20 + 60 + 2 x 50 + 51) / 8 = 36.375
     assert rows["lora-r8-qv: Forgetting (paper) >= 5"] == ("7.1", True)
     assert rows["lora-r8-qv: OP > zero-shot OP + 10"] == ("36.4 vs 30.0", True)
     assert rows["seqlora-r8-qv: OP > zero-shot OP + 10"] == ("20.0 vs 30.0", False)
-    done = subprocess.run([sys.executable, SCRIPT, tmp_path, "--methods", "lora-r8-qv"], check=False, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, SCRIPT, tmp_path, "--methods", "lora-r8-qv"], check=False, capture_output=True, text=True
+    )
     assert done.returncode == 1 and "FAIL lora-r8-qv: A[j,j] - A[0,j] >= 20 on >= 6 of 8 tasks" in done.stdout

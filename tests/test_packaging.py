@@ -25,7 +25,10 @@ def conda_requirement(entry: str) -> tuple[str, SpecifierSet]:
 
 def test_environment_mirrors_pyproject_bounds():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = {Requirement(r).name: Requirement(r).specifier for r in [*project["dependencies"], *project["optional-dependencies"]["llm"]]}
+    wanted = {
+        Requirement(r).name: Requirement(r).specifier
+        for r in [*project["dependencies"], *project["optional-dependencies"]["llm"]]
+    }
     env = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
     have = {}
     for entry in env:

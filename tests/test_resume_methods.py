@@ -18,8 +18,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from codyra.store.checkpoints import find_checkpoint, load_method_checkpoint
 from codyra.experiment.train_job import task_checkpoint_dir, train_task
+from codyra.store.checkpoints import find_checkpoint, load_method_checkpoint
 from codyra.store.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
 
 # method -> (spec, checkpoint keys the method must have saved at step 4 of task 2)
@@ -35,7 +35,10 @@ METHODS = {
     "adalora-final": ({"kind": "adalora", "rank": 4, "target_r": 2, "tfinal": 0.5}, {"pattern."}),
     "dylora": ({"kind": "dylora", "rank": 4, "frozen": False}, {"rank_generator", "sampled_rank"}),
     "dylora-frozen": ({"kind": "dylora", "rank": 4, "frozen": True}, {"rank_generator", "sampled_rank"}),
-    "treelora": ({"kind": "treelora", "rank": 4}, {"bandit.sim", "bandit.counts", "bandit.generator", ".accumulated", "rounds"}),
+    "treelora": (
+        {"kind": "treelora", "rank": 4},
+        {"bandit.sim", "bandit.counts", "bandit.generator", ".accumulated", "rounds"},
+    ),
     # task 2 starts from task 1's stored AdamW state; the checkpoint's own optimizer state replaces it on resume
     "treelora-carry": ({"kind": "treelora", "rank": 4, "train": {"carry_optimizer": True}}, {"bandit.sim", "rounds"}),
 }

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from codyra.evaluation import tables
-from codyra.store.cells import read_cell
-from codyra.methods import _routing as routing
-from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_row
+from codyra.experiment.train_job import train_task
+from codyra.methods import _routing as routing
+from codyra.store.cells import read_cell
 from codyra.store.io import ResultError, write_json
 from codyra.store.paths import cell_path
 
@@ -37,7 +37,10 @@ def test_dagger_routes_unlearned_domains_to_theta_i_and_learned_ones_to_theta_k(
     # for learned tasks and the plain row 2 for the unseen task 3
     for j in (1, 2, 3):
         true_route = j - 1 if j <= 2 else routing.ZERO_SHOT
-        monkeypatch.setattr("codyra.methods.codyra_dagger.clip.route_learned", lambda domains, learned, r=true_route: torch.full_like(domains, r))
+        monkeypatch.setattr(
+            "codyra.methods.codyra_dagger.clip.route_learned",
+            lambda domains, learned, r=true_route: torch.full_like(domains, r),
+        )
         (cell,) = evaluate_row(cfg, "codyra-dagger", 0, 2, [j])
         assert cell["accuracy"] == (plain[j, j] if j <= 2 else plain[2, 3])
         assert cell["routing"]["accuracy"] == 100.0
@@ -46,16 +49,31 @@ def test_dagger_routes_unlearned_domains_to_theta_i_and_learned_ones_to_theta_k(
 def test_a_cell_with_an_absurd_routing_accuracy_is_refused(tiny_run):
     cfg = tiny_run
     path = cell_path(cfg, "codyra", 0, 1, 1)
-    cell = {"accuracy": 50.0, "benchmark": cfg["benchmark"], "method": "codyra", "seed": 0, "i": 1, "j": 1,
-            "task": cfg["tasks"][0]["name"], "num_classes": 3, "routing": {"accuracy": float("nan")}}
+    cell = {
+        "accuracy": 50.0,
+        "benchmark": cfg["benchmark"],
+        "method": "codyra",
+        "seed": 0,
+        "i": 1,
+        "j": 1,
+        "task": cfg["tasks"][0]["name"],
+        "num_classes": 3,
+        "routing": {"accuracy": float("nan")},
+    }
     write_json(path, cell)
     with pytest.raises(ResultError, match="routing accuracy nan"):
         read_cell(cfg, path, "codyra", 0, 1, 1, classifies=True)
 
 
 def _cfg(methods, kinds, kind="mini"):
-    return {"benchmark": "b", "seeds": [0, 1], "tasks": [{"name": "a"}, {"name": "b"}], "data": {"kind": kind},
-            "methods": methods, "method_configs": {m: {"kind": k} for m, k in zip(methods, kinds, strict=True)}}
+    return {
+        "benchmark": "b",
+        "seeds": [0, 1],
+        "tasks": [{"name": "a"}, {"name": "b"}],
+        "data": {"kind": kind},
+        "methods": methods,
+        "method_configs": {m: {"kind": k} for m, k in zip(methods, kinds, strict=True)},
+    }
 
 
 def _runs(values):
@@ -91,7 +109,11 @@ def test_tables_group_methods_and_mark_the_best_within_each_group():
 
 def test_table2_groups_its_method_columns(monkeypatch):
     cfg = _cfg(["codyra", "codyra-dagger", "lora-r16"], ["codyra", "codyra_dagger", "lora"], kind="trace")
-    A = {"codyra": [[0, 0], [60, 0], [50, 40]], "codyra-dagger": [[0, 0], [60, 0], [55, 45]], "lora-r16": [[0, 0], [70, 0], [40, 60]]}
+    A = {
+        "codyra": [[0, 0], [60, 0], [50, 40]],
+        "codyra-dagger": [[0, 0], [60, 0], [55, 45]],
+        "lora-r16": [[0, 0], [70, 0], [40, 60]],
+    }
     table = tables.table2(cfg, _runs(A))
     assert table.columns == ["codyra-dagger†", "codyra", "lora-r16"]
     md = tables.to_markdown(table).splitlines()
@@ -107,7 +129,7 @@ def test_routing_table_averages_router_accuracy_over_learned_rows(tmp_path):
         matrix["routing"] = [[None, None], [90 + s, 50], [80 + s, 70]]
     table = tables.routing_table(cfg, runs)
     assert [label for _, label, _ in table.rows] == ["codyra-dagger†"]
-    (_, _, stats), = table.stats()
+    ((_, _, stats),) = table.stats()
     assert stats[0][:2] == (85.5, pytest.approx(np.std([85, 86], ddof=1))) and stats[1][0] == 60.0
     assert stats[2][0] == pytest.approx(np.mean([(85 + 60) / 2, (86 + 60) / 2]))
     assert tables.table_names(cfg) == ["table1", "forgetting", "routing", "A_codyra", "A_codyra-dagger"]
@@ -146,7 +168,9 @@ def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regres
 
     cfg = tiny_run
     # prompts: dataset, so RAIL's zero-shot head is the benchmark's zero-shot row's
-    options = RAIL({"kind": "rail", "variant": variant, "hidden_dim": 64, "precision": "float64", "prompts": "dataset"}).options
+    options = RAIL(
+        {"kind": "rail", "variant": variant, "hidden_dim": 64, "precision": "float64", "prompts": "dataset"}
+    ).options
     states, feats = _rail_states(cfg, options, 2)
     if variant == "primal":  # the recursion over two tasks is the joint ridge solve over their features
         w = analytic.expansion(options, 0, feats[0][0].shape[1])
@@ -168,20 +192,33 @@ def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run)
     from codyra.store.updates import load_method_state
 
     cfg = tiny_run
-    cfg["method_configs"]["rail-primal"] = {"kind": "rail", "hidden_dim": 32, "prompts": "dataset"}  # zero-shot head = the zero-shot row's
+    cfg["method_configs"]["rail-primal"] = {
+        "kind": "rail",
+        "hidden_dim": 32,
+        "prompts": "dataset",
+    }  # zero-shot head = the zero-shot row's
     summaries = [train_task(cfg, "rail-primal", 0, i).summary for i in (1, 2)]
     state = load_method_state(task_dir(cfg, "rail-primal", 0, 2))
     # kept at inference: the 64 x 32 expansion and W (32 x the classes of tasks 1..2)
     assert state["W"].shape[0] == 32 and summaries[1]["inference_extra_params"] == 64 * 32 + state["W"].numel()
-    assert summaries[0]["trainable_params"] == 0 and summaries[1]["steps"] == 0 and summaries[1]["inference_memory"] == 0
+    assert (
+        summaries[0]["trainable_params"] == 0 and summaries[1]["steps"] == 0 and summaries[1]["inference_memory"] == 0
+    )
     cells = evaluate_row(cfg, "rail-primal", 0, 2)
     zero_shot = evaluate_row(cfg, "pretrained", None, 0, [3])[0]["accuracy"]
     assert cells[2]["accuracy"] == zero_shot and all("routing" in c for c in cells)
-    assert read_cell(cfg, cell_path(cfg, "rail-primal", 0, 2, 1), "rail-primal", 0, 2, 1, classifies=True)["routing"]["router"] == "zero_shot"
+    assert (
+        read_cell(cfg, cell_path(cfg, "rail-primal", 0, 2, 1), "rail-primal", 0, 2, 1, classifies=True)["routing"][
+            "router"
+        ]
+        == "zero_shot"
+    )
 
 
 @pytest.mark.parametrize("prompts, expected", [("rail", ("a photo of a {}.",)), ("dataset", None)])
-def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_default(tiny_run, monkeypatch, prompts, expected):
+def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_default(
+    tiny_run, monkeypatch, prompts, expected
+):
     """RAIL's zero-shot head is ``clip_classifier(classnames, ['a photo of a {}.'])`` for every class
     (primal_RAIL.py l.234, dual_RAIL.py l.60); ``prompts: dataset`` keeps each dataset's templates."""
     from codyra.clip import zeroshot
@@ -196,7 +233,9 @@ def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_defau
     cfg = tiny_run
     seen = []
     real = zeroshot.label_space_classifier
-    monkeypatch.setattr(zeroshot, "label_space_classifier", lambda m, t, space, d: seen.append(space) or real(m, t, space, d))
+    monkeypatch.setattr(
+        zeroshot, "label_space_classifier", lambda m, t, space, d: seen.append(space) or real(m, t, space, d)
+    )
     options = RAIL({"kind": "rail", "hidden_dim": 16, "prompts": prompts}).options
     states, _ = _rail_states(cfg, options, 1)
     list(analytic.rail_row(cfg, "rail", options, 0, 1, [1], torch.device("cpu"), states[0]))
@@ -206,7 +245,11 @@ def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_defau
     if prompts == "rail":
         assert seen[0].prompts()[0] == [f"a photo of a {union.entries[0][1]}."]
     train_task(cfg, "codyra", 0, 1)
-    cfg["method_configs"]["codyra-dagger"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_dagger", "router_prompts": prompts}
+    cfg["method_configs"]["codyra-dagger"] = {
+        **cfg["method_configs"]["codyra"],
+        "kind": "codyra_dagger",
+        "router_prompts": prompts,
+    }
     train_task(cfg, "codyra-dagger", 0, 1)
     seen.clear()
     options = CoDyRADagger(cfg["method_configs"]["codyra-dagger"]).options
@@ -241,7 +284,14 @@ def test_dagger_with_moe_adapters_selector_routes_each_test_batch_as_a_whole(tin
     from codyra.store.updates import load_method_state, load_update
 
     cfg = tiny_run
-    cfg["method_configs"]["dagger-ddas"] = {**cfg["method_configs"]["codyra"], "kind": "codyra_dagger", "router": "ddas", "ae_iterations": 20, "ae_code_dim": 8, "ddas_batch_size": 16}
+    cfg["method_configs"]["dagger-ddas"] = {
+        **cfg["method_configs"]["codyra"],
+        "kind": "codyra_dagger",
+        "router": "ddas",
+        "ae_iterations": 20,
+        "ae_code_dim": 8,
+        "ddas_batch_size": 16,
+    }
     for method in ("codyra", "dagger-ddas"):
         for i in (1, 2):
             train_task(cfg, method, 0, i)

@@ -10,8 +10,8 @@ import torch
 from safetensors import safe_open
 
 from codyra.clip.rebuild import rebuild_clip
-from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.evaluation.evaluate import evaluate_cell, evaluate_row
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.store.paths import SUMMARY_FILE, UPDATE_FILE, cell_path, row0_cell_path, task_dir
 
 
@@ -49,7 +49,9 @@ def test_thresholding_prunes_gates_in_the_sparse_phase(tiny_run):
     tiny_run["method_configs"]["codyra"]["kappa_max"] = 10.0
     summary = train_task(tiny_run, "codyra", 0, 1).summary
     assert summary["active_rank_total"] == 0 and summary["stored_params"] == 0
-    history = [json.loads(line) for line in (task_dir(tiny_run, "codyra", 0, 1) / "history.jsonl").read_text().splitlines()]
+    history = [
+        json.loads(line) for line in (task_dir(tiny_run, "codyra", 0, 1) / "history.jsonl").read_text().splitlines()
+    ]
     assert [h["kappa"] for h in history[:3]] == [0.0, 0.0, 0.0]  # dense phase: 3 of 6 steps
     assert history[-1]["kappa"] == pytest.approx(10.0) and history[-1]["active_rank_total"] == 0
 
@@ -79,8 +81,12 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_run, tmp_path, met
     uninterrupted = train_task(fresh_cfg, method, 0, 1)
     a, b = state(resumed.model), state(uninterrupted.model)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
     def history(cfg):  # all but when each step ran
-        return [{k: v for k, v in json.loads(line).items() if k != "_time"} for line in (task_dir(cfg, method, 0, 1) / "history.jsonl").read_text().splitlines()]
+        return [
+            {k: v for k, v in json.loads(line).items() if k != "_time"}
+            for line in (task_dir(cfg, method, 0, 1) / "history.jsonl").read_text().splitlines()
+        ]
 
     assert history(tiny_run) == history(fresh_cfg)  # the resumed history keeps steps 1-4 from the checkpoint
 
@@ -166,7 +172,9 @@ def test_lr_schedules_match_hand_values():
 
     # cosine over 5 steps after 1 warm-up step: 1/1, then 0.5 (1 + cos(pi k / 4)), k = 0..3
     cosine = lr_factor("cosine", 5, 1)
-    assert [cosine(s) for s in range(5)] == pytest.approx([1.0, 1.0, (1 + math.sqrt(0.5)) / 2, 0.5, (1 - math.sqrt(0.5)) / 2])
+    assert [cosine(s) for s in range(5)] == pytest.approx(
+        [1.0, 1.0, (1 + math.sqrt(0.5)) / 2, 0.5, (1 - math.sqrt(0.5)) / 2]
+    )
     # constant after 2 warm-up steps (1/2, 2/2), whatever the length of the task
     constant = lr_factor("constant", 5, 2)
     assert [constant(s) for s in range(6)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
@@ -180,14 +188,16 @@ def test_lr_schedules_match_hand_values():
 def test_training_follows_the_configured_lr_schedule(tiny_run, schedule, factors):
     tiny_run["train"].update(iterations=3, lr_schedule=schedule)
     train_task(tiny_run, "lora-r4", 0, 1)
-    history = [json.loads(line) for line in (task_dir(tiny_run, "lora-r4", 0, 1) / "history.jsonl").read_text().splitlines()]
+    history = [
+        json.loads(line) for line in (task_dir(tiny_run, "lora-r4", 0, 1) / "history.jsonl").read_text().splitlines()
+    ]
     # each record holds the rate of the next step: cosine over 3 steps, 0.5 (1 + cos(pi s / 3)) after step s
     assert [h["lr"] for h in history] == pytest.approx([tiny_run["train"]["lr"] * f for f in factors])
 
 
 def test_unknown_lr_schedule_is_a_config_error(tiny_cfg_dict):
-    from codyra.experiment.config import load_config
     from codyra.errors import ConfigError
+    from codyra.experiment.config import load_config
 
     tiny_cfg_dict["train"]["lr_schedule"] = "linear"
     with pytest.raises(ConfigError, match="lr_schedule"):

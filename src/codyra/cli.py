@@ -62,7 +62,9 @@ def cmd_cell(args) -> None:
             raise ValueError("--seed does not apply to the pretrained model: its row 0 is shared by every seed")
     elif args.seed is None:
         raise ValueError(f"--seed is required for method {args.method!r}")
-    evaluate_row(_config(args), args.method, args.seed, args.i, None if args.j is None else [args.j], device=args.device)
+    evaluate_row(
+        _config(args), args.method, args.seed, args.i, None if args.j is None else [args.j], device=args.device
+    )
 
 
 def cmd_heldout(args) -> None:
@@ -107,8 +109,15 @@ def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
             evaluate_row(cfg, method, seed, i, missing, device=device)
     result = summarize_run(cfg, method, seed)
     m = result["metrics"]
-    log.info("%s seed %d: transfer %s average %.2f last %.2f forgetting %s", method, seed,
-             m["transfer"], m["average"], m["last"], m["forgetting"])
+    log.info(
+        "%s seed %d: transfer %s average %.2f last %.2f forgetting %s",
+        method,
+        seed,
+        m["transfer"],
+        m["average"],
+        m["last"],
+        m["forgetting"],
+    )
     return result
 
 
@@ -137,7 +146,9 @@ def cmd_sync_mlflow(args) -> None:
             "tracking.uri / MLFLOW_TRACKING_URI at one that runs, then sync again; the result files are unaffected"
         )
     counts = sync_mlflow(cfg, tables_dir(cfg))
-    print(f"MLflow sync of {cfg['benchmark']}: {counts['created']} run(s) created ({counts['replaced']} replacing incomplete ones), {counts['kept']} already complete")
+    print(
+        f"MLflow sync of {cfg['benchmark']}: {counts['created']} run(s) created ({counts['replaced']} replacing incomplete ones), {counts['kept']} already complete"
+    )
 
 
 def cmd_mlflow_init(args) -> None:
@@ -185,16 +196,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"codyra {__version__}")
     _add_log_option(parser, argparse.SUPPRESS)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="codyra COMMAND --help for its options")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="codyra COMMAND --help for its options"
+    )
 
     def command(name, handler, help_text, example, *, config=True, threads=False, device=False, launchable=False):
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example: {example}")
         _add_log_option(p, argparse.SUPPRESS)  # accepted before or after the command name
         if config:
-            p.add_argument("--config", default=DEFAULT_CONFIG, help=f"experiment config YAML (default {DEFAULT_CONFIG})")
-            p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable), e.g. --set train.lr=1e-4")
+            p.add_argument(
+                "--config", default=DEFAULT_CONFIG, help=f"experiment config YAML (default {DEFAULT_CONFIG})"
+            )
+            p.add_argument(
+                "--set",
+                action="append",
+                metavar="KEY=VALUE",
+                help="override a config key (repeatable), e.g. --set train.lr=1e-4",
+            )
         if threads:
-            p.add_argument("--threads", type=int, help="torch CPU threads (default: the config's train/eval/pretrain threads)")
+            p.add_argument(
+                "--threads", type=int, help="torch CPU threads (default: the config's train/eval/pretrain threads)"
+            )
         if device:
             p.add_argument("--device", help="torch device, e.g. cuda:1 or cpu (default: cuda if available, else cpu)")
         p.set_defaults(handler=handler)
@@ -203,83 +225,147 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def run_options(p, seed_help="training seed of the run"):
-        p.add_argument("--method", required=True, help="method name from the config's `methods` (e.g. codyra, lora-r16)")
+        p.add_argument(
+            "--method", required=True, help="method name from the config's `methods` (e.g. codyra, lora-r16)"
+        )
         p.add_argument("--seed", type=int, required=True, help=seed_help)
 
     def row_options(p):
-        p.add_argument("--method", required=True, help="method name from the config's `methods`, or 'pretrained' for the shared row 0")
+        p.add_argument(
+            "--method",
+            required=True,
+            help="method name from the config's `methods`, or 'pretrained' for the shared row 0",
+        )
         p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
         p.add_argument("--i", type=int, required=True, help="row: the model after tasks 1..i (0 = pretrained)")
 
     command(
-        "pretrain-mini", cmd_pretrain_mini,
+        "pretrain-mini",
+        cmd_pretrain_mini,
         "write theta_0 of a mini benchmark: the tiny CLIP, or the mini TRACE's data, tokenizer and tiny LLaMA",
-        "codyra pretrain-mini --config config/config.yaml", threads=True,
+        "codyra pretrain-mini --config config/config.yaml",
+        threads=True,
     )
     p = command(
-        "train", cmd_train, "train task i from theta_{i-1} and store its merged update",
-        "codyra train --method codyra --seed 0 --task 2", threads=True, device=True, launchable=True,
+        "train",
+        cmd_train,
+        "train task i from theta_{i-1} and store its merged update",
+        "codyra train --method codyra --seed 0 --task 2",
+        threads=True,
+        device=True,
+        launchable=True,
     )
     run_options(p)
     p.add_argument("--task", type=int, required=True, help="task index i, 1-based")
     p = command(
-        "cell", cmd_cell,
+        "cell",
+        cmd_cell,
         "evaluate cell A[i,j], or all of row i without --j (method 'pretrained': the shared row 0)",
-        "codyra cell --method codyra --seed 0 --i 2 --j 1", threads=True, device=True, launchable=True,
+        "codyra cell --method codyra --seed 0 --i 2 --j 1",
+        threads=True,
+        device=True,
+        launchable=True,
     )
     row_options(p)
-    p.add_argument("--j", type=int, help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)")
+    p.add_argument(
+        "--j", type=int, help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)"
+    )
     p = command(
-        "heldout", cmd_heldout,
+        "heldout",
+        cmd_heldout,
         "evaluate theta_i on every held-out task (config key heldout_tasks; method 'pretrained' for i = 0)",
-        "codyra heldout --method codyra --seed 0 --i 2", threads=True, device=True, launchable=True,
+        "codyra heldout --method codyra --seed 0 --i 2",
+        threads=True,
+        device=True,
+        launchable=True,
     )
     row_options(p)
     p = command(
-        "summarize", cmd_summarize, "assemble a run's A matrix from its cells and compute its metrics",
+        "summarize",
+        cmd_summarize,
+        "assemble a run's A matrix from its cells and compute its metrics",
         "codyra summarize --method codyra --seed 0",
     )
     run_options(p)
     p = command(
-        "run", cmd_run, "one method x one seed over the whole stream in this process (no Snakemake)",
-        "codyra run --method codyra --seed 0", threads=True, device=True, launchable=True,
+        "run",
+        cmd_run,
+        "one method x one seed over the whole stream in this process (no Snakemake)",
+        "codyra run --method codyra --seed 0",
+        threads=True,
+        device=True,
+        launchable=True,
     )
     run_options(p)
     p = command(
-        "sweep", cmd_sweep, "run a method over a grid of hyperparameters (one `run` per point and seed)",
-        "codyra sweep --method codyra --grid kappa_max=0.005,0.01 --seeds 0 1 --slurm", threads=True, launchable=True,
+        "sweep",
+        cmd_sweep,
+        "run a method over a grid of hyperparameters (one `run` per point and seed)",
+        "codyra sweep --method codyra --grid kappa_max=0.005,0.01 --seeds 0 1 --slurm",
+        threads=True,
+        launchable=True,
     )
     p.add_argument("--method", required=True, help="method whose config the grid points vary")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of every grid point (default 0)")
-    p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2", help="method option, e.g. train.lr=1e-4,5e-4 or kappa_max=0.005,0.01")
-    command("tables", cmd_tables, "write the paper's tables of the benchmark (Markdown, CSV, LaTeX) and sync MLflow", "codyra tables --config config/mtil_5shot.yaml")
+    p.add_argument(
+        "--grid",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2",
+        help="method option, e.g. train.lr=1e-4,5e-4 or kappa_max=0.005,0.01",
+    )
     command(
-        "sync-mlflow", cmd_sync_mlflow, "create the MLflow runs live logging missed, from the result files (idempotent)",
+        "tables",
+        cmd_tables,
+        "write the paper's tables of the benchmark (Markdown, CSV, LaTeX) and sync MLflow",
+        "codyra tables --config config/mtil_5shot.yaml",
+    )
+    command(
+        "sync-mlflow",
+        cmd_sync_mlflow,
+        "create the MLflow runs live logging missed, from the result files (idempotent)",
         "codyra sync-mlflow --config config/mtil_5shot.yaml",
     )
     p = command(
-        "mlflow-init", cmd_mlflow_init, "create the MLflow store, experiment and parent runs (before parallel jobs)",
+        "mlflow-init",
+        cmd_mlflow_init,
+        "create the MLflow store, experiment and parent runs (before parallel jobs)",
         "codyra mlflow-init --marker results/mini/mlflow.ready.json",
     )
     p.add_argument("--marker", required=True, help="JSON file written once the store is ready")
     p = command(
-        "analysis", cmd_analysis, "write one of the paper's analyses (tables + figures) from stored results (README, Analyses)",
+        "analysis",
+        cmd_analysis,
+        "write one of the paper's analyses (tables + figures) from stored results (README, Analyses)",
         "codyra analysis drift",
     )
-    p.add_argument("name", help="drift, magnitude, cka, cost, rank, retention, probes, conflict, significance, ablations, compare")
+    p.add_argument(
+        "name", help="drift, magnitude, cka, cost, rank, retention, probes, conflict, significance, ablations, compare"
+    )
     p.add_argument("--method", help="the adapter method (analysis rank only)")
     p = command(
-        "probe", cmd_probe, "interpolation theta_0 -> theta_N and module-removal probes of a run (held-out and stream accuracy)",
-        "codyra probe --method codyra --seed 0", threads=True, device=True,
+        "probe",
+        cmd_probe,
+        "interpolation theta_0 -> theta_N and module-removal probes of a run (held-out and stream accuracy)",
+        "codyra probe --method codyra --seed 0",
+        threads=True,
+        device=True,
     )
     run_options(p)
     command(
-        "grad-conflict", cmd_grad_conflict, "inter-task gradient conflict at theta_0 after SVD truncation (analysis.conflict_ranks)",
-        "codyra grad-conflict", threads=True, device=True,
+        "grad-conflict",
+        cmd_grad_conflict,
+        "inter-task gradient conflict at theta_0 after SVD truncation (analysis.conflict_ranks)",
+        "codyra grad-conflict",
+        threads=True,
+        device=True,
     )
     p = command(
-        "fetch-weights", cmd_fetch_weights, "download open_clip weights into a cache (run once on a login node)",
-        "codyra fetch-weights --model ViT-B-16 --pretrained openai --cache-dir /shared/cache/open_clip", config=False,
+        "fetch-weights",
+        cmd_fetch_weights,
+        "download open_clip weights into a cache (run once on a login node)",
+        "codyra fetch-weights --model ViT-B-16 --pretrained openai --cache-dir /shared/cache/open_clip",
+        config=False,
     )
     p.add_argument("--model", default="ViT-B-16", help="open_clip model name (default ViT-B-16)")
     p.add_argument("--pretrained", default="openai", help="open_clip pretrained tag (default openai)")
@@ -296,9 +382,17 @@ def add_launch_options(p) -> None:
     from codyra.experiment.slurm import DEFAULT_PROFILE
 
     g = p.add_argument_group("launching on SLURM (submitit)")
-    g.add_argument("--slurm", action="store_true", help="submit to SLURM instead of running here (example: --slurm --wait)")
-    g.add_argument("--slurm-profile", default=DEFAULT_PROFILE, help=f"Snakemake profile whose resources to request (default {DEFAULT_PROFILE})")
-    g.add_argument("--executor", choices=["slurm", "local", "debug"], help="submitit executor (default: slurm if available)")
+    g.add_argument(
+        "--slurm", action="store_true", help="submit to SLURM instead of running here (example: --slurm --wait)"
+    )
+    g.add_argument(
+        "--slurm-profile",
+        default=DEFAULT_PROFILE,
+        help=f"Snakemake profile whose resources to request (default {DEFAULT_PROFILE})",
+    )
+    g.add_argument(
+        "--executor", choices=["slurm", "local", "debug"], help="submitit executor (default: slurm if available)"
+    )
     g.add_argument("--wait", action="store_true", help="wait for the job(s) and fail if one fails")
 
 
@@ -357,7 +451,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return run(sys.argv[1:] if argv is None else argv)
-    except (ConfigError, OSError, ValueError, KeyError, ConnectionError) as err:  # OSError: a full disk, a read-only folder
+    except (
+        ConfigError,
+        OSError,
+        ValueError,
+        KeyError,
+        ConnectionError,
+    ) as err:  # OSError: a full disk, a read-only folder
         print(f"codyra: error: {err}", file=sys.stderr)
         return 2
 

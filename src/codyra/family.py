@@ -113,7 +113,9 @@ class Family(Protocol):
         """Run the training job elsewhere and return its summary (the LM family re-executes
         itself under torchrun for DeepSpeed), or None to train in this process."""
 
-    def feature_pass(self, cfg: dict, seed: int, task_index: int, batch_size: int, device, model: nn.Module | None = None) -> tuple[list, int]:
+    def feature_pass(
+        self, cfg: dict, seed: int, task_index: int, batch_size: int, device, model: nn.Module | None = None
+    ) -> tuple[list, int]:
         """One pass of theta_0's (or ``model``'s) frozen features of task i's training data, labels
         global over the stream: ([(features, labels)], classes of tasks 1..i), for closed-form
         methods (RAIL) and heads fitted on them (CoDyRA + RAIL)."""

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from codyra.clip import evaluate
-from codyra.clip.streams import build_tasks
 from codyra.clip.model import create_clip
-from codyra.experiment.config import ConfigError, load_config, read_config_file
+from codyra.clip.streams import build_tasks
 from codyra.data import fewshot
 from codyra.data.errors import DataRootNotFoundError
 from codyra.data.registry import fewshot_manifest_path, label_space
 from codyra.data.templates import templates
+from codyra.experiment.config import ConfigError, load_config, read_config_file
 
 from .fixtures import SIZES
 
@@ -39,7 +39,9 @@ def test_mtil_tasks_follow_the_config_with_the_registry_s_names_and_templates(da
     for task in tasks:
         assert task.num_classes == SIZES["mtil"][task.name][0]
         assert task.templates == templates(task.name, "mtil")
-    assert tasks[-1].name == "CIFAR100" and tasks[-1].prompts(tasks[-1].templates[0])[1] == "a photo of a aquarium fish."
+    assert (
+        tasks[-1].name == "CIFAR100" and tasks[-1].prompts(tasks[-1].templates[0])[1] == "a photo of a aquarium fish."
+    )
 
 
 def test_tasks_are_built_on_first_access_only(data_root, image_config, tmp_path):

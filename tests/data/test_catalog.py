@@ -16,26 +16,59 @@ from codyra.data.templates import MTIL_TEMPLATES, XTAIL_TEMPLATES, templates
 
 # protocols.md, MTIL: template ensemble sizes, split sizes, 5-shot train sizes (order I).
 MTIL_TEMPLATE_COUNTS = {
-    "Aircraft": 2, "Caltech101": 34, "CIFAR100": 18, "DTD": 8, "EuroSAT": 3, "Flowers": 1,
-    "Food": 1, "MNIST": 1, "OxfordPet": 1, "StanfordCars": 9, "SUN397": 2,
+    "Aircraft": 2,
+    "Caltech101": 34,
+    "CIFAR100": 18,
+    "DTD": 8,
+    "EuroSAT": 3,
+    "Flowers": 1,
+    "Food": 1,
+    "MNIST": 1,
+    "OxfordPet": 1,
+    "StanfordCars": 9,
+    "SUN397": 2,
 }
 MTIL_SIZES = {
-    "Aircraft": (3_334, 3_333), "Caltech101": (6_941, 1_736), "CIFAR100": (50_000, 10_000),
-    "DTD": (1_880, 1_880), "EuroSAT": (21_600, 5_400), "Flowers": (1_020, 6_149),
-    "Food": (75_750, 25_250), "MNIST": (60_000, 10_000), "OxfordPet": (3_680, 3_669),
-    "StanfordCars": (8_144, 8_041), "SUN397": (87_003, 21_751),
+    "Aircraft": (3_334, 3_333),
+    "Caltech101": (6_941, 1_736),
+    "CIFAR100": (50_000, 10_000),
+    "DTD": (1_880, 1_880),
+    "EuroSAT": (21_600, 5_400),
+    "Flowers": (1_020, 6_149),
+    "Food": (75_750, 25_250),
+    "MNIST": (60_000, 10_000),
+    "OxfordPet": (3_680, 3_669),
+    "StanfordCars": (8_144, 8_041),
+    "SUN397": (87_003, 21_751),
 }
 MTIL_5SHOT_TRAIN = [500, 505, 500, 235, 50, 510, 505, 50, 185, 980, 1_985]
 XTAIL_TEST_SIZES = {
-    "Aircraft": 3_333, "Caltech101": 2_465, "DTD": 1_692, "EuroSAT": 8_100, "Flowers": 2_463,
-    "Food": 30_300, "MNIST": 10_000, "OxfordPet": 3_669, "StanfordCars": 8_041, "SUN397": 19_850,
+    "Aircraft": 3_333,
+    "Caltech101": 2_465,
+    "DTD": 1_692,
+    "EuroSAT": 8_100,
+    "Flowers": 2_463,
+    "Food": 30_300,
+    "MNIST": 10_000,
+    "OxfordPet": 3_669,
+    "StanfordCars": 8_041,
+    "SUN397": 19_850,
 }
 
 
 def test_dataset_lists_and_order():
     assert MTIL_DATASETS == (
-        "Aircraft", "Caltech101", "CIFAR100", "DTD", "EuroSAT", "Flowers",
-        "Food", "MNIST", "OxfordPet", "StanfordCars", "SUN397",
+        "Aircraft",
+        "Caltech101",
+        "CIFAR100",
+        "DTD",
+        "EuroSAT",
+        "Flowers",
+        "Food",
+        "MNIST",
+        "OxfordPet",
+        "StanfordCars",
+        "SUN397",
     )
     assert XTAIL_DATASETS == tuple(name for name in MTIL_DATASETS if name != "CIFAR100")
 

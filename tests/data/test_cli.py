@@ -85,7 +85,11 @@ def test_root_option_overrides_the_config(data_root, tmp_path, capsys):
         ({"kind": "vtab", "root": "/x"}, ["DTD"], "config key data.kind: 'vtab' is not one of"),
         ({"kind": "mtil", "root": None}, ["DTD"], "data.root is not set"),
         ({"kind": "mini"}, ["shape"], "data check applies to data.kind mtil or xtail"),
-        ({"kind": "xtail", "root": "/x"}, ["CIFAR100"], "tasks[0].name: 'CIFAR100' is not a dataset of the xtail protocol"),
+        (
+            {"kind": "xtail", "root": "/x"},
+            ["CIFAR100"],
+            "tasks[0].name: 'CIFAR100' is not a dataset of the xtail protocol",
+        ),
     ],
 )
 def test_bad_configs_exit_with_a_message(tmp_path, capsys, data, names, message):

@@ -51,7 +51,10 @@ def test_manifest_round_trip_and_task_uses_it(data_root, image_config, tmp_path)
     first = build_task("Food", "mtil", data_root, image_config, fewshot_k=5, manifest_path=path)
     content = json.loads(path.read_text())
     assert {key: content[key] for key in ("dataset", "protocol", "k", "seed")} == {
-        "dataset": "Food", "protocol": "mtil", "k": 5, "seed": 42,
+        "dataset": "Food",
+        "protocol": "mtil",
+        "k": 5,
+        "seed": 42,
     }
     assert sorted(content["chosen"]) == ["0", "1", "2"]
     assert all(len(keys) == 5 for keys in content["chosen"].values())

@@ -7,10 +7,10 @@ import yaml
 from PIL import Image
 
 from codyra.cli import main
-from codyra.experiment.config import load_config
 from codyra.data.presence import require_benchmark_data
 from codyra.data.reference import CC_CAPTIONS, IMAGENET_TRAIN, load_reference, missing_reference, require_reference
 from codyra.data.scenes.corpus import make_corpus
+from codyra.experiment.config import load_config
 
 from .fixtures import write_aircraft
 from .test_cli import config_dict

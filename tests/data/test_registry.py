@@ -14,7 +14,7 @@ def test_xtail_label_space_is_the_union_in_task_order(data_root, image_config):
     offset = 0
     for task in tasks:
         assert space.offset(task.name) == offset
-        entries = space.entries[offset:offset + task.num_classes]
+        entries = space.entries[offset : offset + task.num_classes]
         assert entries == tuple((task.name, classname) for classname in task.classnames)
         offset += task.num_classes
 

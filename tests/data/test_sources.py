@@ -35,8 +35,21 @@ def test_each_dataset_loads_with_its_classes_and_split_sizes(data_root, protocol
         ("OxfordPet", ("Abyssinian", "American Bulldog", "American Pit Bull Terrier")),
         ("StanfordCars", ("AM General Hummer SUV 2000", "Acura RL Sedan 2012", "Acura TL Sedan 2012")),
         ("SUN397", ("abbey", "airplane cabin", "apartment building/outdoor")),
-        ("MNIST", ("0 - zero", "1 - one", "2 - two", "3 - three", "4 - four", "5 - five",
-                   "6 - six", "7 - seven", "8 - eight", "9 - nine")),
+        (
+            "MNIST",
+            (
+                "0 - zero",
+                "1 - one",
+                "2 - two",
+                "3 - three",
+                "4 - four",
+                "5 - five",
+                "6 - six",
+                "7 - seven",
+                "8 - eight",
+                "9 - nine",
+            ),
+        ),
     ],
 )
 def test_mtil_uses_torchvision_names_with_spaces(data_root, name, expected):

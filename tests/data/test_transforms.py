@@ -15,6 +15,7 @@ from torchvision.transforms import (
     ToTensor,
 )
 
+from codyra.data.tasks import ImageConfig
 from codyra.data.transforms import (
     CROP_RATIO,
     CROP_SCALE,
@@ -22,7 +23,6 @@ from codyra.data.transforms import (
     TrainTransform,
     random_resized_crop_box,
 )
-from codyra.data.tasks import ImageConfig
 
 OPENAI = ImageConfig(size=224, mean=OPENAI_DATASET_MEAN, std=OPENAI_DATASET_STD)
 
@@ -71,12 +71,14 @@ def test_train_transform_equals_torchvision_pipeline_seeded_the_same():
     # The paper's augmentation written with torchvision's stateful transforms: with the
     # global RNG seeded like our generator, both must produce the same tensor.
     config = ImageConfig(size=48, mean=OPENAI.mean, std=OPENAI.std)
-    reference = Compose([
-        RandomResizedCrop(config.size, scale=CROP_SCALE, interpolation=InterpolationMode.BICUBIC),
-        RandomHorizontalFlip(),
-        ToTensor(),
-        Normalize(config.mean, config.std),
-    ])
+    reference = Compose(
+        [
+            RandomResizedCrop(config.size, scale=CROP_SCALE, interpolation=InterpolationMode.BICUBIC),
+            RandomHorizontalFlip(),
+            ToTensor(),
+            Normalize(config.mean, config.std),
+        ]
+    )
     image = noise_image(120, 80)
     flipped = 0
     for seed in range(40):

@@ -20,11 +20,24 @@ KINDS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_p
 def tiny_model(family: str) -> torch.nn.Module:
     torch.manual_seed(0)
     if family == "llama":
-        config = LlamaConfig(hidden_size=64, intermediate_size=172, num_hidden_layers=LAYERS,
-                             num_attention_heads=4, num_key_value_heads=2, vocab_size=320)
+        config = LlamaConfig(
+            hidden_size=64,
+            intermediate_size=172,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=320,
+        )
         return LlamaForCausalLM(config).eval()
-    config = GemmaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS, num_attention_heads=4,
-                         num_key_value_heads=1, head_dim=16, vocab_size=320)
+    config = GemmaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        vocab_size=320,
+    )
     return GemmaForCausalLM(config).eval()
 
 
@@ -76,10 +89,13 @@ def test_every_targeted_projection_changes_the_logits(family):
 
 
 @pytest.mark.parametrize("family", ["llama", "gemma"])
-@pytest.mark.parametrize("spec", [
-    {"kind": "codyra", "rank": 4, "alpha": 8},
-    {"kind": "lora", "rank": 8, "alpha": 32, "placement": ["q_proj", "v_proj"]},
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"kind": "codyra", "rank": 4, "alpha": 8},
+        {"kind": "lora", "rank": 8, "alpha": 32, "placement": ["q_proj", "v_proj"]},
+    ],
+)
 def test_merged_backbone_equals_the_adapted_model(family, spec):
     model = tiny_model(family)
     method = adapt(model, spec)

@@ -138,7 +138,9 @@ def sentencepiece():
 
     backend = SentencePieceBPETokenizer()
     backend.train_from_iterator(SP_CORPUS, vocab_size=60, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
-    fast = PreTrainedTokenizerFast(tokenizer_object=backend._tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=backend._tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
     return prepare_tokenizer(fast)
 
 
@@ -241,6 +243,6 @@ def test_generation_batch_ends_every_row_with_its_prompt(tokenizer):
     assert set(batch) == {"input_ids", "attention_mask"}
     for row, mask, example in zip(batch["input_ids"], batch["attention_mask"], prompts):
         expected = encode_prompt(tokenizer, example.prompt, LengthLimits(max_prompt_len=6))
-        assert row[-len(expected):].tolist() == expected
+        assert row[-len(expected) :].tolist() == expected
         assert mask.tolist() == [0] * (len(row) - len(expected)) + [1] * len(expected)
     assert batch["input_ids"].shape[1] == 6

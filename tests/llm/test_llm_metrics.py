@@ -182,7 +182,9 @@ def test_13a_tokenisation(text, tokens):
 
 def test_restore_code_literals():
     assert restore_code_literals("x = <NUM_LIT> + f ( <STR_LIT> , <CHAR_LIT> )") == "x = 0 + f (  ,  )"
-    assert restore_code_literals("print ( <STR_LIT:hello> , <NUM_LIT:42> , <CHAR_LIT:c> )") == "print ( hello , 42 , c )"
+    assert (
+        restore_code_literals("print ( <STR_LIT:hello> , <NUM_LIT:42> , <CHAR_LIT:c> )") == "print ( hello , 42 , c )"
+    )
 
 
 def test_edit_similarity_hand_computed():
@@ -215,7 +217,14 @@ def test_fuzz_ratio_backends_as_fuzzywuzzy():
 
 def test_trace_task_metrics_in_trace_order():
     assert TRACE_TASKS == (
-        "C-STANCE", "FOMC", "MeetingBank", "Py150", "ScienceQA", "NumGLUE-cm", "NumGLUE-ds", "20Minuten",
+        "C-STANCE",
+        "FOMC",
+        "MeetingBank",
+        "Py150",
+        "ScienceQA",
+        "NumGLUE-cm",
+        "NumGLUE-ds",
+        "20Minuten",
     )
     assert TRACE_TASK_METRICS["ScienceQA"] == "first_char_accuracy"
     assert TRACE_TASK_METRICS["20Minuten"] == "sari"

@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.evaluation.evaluate import evaluate_cell
-from codyra.store.io import read_json
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
+from codyra.llm.deepspeed_backend import zero2_config
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import (
     WeightsUnavailableError,
@@ -20,7 +20,7 @@ from codyra.llm.model import (
     task_folder,
 )
 from codyra.llm.rebuild import rebuild_lm
-from codyra.llm.deepspeed_backend import zero2_config
+from codyra.store.io import read_json
 from codyra.store.paths import (
     HISTORY_FILE,
     SUMMARY_FILE,
@@ -38,7 +38,10 @@ def state(model) -> dict:
 
 def history(cfg, method, i=1) -> list[dict]:
     """The task's history records, without when each step ran."""
-    return [{k: v for k, v in json.loads(line).items() if k != "_time"} for line in (task_dir(cfg, method, 0, i) / HISTORY_FILE).read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if k != "_time"}
+        for line in (task_dir(cfg, method, 0, i) / HISTORY_FILE).read_text().splitlines()
+    ]
 
 
 @pytest.mark.parametrize("method", ["codyra", "lora-qv"])
@@ -112,7 +115,9 @@ def test_gradient_accumulation_equals_one_large_batch(tiny_trace_dict):
     (whole, whole_history), (parts, parts_history) = run("whole", 4, 1), run("parts", 2, 2)
     # same 4 examples per step, same token-mean loss: equal up to summation order
     assert [h["tokens"] for h in parts_history] == [h["tokens"] for h in whole_history]
-    torch.testing.assert_close([h["loss"] for h in parts_history], [h["loss"] for h in whole_history], rtol=1e-5, atol=0)
+    torch.testing.assert_close(
+        [h["loss"] for h in parts_history], [h["loss"] for h in whole_history], rtol=1e-5, atol=0
+    )
     for name, (_, _, delta) in whole.items():
         torch.testing.assert_close(parts[name][2], delta, rtol=1e-4, atol=1e-6)  # fp32 summation order
 
@@ -147,8 +152,14 @@ def test_greedy_generation_is_deterministic_and_independent_of_padding(tiny_trac
     prompts = [e.prompt for j in (1, 2) for e in load_split(task_folder(tiny_trace, j), "test")]
 
     def answers(batch_size):
-        return generate_answers(bundle.model, bundle.tokenizer, prompts, limits=length_limits(tiny_trace),
-                                max_new_tokens=8, batch_size=batch_size)
+        return generate_answers(
+            bundle.model,
+            bundle.tokenizer,
+            prompts,
+            limits=length_limits(tiny_trace),
+            max_new_tokens=8,
+            batch_size=batch_size,
+        )
 
     batched = answers(7)  # prompts of different lengths share batches: left padding
     assert batched == answers(7) and batched == answers(1)

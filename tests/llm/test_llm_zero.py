@@ -88,8 +88,16 @@ def plain(tiny_trace_dict):
 def test_zero2_fp32_checkpoints_resume_on_any_path_and_match_plain(tiny_trace_dict, plain, tmp_path):
     plain_cfg, plain_summary = plain
     zero, config = zero_config(tiny_trace_dict, tmp_path, "zero-fp32", "fp32")
-    run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-        str(ROOT / "tests/llm/zero_worker.py"), str(config), "codyra", "5")
+    run(
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(ROOT / "tests/llm/zero_worker.py"),
+        str(config),
+        "codyra",
+        "5",
+    )
     checkpoint = task_checkpoint_dir(zero, "codyra", 0, 1)
     assert read_json(checkpoint / "state.json")["step"] == 4
 
@@ -186,7 +194,12 @@ def test_zero2_carries_the_optimizer_as_the_plain_path(tiny_trace_dict, tmp_path
 
     from codyra.store.paths import METHOD_STATE_FILE, UPDATE_FILE
 
-    tiny_trace_dict["method_configs"]["seqlora"] = {"kind": "seqlora", "rank": 4, "alpha": 16, "placement": ["q_proj", "v_proj"]}
+    tiny_trace_dict["method_configs"]["seqlora"] = {
+        "kind": "seqlora",
+        "rank": 4,
+        "alpha": 16,
+        "placement": ["q_proj", "v_proj"],
+    }
     tiny_trace_dict["train"]["carry_optimizer"] = True
     plain = load_config(copy.deepcopy(tiny_trace_dict))
     train_task(plain, "seqlora", 0, 1)

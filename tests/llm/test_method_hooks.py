@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import save_file
 
 from codyra.evaluation import evaluate as evaluation
-from codyra.experiment import train_job
 from codyra.evaluation.evaluate import evaluate_cell
+from codyra.experiment import train_job
 from codyra.methods.lora import LoRA
 from codyra.store.io import ResultError
 from codyra.store.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
@@ -73,7 +73,9 @@ def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, mo
     first = train_job.train_task(cfg, method, 0, 1, device="cpu")
     total = first.summary["steps"]
     recorder = built[0]
-    per_step = [c for s in range(1, total + 1) for c in ("extra_loss", "before_optimizer_step", ("after_step", s, total))]
+    per_step = [
+        c for s in range(1, total + 1) for c in ("extra_loss", "before_optimizer_step", ("after_step", s, total))
+    ]
     assert recorder.calls == ["setup", *per_step, "finish", "state_to_store"]
     assert recorder.previous_state is None
     # the family's task loss of a batch is what the engine trained on (one micro-batch per step)

@@ -102,8 +102,15 @@ def test_a_prompt_ends_with_its_cue_as_one_token(benchmark, tokenizer):
     # The tokenizer keeps a word and its colon together: a prompt's last token is its task's
     # cue (shared only where TRACE's tasks share it), not a ":" every prompt ends with.
     root, _ = benchmark
-    cues = {"C-STANCE": "Stance:", "FOMC": "Stance:", "MeetingBank": "Summary:", "ScienceQA": "Answer:",
-            "NumGLUE-cm": "Answer:", "NumGLUE-ds": "Answer:", "20Minuten": "Simplified:"}
+    cues = {
+        "C-STANCE": "Stance:",
+        "FOMC": "Stance:",
+        "MeetingBank": "Summary:",
+        "ScienceQA": "Answer:",
+        "NumGLUE-cm": "Answer:",
+        "NumGLUE-ds": "Answer:",
+        "20Minuten": "Simplified:",
+    }
     for task, cue in cues.items():
         for example in load_split(root / task, "test"):
             assert tokenizer.convert_ids_to_tokens(encode_prompt(tokenizer, example.prompt))[-1] == cue, task
@@ -128,7 +135,10 @@ def test_tokenizer_is_deterministic_and_round_trips_through_json(benchmark, toke
     reloaded = AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)  # as codyra.llm.model loads it
     assert reloaded(text, add_special_tokens=False)["input_ids"] == expected
     assert (reloaded.bos_token, reloaded.eos_token, reloaded.pad_token, reloaded.unk_token) == (
-        "<s>", "</s>", "<pad>", "<unk>",
+        "<s>",
+        "</s>",
+        "<pad>",
+        "<unk>",
     )
     assert tokenizer.decode(expected) == text
 
@@ -150,7 +160,16 @@ def test_general_corpus_never_states_a_task_instruction_or_cue(benchmark):
     instructions = {load_split(root / task, "test")[0].prompt.split("\n")[0] for task in tasks}
     assert len(instructions) == len(tasks) - 1  # the NumGLUE tasks share theirs
     for document in corpus:
-        for marker in (*instructions, "Target:", "Text:", "Question:", "Options:", "Stance:", "Summary:", "Simplified:"):
+        for marker in (
+            *instructions,
+            "Target:",
+            "Text:",
+            "Question:",
+            "Options:",
+            "Stance:",
+            "Summary:",
+            "Simplified:",
+        ):
             assert marker not in document, (marker, document)
         if any(cue in document for cue in ("Answer:", "Output:", "Result:")):
             assert document.split("\n")[0] in OTHER_INSTRUCTIONS, document
@@ -165,6 +184,6 @@ def test_general_corpus_holds_every_answer_token(benchmark, tokenizer):
     for task in tasks:
         for example in load_split(root / task, "test"):
             alone = tokenizer(example.answer)["input_ids"]
-            joint = tokenizer(example.prompt + example.answer)["input_ids"][-len(alone):]
+            joint = tokenizer(example.prompt + example.answer)["input_ids"][-len(alone) :]
             missing = set(alone + joint) - seen
             assert not missing, (task, example.answer, tokenizer.convert_ids_to_tokens(sorted(missing)))

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from codyra.store.updates import delta_from_factors
 from codyra.experiment.config import load_config
 from codyra.experiment.train_job import train_task
 from codyra.llm.model import pretrained_lm
 from codyra.llm.rebuild import rebuild_lm
 from codyra.store.paths import task_dir
-from codyra.store.updates import load_update
+from codyra.store.updates import delta_from_factors, load_update
 
 RANK, SCALE = 4, 16 / 4
 SEQLORA = {"kind": "seqlora", "rank": RANK, "alpha": 16, "dropout": 0.1, "placement": ["q_proj", "v_proj"]}

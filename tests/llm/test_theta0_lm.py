@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from codyra.experiment.config import load_config
-from codyra.store.io import ResultError, read_json
 from codyra.llm.model import mini_model_dir, pretrained_lm
+from codyra.store.io import ResultError, read_json
 from codyra.store.paths import WEIGHTS_DIGEST, results_path
 from codyra.store.theta0 import DIGEST_FILE, file_sha256
 from tests.llm.conftest import TINY_TRACE
@@ -23,12 +23,21 @@ TENSOR = "model.embed_tokens.weight"
 def test_poisoned_mini_trace_theta_0_is_refused(tiny_trace_theta0, tmp_path):
     data_root, theta0 = tiny_trace_theta0
     assert read_json(theta0 / DIGEST_FILE) == {"model.safetensors": file_sha256(theta0 / "model.safetensors")}
-    cfg = load_config({**copy.deepcopy(TINY_TRACE), "results": str(tmp_path / "results"), "data": {"kind": "trace", "root": str(data_root)}})
+    cfg = load_config(
+        {
+            **copy.deepcopy(TINY_TRACE),
+            "results": str(tmp_path / "results"),
+            "data": {"kind": "trace", "root": str(data_root)},
+        }
+    )
     own = mini_model_dir(cfg)
     shutil.copytree(theta0, own)  # as the workflow's pretraining leaves it
     pretrained_lm(cfg)
     overwrite_value(own / "model.safetensors", TENSOR, 7, math.nan)
-    with pytest.raises(ResultError, match=rf"theta_0 {own / 'model.safetensors'} changed since its pretraining wrote it .*codyra pretrain-mini"):
+    with pytest.raises(
+        ResultError,
+        match=rf"theta_0 {own / 'model.safetensors'} changed since its pretraining wrote it .*codyra pretrain-mini",
+    ):
         pretrained_lm(cfg)
 
 
@@ -41,15 +50,22 @@ def test_given_model_folder_is_recorded_at_first_use_and_checked_after(tiny_trac
     assert read_json(record) == {str(weights): file_sha256(weights)}
 
     overwrite_value(weights, TENSOR, 7, math.nan)
-    with pytest.raises(ResultError, match=rf"pretrained weights {weights} .* changed since this benchmark first used them.*restore the model folder {given}.*delete {record}"):
+    with pytest.raises(
+        ResultError,
+        match=rf"pretrained weights {weights} .* changed since this benchmark first used them.*restore the model folder {given}.*delete {record}",
+    ):
         pretrained_lm(cfg)
     record.unlink()
-    with pytest.raises(ResultError, match=rf"theta_0 {given} holds non-finite values in 1 tensor\(s\) \(e.g. {TENSOR}\)"):
+    with pytest.raises(
+        ResultError, match=rf"theta_0 {given} holds non-finite values in 1 tensor\(s\) \(e.g. {TENSOR}\)"
+    ):
         pretrained_lm(cfg)
     assert not record.exists()  # weights that never loaded are not recorded
 
 
-def test_hub_model_is_recorded_at_first_use_by_repository_and_file(tiny_trace, tiny_trace_theta0, tmp_path, monkeypatch):
+def test_hub_model_is_recorded_at_first_use_by_repository_and_file(
+    tiny_trace, tiny_trace_theta0, tmp_path, monkeypatch
+):
     import codyra.llm.model as lm_model
 
     cache = tmp_path / "hub"
@@ -59,7 +75,11 @@ def test_hub_model_is_recorded_at_first_use_by_repository_and_file(tiny_trace, t
     (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
     loaded = []
     real = lm_model.load_causal_lm
-    monkeypatch.setattr(lm_model, "load_causal_lm", lambda source, local, cache_dir: loaded.append(source) or real(str(snapshot), local=True))
+    monkeypatch.setattr(
+        lm_model,
+        "load_causal_lm",
+        lambda source, local, cache_dir: loaded.append(source) or real(str(snapshot), local=True),
+    )
     monkeypatch.setattr(lm_model, "pretrained_source", lambda cfg: ("org/tiny-llama", False))
     cfg = {**tiny_trace, "model": {**tiny_trace["model"], "cache_dir": str(cache)}}
     pretrained_lm(cfg)
@@ -68,5 +88,8 @@ def test_hub_model_is_recorded_at_first_use_by_repository_and_file(tiny_trace, t
     assert read_json(record) == {"org/tiny-llama: model.safetensors": file_sha256(snapshot / "model.safetensors")}
 
     overwrite_value(snapshot / "model.safetensors", TENSOR, 2, 0.5)
-    with pytest.raises(ResultError, match=rf"\(org/tiny-llama: model.safetensors\) changed since this benchmark first used them.*delete {snapshot} and download org/tiny-llama again"):
+    with pytest.raises(
+        ResultError,
+        match=rf"\(org/tiny-llama: model.safetensors\) changed since this benchmark first used them.*delete {snapshot} and download org/tiny-llama again",
+    ):
         pretrained_lm(cfg)

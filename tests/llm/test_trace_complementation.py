@@ -10,21 +10,21 @@ import random
 import pytest
 import torch
 
-from codyra.steps.batches import derive_seed
-from codyra.methods._prompting import pools as prompts
-from codyra.experiment.train_job import train_task
 from codyra.evaluation.evaluate import evaluate_row
 from codyra.experiment.fingerprints import expected_cell_fingerprints
-from codyra.methods.icl import llm as icl
+from codyra.experiment.train_job import train_task
 from codyra.llm.evaluate import predictions_path
 from codyra.llm.loss import position_ids
 from codyra.llm.model import pretrained_lm
+from codyra.methods._prompting import pools as prompts
 from codyra.methods._prompting.llm import PromptedLM, attach_prompts
+from codyra.methods.icl import llm as icl
 from codyra.methods.icl.method import ICL
 from codyra.methods.l2p import prompt_pool
+from codyra.steps.batches import derive_seed
 from codyra.store.paths import cell_path, task_dir
-from codyra.trace.data import TraceExample
 from codyra.store.updates import load_method_state
+from codyra.trace.data import TraceExample
 
 SPECS = {
     "l2p": {"kind": "l2p", "pool_size": 4, "length": 2, "top_k": 2},
@@ -44,7 +44,9 @@ class FixedPrefix(torch.nn.Module):
 
 def _manual_logits(model, prefix, input_ids, mask):
     """The reference's forward: [prefix; embeddings] with the prefix attended to."""
-    embeds, full_mask, _ = prompts.prepend(prefix.expand(len(input_ids), -1, -1), model.get_input_embeddings()(input_ids), mask)
+    embeds, full_mask, _ = prompts.prepend(
+        prefix.expand(len(input_ids), -1, -1), model.get_input_embeddings()(input_ids), mask
+    )
     return model(inputs_embeds=embeds, attention_mask=full_mask, position_ids=position_ids(full_mask)).logits
 
 
@@ -56,15 +58,24 @@ def test_prompted_forward_and_generation_match_the_prepended_inputs(tiny_trace):
     manual = _manual_logits(model, prefix, input_ids, mask)
     names = {n for n, _ in model.named_parameters()}
     attached = attach_prompts(model, FixedPrefix(torch.nn.Parameter(prefix)))
-    assert {n for n, _ in model.named_parameters()} - names == {"codyra_prompts.prefix"}  # trains and checkpoints with the model
+    assert {n for n, _ in model.named_parameters()} - names == {
+        "codyra_prompts.prefix"
+    }  # trains and checkpoints with the model
     hooked = model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids(mask)).logits
     attached.remove()
     assert {n for n, _ in model.named_parameters()} == names
-    torch.testing.assert_close(model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids(mask)).logits, pretrained_lm(tiny_trace).model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids(mask)).logits)
+    torch.testing.assert_close(
+        model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids(mask)).logits,
+        pretrained_lm(tiny_trace)
+        .model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids(mask))
+        .logits,
+    )
     assert hooked.shape == (2, 5, model.config.vocab_size)  # the prefix positions' logits are dropped
     torch.testing.assert_close(hooked, manual[:, 3:])
     # greedy generation through the wrapper = a manual greedy loop on the prepended inputs
-    out = PromptedLM(model, FixedPrefix(prefix)).generate(input_ids, mask, max_new_tokens=3, do_sample=False, eos_token_id=None, pad_token_id=0)
+    out = PromptedLM(model, FixedPrefix(prefix)).generate(
+        input_ids, mask, max_new_tokens=3, do_sample=False, eos_token_id=None, pad_token_id=0
+    )
     ids, m = input_ids, mask
     for _ in range(3):
         nxt = _manual_logits(model, prefix, ids, m)[:, -1].argmax(-1, keepdim=True)
@@ -120,7 +131,9 @@ def test_l2p_trains_one_pool_with_fixed_keys_and_rebuilds_its_cells(tiny_trace):
     assert summaries[0]["update_kind"] == "none" and summaries[0]["steps"] == 6
     # the keys are the initial pool's means and never move; the pool trains on
     embedding = pretrained_lm(tiny_trace).model.get_input_embeddings().weight
-    initial = prompts.random_token_prompts(embedding, 4, 2, torch.Generator().manual_seed(derive_seed(0, 1, 1)), scale=100)
+    initial = prompts.random_token_prompts(
+        embedding, 4, 2, torch.Generator().manual_seed(derive_seed(0, 1, 1)), scale=100
+    )
     torch.testing.assert_close(first["keys"], initial.mean(dim=1))
     assert torch.equal(second["keys"], first["keys"]) and not torch.equal(second["prompt"], first["prompt"])
     assert not torch.equal(first["prompt"], initial)
@@ -168,13 +181,26 @@ def test_icl_prompts_are_treelora_format_on_a_hand_made_task():
     fmt = icl.FORMATS["treelora"]
     prefix = fmt.instructions["FOMC"]
     examples = [TraceExample(prefix + f"Text {k}.\nAnswer:", "ABC"[k % 3]) for k in range(9)]
-    cfg = {"tasks": [{"name": "C-STANCE"}, {"name": "FOMC"}], "llm": {"max_prompt_len": 200, "mini": None}, "method_configs": {"icl": SPECS["icl"]}}
+    cfg = {
+        "tasks": [{"name": "C-STANCE"}, {"name": "FOMC"}],
+        "llm": {"max_prompt_len": 200, "mini": None},
+        "method_configs": {"icl": SPECS["icl"]},
+    }
     shown, prompt_len = ICL.test_prompts(cfg, "icl", 3, 2, examples, _words)
     assert prompt_len == 200
     # the draw: seeded per (seed, task), the budget after the instruction and the examples line
     rng = random.Random(derive_seed(3, 2))
     limit = 200 - len((prefix + fmt.constraint).split())
-    demos = icl.pick_demonstrations([{"prompt": e.prompt, "answer": e.answer} for e in examples], "FOMC", prefix, fmt, 2, limit, lambda t: len(t.split()), rng)
+    demos = icl.pick_demonstrations(
+        [{"prompt": e.prompt, "answer": e.answer} for e in examples],
+        "FOMC",
+        prefix,
+        fmt,
+        2,
+        limit,
+        lambda t: len(t.split()),
+        rng,
+    )
     assert len(demos) == 2
     block = "".join(f"{d['prompt']}{d['answer']}\n\n" for d in demos)
     assert block.startswith("Text ") and block.count("\nAnswer:") == 2  # instruction stripped from each demonstration
@@ -186,11 +212,16 @@ def test_icl_prompts_are_treelora_format_on_a_hand_made_task():
 
 
 def test_icl_cells_are_evaluated_with_demonstrations_not_copied(tiny_trace):
-    tiny_trace["method_configs"]["icl"] = {**SPECS["icl"], "max_prompt_len": 240}  # 96: no demonstration fits the budget
+    tiny_trace["method_configs"]["icl"] = {
+        **SPECS["icl"],
+        "max_prompt_len": 240,
+    }  # 96: no demonstration fits the budget
     cells = evaluate_row(tiny_trace, "icl", 0, 1, [1, 2])  # theta_0: no training job, no update needed
     assert all("copied_from" not in c for c in cells)
     assert [c["settings"] for c in cells] == expected_cell_fingerprints(tiny_trace, "icl")[1]
-    rows = [json.loads(line) for line in predictions_path(cell_path(tiny_trace, "icl", 0, 1, 2)).read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in predictions_path(cell_path(tiny_trace, "icl", 0, 1, 2)).read_text().splitlines()
+    ]
     assert all(r["prompt"].count("Answer:") == 3 for r in rows)  # two demonstrations, then the test prompt
     # row 0 stays the pretrained model's
     assert "copied_from" in evaluate_row(tiny_trace, "icl", 0, 0, [1])[0]

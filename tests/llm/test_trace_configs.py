@@ -100,11 +100,17 @@ def test_the_default_backbone_is_llama_2_7b_chat():
     assert load_config(CONFIG_DIR / "trace.yaml")["benchmark"] == "trace-llama-2-7b-chat"
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"backbone": "llama-7b"}, "config key backbone: 'llama-7b' is not one of backbones (llama-2-7b-chat, gemma-2b-it"),
-    ({"backbones": []}, "config key backbones: must map backbone names to model ids"),
-    ({"model": {"family": "causal_lm", "name": "gpt2"}}, "config key model.name: set it or use backbones/backbone"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"backbone": "llama-7b"},
+            "config key backbone: 'llama-7b' is not one of backbones (llama-2-7b-chat, gemma-2b-it",
+        ),
+        ({"backbones": []}, "config key backbones: must map backbone names to model ids"),
+        ({"model": {"family": "causal_lm", "name": "gpt2"}}, "config key model.name: set it or use backbones/backbone"),
+    ],
+)
 def test_a_bad_backbone_choice_names_the_key(change, message):
     with pytest.raises(ConfigError) as err:
         load_config({**raw_trace(), **change})

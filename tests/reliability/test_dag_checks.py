@@ -50,12 +50,21 @@ def test_trace_presence_check_names_the_missing_task_files(tmp_path):
         (root / "FOMC").mkdir(parents=True, exist_ok=True)
         (root / "FOMC" / f"{split}.json").write_text(json.dumps([{"prompt": "p", "answer": "a"}]))
     (root / "C-STANCE").mkdir()
-    cfg = load_config({
-        "benchmark": "trace-check", "results": str(tmp_path / "results"), "seeds": [0], "methods": ["zeroshot"],
-        "model": {"family": "causal_lm", "name": "org/model"}, "data": {"kind": "trace", "root": str(root)},
-        "tasks": [{"name": "C-STANCE"}, {"name": "FOMC"}], "method_configs": {"zeroshot": {"kind": "zeroshot"}},
-    })
-    with pytest.raises(FileNotFoundError, match=r"1 of the 2 datasets .*: C-STANCE \(e\.g\. .*C-STANCE/train\.json is absent\)"):
+    cfg = load_config(
+        {
+            "benchmark": "trace-check",
+            "results": str(tmp_path / "results"),
+            "seeds": [0],
+            "methods": ["zeroshot"],
+            "model": {"family": "causal_lm", "name": "org/model"},
+            "data": {"kind": "trace", "root": str(root)},
+            "tasks": [{"name": "C-STANCE"}, {"name": "FOMC"}],
+            "method_configs": {"zeroshot": {"kind": "zeroshot"}},
+        }
+    )
+    with pytest.raises(
+        FileNotFoundError, match=r"1 of the 2 datasets .*: C-STANCE \(e\.g\. .*C-STANCE/train\.json is absent\)"
+    ):
         require_benchmark_data(cfg)
     cfg["tasks"] = cfg["tasks"][1:]
     require_benchmark_data(cfg)
@@ -77,5 +86,7 @@ def test_jobs_that_read_an_update_file_have_it_as_an_input(tmp_path):
     for block in re.split(r"\n\s*rule ", result.stdout)[1:]:  # grouped jobs are indented
         lines = dict(line.strip().split(": ", 1) for line in block.splitlines()[1:] if ": " in line)
         inputs[lines.get("output", "").split(", ")[0]] = lines.get("input", "").split(", ")
-    assert {f"{run}/task1/update.safetensors", f"{run}/task2/update.safetensors"} <= set(inputs[f"{run}/cells/A_2_1.json"])
+    assert {f"{run}/task1/update.safetensors", f"{run}/task2/update.safetensors"} <= set(
+        inputs[f"{run}/cells/A_2_1.json"]
+    )
     assert f"{run}/task1/update.safetensors" in inputs[f"{run}/task2/update.safetensors"]

@@ -12,10 +12,10 @@ import pytest
 import codyra.store.checkpoints
 import codyra.store.io
 from codyra.cli import main
-from codyra.experiment.config import load_config
-from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.errors import NotWritableError
 from codyra.evaluation.evaluate import evaluate_cell
+from codyra.experiment.config import load_config
+from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.store.paths import HISTORY_FILE, cell_path, task_dir
 from tests.conftest import write_yaml
 
@@ -44,16 +44,23 @@ def test_a_full_disk_stops_training_and_evaluation_before_their_work(config_file
     monkeypatch.setattr(codyra.store.io, "os", FullDisk())
     steps = []
     folder = task_dir(cfg, "lora-r4", 0, 1)
-    with pytest.raises(NotWritableError, match=rf"cannot write results to {folder}: No space left on device\. Free space there"):
+    with pytest.raises(
+        NotWritableError, match=rf"cannot write results to {folder}: No space left on device\. Free space there"
+    ):
         train_task(cfg, "lora-r4", 0, 1, on_step=steps.append)
     assert steps == [] and not (folder / HISTORY_FILE).exists()
     assert sorted(p.name for p in folder.iterdir()) == []  # the probe is gone too
-    with pytest.raises(NotWritableError, match=rf"cannot write results to {cell_path(cfg, 'zeroshot', 0, 1, 1).parent}"):
+    with pytest.raises(
+        NotWritableError, match=rf"cannot write results to {cell_path(cfg, 'zeroshot', 0, 1, 1).parent}"
+    ):
         evaluate_cell(cfg, "zeroshot", 0, 1, 1)
 
     assert main(["train", "--config", path, "--method", "lora-r4", "--seed", "0", "--task", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"codyra: error: cannot write results to {folder}: No space left on device") and "Traceback" not in err
+    assert (
+        err.startswith(f"codyra: error: cannot write results to {folder}: No space left on device")
+        and "Traceback" not in err
+    )
 
 
 def test_a_results_path_that_is_no_folder_is_one_line(config_file, capsys, tmp_path):
@@ -61,7 +68,9 @@ def test_a_results_path_that_is_no_folder_is_one_line(config_file, capsys, tmp_p
     blocker = tmp_path / "results" / "tiny" / "lora-r4"
     blocker.parent.mkdir(parents=True)
     blocker.write_text("not a folder")
-    with pytest.raises(NotWritableError, match=rf"cannot write results to {task_dir(cfg, 'lora-r4', 0, 1)}: Not a directory"):
+    with pytest.raises(
+        NotWritableError, match=rf"cannot write results to {task_dir(cfg, 'lora-r4', 0, 1)}: Not a directory"
+    ):
         train_task(cfg, "lora-r4", 0, 1)
 
 
@@ -71,7 +80,9 @@ def test_a_failed_checkpoint_write_leaves_no_temporary_folder(config_file, monke
     def full(*args, **kwargs):
         raise ENOSPC
 
-    monkeypatch.setattr(codyra.store.checkpoints, "save_safetensors", full)  # the first checkpoint (step 2) hits a full disk
+    monkeypatch.setattr(
+        codyra.store.checkpoints, "save_safetensors", full
+    )  # the first checkpoint (step 2) hits a full disk
     with pytest.raises(OSError, match="No space left on device"):
         train_task(cfg, "lora-r4", 0, 1)
     folder = task_dir(cfg, "lora-r4", 0, 1)

@@ -28,7 +28,11 @@ def test_results_tables_and_updates_honour_the_umask(tmp_path, umask):
 
     write_json(tmp_path / "tables" / "summary.json", {"a": 1})
     save_update(tmp_path / "task1", TaskUpdate("delta", {"w": torch.ones(2)}), {})
-    for path in (tmp_path / "tables" / "summary.json", tmp_path / "task1" / "update.safetensors", tmp_path / "task1" / "summary.json"):
+    for path in (
+        tmp_path / "tables" / "summary.json",
+        tmp_path / "task1" / "update.safetensors",
+        tmp_path / "task1" / "summary.json",
+    ):
         assert mode(path) == 0o666 & ~umask, path
 
 
@@ -38,7 +42,9 @@ def test_checkpoint_folders_honour_the_umask(tmp_path, umask):
     param = torch.nn.Parameter(torch.ones(3))
     optimizer = torch.optim.AdamW([param])
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    save_checkpoint(tmp_path / "checkpoint-x", step=1, params={"p": param}, optimizer=optimizer, scheduler=scheduler, history=[])
+    save_checkpoint(
+        tmp_path / "checkpoint-x", step=1, params={"p": param}, optimizer=optimizer, scheduler=scheduler, history=[]
+    )
     assert mode(tmp_path / "checkpoint-x") == 0o777 & ~umask
     for name in ("state.json", "tensors.safetensors"):
         assert mode(tmp_path / "checkpoint-x" / name) == 0o666 & ~umask

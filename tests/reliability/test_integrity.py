@@ -10,9 +10,9 @@ import struct
 import pytest
 import torch
 
+from codyra.evaluation.results import summarize_run
 from codyra.store.io import ResultError, read_json, write_json
 from codyra.store.paths import SUMMARY_FILE, UPDATE_FILE, cell_path
-from codyra.evaluation.results import summarize_run
 from codyra.store.updates import TaskUpdate, load_update, save_update
 
 TARGET = "visual.transformer.resblocks.0.attn.q"
@@ -20,8 +20,14 @@ TARGET = "visual.transformer.resblocks.0.attn.q"
 
 def lora_update() -> TaskUpdate:
     gen = torch.Generator().manual_seed(0)
-    tensors = {f"{TARGET}.A": torch.randn(3, 8, generator=gen), f"{TARGET}.B": torch.randn(8, 3, generator=gen), f"{TARGET}.w": torch.tensor([45.6, 1.5, -0.25])}
-    return TaskUpdate("lora", tensors, {TARGET: {"param": "visual.transformer.resblocks.0.attn.in_proj_weight", "rows": [0, 8]}})
+    tensors = {
+        f"{TARGET}.A": torch.randn(3, 8, generator=gen),
+        f"{TARGET}.B": torch.randn(8, 3, generator=gen),
+        f"{TARGET}.w": torch.tensor([45.6, 1.5, -0.25]),
+    }
+    return TaskUpdate(
+        "lora", tensors, {TARGET: {"param": "visual.transformer.resblocks.0.attn.in_proj_weight", "rows": [0, 8]}}
+    )
 
 
 def overwrite_value(path, name: str, index: int, value: float) -> None:
@@ -40,7 +46,9 @@ def stored(tmp_path):
     return folder
 
 
-@pytest.mark.parametrize("value, problem", [(math.nan, "non-finite"), (math.inf, "non-finite"), (16.8, "does not match the digest")])
+@pytest.mark.parametrize(
+    "value, problem", [(math.nan, "non-finite"), (math.inf, "non-finite"), (16.8, "does not match the digest")]
+)
 def test_update_corrupted_inside_its_tensor_data_is_rejected_naming_file_and_job(stored, value, problem):
     assert load_update(stored).tensors[f"{TARGET}.w"][0] == pytest.approx(45.6)
     overwrite_value(stored / UPDATE_FILE, f"{TARGET}.w", 0, value)
@@ -48,7 +56,10 @@ def test_update_corrupted_inside_its_tensor_data_is_rejected_naming_file_and_job
         load_update(stored)
     message = str(err.value)
     assert str(stored / UPDATE_FILE) in message
-    assert f"snakemake -f {stored / UPDATE_FILE}" in message and "codyra train --method codyra --seed 0 --task 2" in message
+    assert (
+        f"snakemake -f {stored / UPDATE_FILE}" in message
+        and "codyra train --method codyra --seed 0 --task 2" in message
+    )
 
 
 def test_digest_covers_tensor_content_not_file_bytes(stored):
@@ -87,8 +98,17 @@ def write_cells(cfg: dict, method: str = "codyra", seed: int = 0) -> None:
     n = len(cfg["tasks"])
     for i in range(n + 1):
         for j in range(1, n + 1):
-            cell = {"accuracy": 50.0 + i - j, "benchmark": cfg["benchmark"], "method": method, "seed": seed, "i": i, "j": j,
-                    "task": cfg["tasks"][j - 1]["name"], "num_classes": 4 + j, "num_samples": 40}
+            cell = {
+                "accuracy": 50.0 + i - j,
+                "benchmark": cfg["benchmark"],
+                "method": method,
+                "seed": seed,
+                "i": i,
+                "j": j,
+                "task": cfg["tasks"][j - 1]["name"],
+                "num_classes": 4 + j,
+                "num_samples": 40,
+            }
             write_json(cell_path(cfg, method, seed, i, j), cell)
 
 
@@ -131,4 +151,3 @@ def test_cell_that_is_not_json_is_named(cells_cfg):
     with pytest.raises(ResultError, match="is not valid JSON") as err:
         summarize_run(cells_cfg, "codyra", 0)
     assert str(path) in str(err.value)
-

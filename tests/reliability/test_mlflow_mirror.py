@@ -15,9 +15,9 @@ import pytest
 
 from codyra.experiment.train_job import train_task
 from codyra.store.io import read_json
-from codyra.tracking.sync import sync_mlflow
 from codyra.store.paths import SUMMARY_FILE, task_dir
 from codyra.tracking.mirror import COMPLETE, SETTINGS, JobRun, Store, train_key
+from codyra.tracking.sync import sync_mlflow
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,11 @@ def store_uri(tmp_path_factory):
 
 @pytest.fixture
 def tracked(tiny_run, store_uri, request):
-    return {**tiny_run, "benchmark": f"tiny-{request.node.name[5:40]}".rstrip("_"), "tracking": {"enabled": True, "uri": store_uri}}
+    return {
+        **tiny_run,
+        "benchmark": f"tiny-{request.node.name[5:40]}".rstrip("_"),
+        "tracking": {"enabled": True, "uri": store_uri},
+    }
 
 
 def runs_for(cfg: dict, key: str) -> list:
@@ -79,14 +83,22 @@ train_task(json.loads(sys.argv[1]), "lora-r4", 0, 1, on_step=hard_kill)
 
 def test_resumed_training_run_has_the_whole_curve(tracked):
     tiny_run = tracked
-    killed = subprocess.run([sys.executable, "-c", KILLED_TRAINING, json.dumps(tiny_run)], check=False, capture_output=True, text=True, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_TRAINING, json.dumps(tiny_run)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killed.returncode == 9, killed.stderr[-2000:]
     train_task(tiny_run, "lora-r4", 0, 1)  # resumes from step 4
     (run,) = runs_for(tiny_run, train_key(tiny_run, "lora-r4", 0, 1))
     history = Store(tiny_run).client.get_metric_history(run.info.run_id, "loss")
     assert sorted(m.step for m in history) == [1, 2, 3, 4, 5, 6]
     logged = {m.step: m.value for m in history}
-    recorded = [json.loads(line) for line in (task_dir(tiny_run, "lora-r4", 0, 1) / "history.jsonl").read_text().splitlines()]
+    recorded = [
+        json.loads(line) for line in (task_dir(tiny_run, "lora-r4", 0, 1) / "history.jsonl").read_text().splitlines()
+    ]
     assert logged == pytest.approx({r["step"]: r["loss"] for r in recorded})
 
 
@@ -97,9 +109,25 @@ def tracking_server(tmp_path):
         port = s.getsockname()[1]
     destination = tmp_path / "server-artifacts"
     server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(destination), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--artifacts-destination",
+            str(destination),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     uri = f"http://127.0.0.1:{port}"
     try:

@@ -8,14 +8,13 @@ import shutil
 import pytest
 
 from codyra.analysis.common import run_summaries
-from codyra.cli import main
+from codyra.cli import main, run_stream
+from codyra.evaluation.evaluate import evaluate_cell
+from codyra.evaluation.results import summarize_run
 from codyra.experiment.config import load_config
 from codyra.experiment.train_job import train_task
-from codyra.evaluation.evaluate import evaluate_cell
 from codyra.store.io import ResultError, read_json
 from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
-from codyra.cli import run_stream
-from codyra.evaluation.results import summarize_run
 from codyra.store.updates import load_update, stored_update
 from tests.conftest import write_yaml
 
@@ -72,7 +71,10 @@ def test_update_trained_from_other_earlier_updates_is_refused(grid):
     train_task({**cfg, "train": {**cfg["train"], "lr": 0.03}}, METHOD, 0, 1)  # task 1 retrained alone, out of band
     retrained = read_json(task_dir(cfg, METHOD, 0, 1) / SUMMARY_FILE)["update_digest"]
     assert [retrained] != recorded
-    with pytest.raises(ResultError, match=r"task2 does not belong where it sits: summary.json claims previous_updates .* \(the updates of the tasks before it changed"):
+    with pytest.raises(
+        ResultError,
+        match=r"task2 does not belong where it sits: summary.json claims previous_updates .* \(the updates of the tasks before it changed",
+    ):
         evaluate_cell(cfg, METHOD, 0, 2, 1)
     evaluate_cell(cfg, METHOD, 0, 1, 1)  # task 1 itself sits where it belongs
 

@@ -7,15 +7,14 @@ import logging
 import pytest
 import torch
 
-from codyra.cli import run
-from codyra.experiment.train_job import train_task
+from codyra.cli import run, run_stream
 from codyra.evaluation.evaluate import evaluate_cell
-from codyra.experiment.fingerprints import expected_cell_fingerprints, train_fingerprint
-from codyra.store.io import ResultError, read_json
-from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
-from codyra.cli import run_stream
 from codyra.evaluation.results import summarize_run
 from codyra.evaluation.tables import write_tables
+from codyra.experiment.fingerprints import expected_cell_fingerprints, train_fingerprint
+from codyra.experiment.train_job import train_task
+from codyra.store.io import ResultError, read_json
+from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
 from codyra.store.updates import load_update
 
 
@@ -40,7 +39,11 @@ def test_changed_hyperparameter_discards_the_checkpoint_instead_of_resuming(tiny
         resumed = train_task(changed, "lora-r4", 0, 1)
     assert "discarding checkpoint" in caplog.text and "other settings" in caplog.text
     assert resumed.summary["steps"] == 6 and resumed.summary["job"]["train"]["lr"] == 0.03
-    assert resumed.summary["settings"] == train_fingerprint(changed, "lora-r4", 1) != train_fingerprint(tiny_run, "lora-r4", 1)
+    assert (
+        resumed.summary["settings"]
+        == train_fingerprint(changed, "lora-r4", 1)
+        != train_fingerprint(tiny_run, "lora-r4", 1)
+    )
 
     fresh = {**changed, "results": str(tmp_path / "fresh")}
     train_task(fresh, "lora-r4", 0, 1)  # never killed, lr 0.03 throughout
@@ -49,7 +52,12 @@ def test_changed_hyperparameter_discards_the_checkpoint_instead_of_resuming(tiny
 
 
 def test_tables_refuse_results_of_an_out_of_band_retraining(tiny_run):
-    cfg = {**tiny_run, "tasks": tiny_run["tasks"][:2], "methods": ["lora-r4"], "tracking": {**tiny_run["tracking"], "enabled": False}}
+    cfg = {
+        **tiny_run,
+        "tasks": tiny_run["tasks"][:2],
+        "methods": ["lora-r4"],
+        "tracking": {**tiny_run["tracking"], "enabled": False},
+    }
     run_stream(cfg, "lora-r4", 0)
     write_tables(cfg)  # every cell has the config's settings
 
@@ -59,7 +67,9 @@ def test_tables_refuse_results_of_an_out_of_band_retraining(tiny_run):
     for j in (1, 2):
         evaluate_cell(cfg, "lora-r4", 0, 2, j)
     summarize_run(cfg, "lora-r4", 0)
-    with pytest.raises(ResultError, match=r"other settings than this config.*lora-r4/seed0 \(cells A_2_1, A_2_2; first stale row i=2\)"):
+    with pytest.raises(
+        ResultError, match=r"other settings than this config.*lora-r4/seed0 \(cells A_2_1, A_2_2; first stale row i=2\)"
+    ):
         write_tables(cfg)
 
     assert read_json(task_dir(cfg, "lora-r4", 0, 2) / SUMMARY_FILE)["settings"] != train_fingerprint(cfg, "lora-r4", 2)

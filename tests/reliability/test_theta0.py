@@ -9,10 +9,10 @@ import shutil
 import pytest
 
 import codyra.clip.model as clip_model
-from codyra.experiment.pretraining import pretrain_own
 from codyra.cli import main
 from codyra.clip.model import HubFile, pretrained_clip
 from codyra.experiment.config import load_config
+from codyra.experiment.pretraining import pretrain_own
 from codyra.experiment.train_job import train_task
 from codyra.store.io import ResultError, read_json
 from codyra.store.paths import MINI_PRETRAINED, WEIGHTS_DIGEST, cell_path, results_path
@@ -59,7 +59,9 @@ def test_poisoned_mini_theta_0_is_refused_by_every_job(own_mini, capsys):
 def test_mini_theta_0_without_its_digest_is_refused(own_mini):
     cfg, _ = own_mini
     results_path(cfg, WEIGHTS_DIGEST).unlink()
-    with pytest.raises(ResultError, match=r"model.safetensors has no digest in .*weights-digest.json.*codyra pretrain-mini"):
+    with pytest.raises(
+        ResultError, match=r"model.safetensors has no digest in .*weights-digest.json.*codyra pretrain-mini"
+    ):
         pretrained_clip(cfg)
 
 
@@ -81,7 +83,10 @@ def test_given_weights_are_recorded_at_first_use_and_checked_after(tiny_run, tmp
     pretrained_clip(tiny_run)
 
     overwrite_value(weights, TENSOR, 0, 0.25)  # finite, but not the weights the results were computed from
-    with pytest.raises(ResultError, match=rf"pretrained weights {weights} \({weights}\) changed since this benchmark first used them.*delete {record}") as err:
+    with pytest.raises(
+        ResultError,
+        match=rf"pretrained weights {weights} \({weights}\) changed since this benchmark first used them.*delete {record}",
+    ) as err:
         pretrained_clip(tiny_run)
     assert f"restore {weights}" in str(err.value)
     record.unlink()  # a deliberate change: accepted, and recorded anew
@@ -92,7 +97,9 @@ def test_given_weights_are_recorded_at_first_use_and_checked_after(tiny_run, tmp
 def test_non_finite_weights_are_refused_at_first_use_and_not_recorded(tiny_run, tmp_path):
     weights = given_weights(tiny_run, tmp_path)
     overwrite_value(weights, TENSOR, 3, math.inf)
-    with pytest.raises(ResultError, match=rf"theta_0 {weights} holds non-finite values in 1 tensor\(s\) \(e.g. {TENSOR}\)"):
+    with pytest.raises(
+        ResultError, match=rf"theta_0 {weights} holds non-finite values in 1 tensor\(s\) \(e.g. {TENSOR}\)"
+    ):
         pretrained_clip(tiny_run)
     assert not results_path(tiny_run, WEIGHTS_DIGEST).exists()
 
@@ -108,5 +115,8 @@ def test_open_clip_tag_weights_are_recorded_at_first_use_and_checked_after(tiny_
     assert read_json(results_path(tiny_run, WEIGHTS_DIGEST)) == {name: file_sha256(cached)}
 
     overwrite_value(cached, TENSOR, 1, -3.0)
-    with pytest.raises(ResultError, match=rf"pretrained weights {cached} \({name}\) changed.*delete the cached file {cached} and fetch it again \(codyra fetch-weights --model codyra-mini --pretrained mytag"):
+    with pytest.raises(
+        ResultError,
+        match=rf"pretrained weights {cached} \({name}\) changed.*delete the cached file {cached} and fetch it again \(codyra fetch-weights --model codyra-mini --pretrained mytag",
+    ):
         pretrained_clip(tiny_run)

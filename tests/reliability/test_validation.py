@@ -10,8 +10,8 @@ import pytest
 
 from codyra.cli import main
 from codyra.experiment.config import ConfigError, load_config, parse_value
-from codyra.store.io import write_json
 from codyra.methods import method_class
+from codyra.store.io import write_json
 from codyra.store.paths import cell_path, run_dir
 from tests.conftest import TINY, write_yaml
 
@@ -19,21 +19,63 @@ from tests.conftest import TINY, write_yaml
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        (lambda c: c["method_configs"]["codyra"].update(kappa_max=-0.01), r"method_configs\.codyra\.kappa_max: must be >= 0, got -0\.01"),
-        (lambda c: c["tasks"][1].update(methods={"codyra": {"kappa_max": -1}}), r"tasks\[1\]\.methods\.codyra\.kappa_max: must be >= 0, got -1"),
-        (lambda c: c["method_configs"]["lora-r4"].update(rank=0), r"method_configs\.lora-r4\.rank: must be >= 1, got 0"),
-        (lambda c: c["method_configs"]["lora-r4"].update(rank=-4), r"method_configs\.lora-r4\.rank: must be >= 1, got -4"),
-        (lambda c: c["method_configs"]["lora-r4"].update(rank="16"), r"method_configs\.lora-r4\.rank: must be an integer, got '16'"),
-        (lambda c: c["method_configs"]["lora-r4"].update(alpha="sixteen"), r"method_configs\.lora-r4\.alpha: must be a number or null, got 'sixteen'"),
-        (lambda c: c["method_configs"]["codyra"].update(dense_ratio=5), r"method_configs\.codyra\.dense_ratio: must be <= 1, got 5"),
-        (lambda c: c["tasks"][2].update(methods={"lora-r4": {"dropout": 2.0}}), r"tasks\[2\]\.methods\.lora-r4\.dropout: must be < 1, got 2\.0"),
-        (lambda c: c["method_configs"]["codyra"].update(w_init="bogus"), r"method_configs\.codyra\.w_init: must be one of 'normal', 'uniform', 'ones', got 'bogus'"),
-        (lambda c: c["tasks"][0].update(methods={"full-ft": {"rank": 4}}), r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; its options: label_smoothing"),
-        (lambda c: c["tasks"][1].update(methods={"codyra": {"train": {"lr": "fast"}}}), r"tasks\[1\]\.methods\.codyra\.train\.lr: 'fast' is not of type 'number'"),
-        (lambda c: c["method_configs"]["full-ft"]["train"].update(lr=-1e-4), r"method_configs\.full-ft\.train\.lr: -0\.0001 is less than or equal to the minimum"),
-        (lambda c: c["tasks"][2].update(train={"batch_size": 0}), r"tasks\[2\]\.train\.batch_size: 0 is less than the minimum of 1"),
+        (
+            lambda c: c["method_configs"]["codyra"].update(kappa_max=-0.01),
+            r"method_configs\.codyra\.kappa_max: must be >= 0, got -0\.01",
+        ),
+        (
+            lambda c: c["tasks"][1].update(methods={"codyra": {"kappa_max": -1}}),
+            r"tasks\[1\]\.methods\.codyra\.kappa_max: must be >= 0, got -1",
+        ),
+        (
+            lambda c: c["method_configs"]["lora-r4"].update(rank=0),
+            r"method_configs\.lora-r4\.rank: must be >= 1, got 0",
+        ),
+        (
+            lambda c: c["method_configs"]["lora-r4"].update(rank=-4),
+            r"method_configs\.lora-r4\.rank: must be >= 1, got -4",
+        ),
+        (
+            lambda c: c["method_configs"]["lora-r4"].update(rank="16"),
+            r"method_configs\.lora-r4\.rank: must be an integer, got '16'",
+        ),
+        (
+            lambda c: c["method_configs"]["lora-r4"].update(alpha="sixteen"),
+            r"method_configs\.lora-r4\.alpha: must be a number or null, got 'sixteen'",
+        ),
+        (
+            lambda c: c["method_configs"]["codyra"].update(dense_ratio=5),
+            r"method_configs\.codyra\.dense_ratio: must be <= 1, got 5",
+        ),
+        (
+            lambda c: c["tasks"][2].update(methods={"lora-r4": {"dropout": 2.0}}),
+            r"tasks\[2\]\.methods\.lora-r4\.dropout: must be < 1, got 2\.0",
+        ),
+        (
+            lambda c: c["method_configs"]["codyra"].update(w_init="bogus"),
+            r"method_configs\.codyra\.w_init: must be one of 'normal', 'uniform', 'ones', got 'bogus'",
+        ),
+        (
+            lambda c: c["tasks"][0].update(methods={"full-ft": {"rank": 4}}),
+            r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; its options: label_smoothing",
+        ),
+        (
+            lambda c: c["tasks"][1].update(methods={"codyra": {"train": {"lr": "fast"}}}),
+            r"tasks\[1\]\.methods\.codyra\.train\.lr: 'fast' is not of type 'number'",
+        ),
+        (
+            lambda c: c["method_configs"]["full-ft"]["train"].update(lr=-1e-4),
+            r"method_configs\.full-ft\.train\.lr: -0\.0001 is less than or equal to the minimum",
+        ),
+        (
+            lambda c: c["tasks"][2].update(train={"batch_size": 0}),
+            r"tasks\[2\]\.train\.batch_size: 0 is less than the minimum of 1",
+        ),
         (lambda c: c["train"].update(lr=float("nan")), r"train\.lr: nan is not a finite number"),
-        (lambda c: c["tasks"][1].update(methods={"codyra": {"placement": ["ffn"]}}), r"tasks\[1\]\.methods\.codyra: unknown placement token 'ffn'"),
+        (
+            lambda c: c["tasks"][1].update(methods={"codyra": {"placement": ["ffn"]}}),
+            r"tasks\[1\]\.methods\.codyra: unknown placement token 'ffn'",
+        ),
     ],
 )
 def test_every_method_option_and_override_is_checked_with_its_exact_key_path(tiny_cfg_dict, mutate, message):
@@ -70,7 +112,9 @@ def test_option_choices_are_the_code_s_choices():
 )
 def test_names_that_become_path_components_must_be_safe(tiny_cfg_dict, mutate, key):
     mutate(tiny_cfg_dict)
-    with pytest.raises(ConfigError, match=rf"config key {key}: .* is not a valid name: it becomes a folder under results/"):
+    with pytest.raises(
+        ConfigError, match=rf"config key {key}: .* is not a valid name: it becomes a folder under results/"
+    ):
         load_config(tiny_cfg_dict)
 
 
@@ -86,7 +130,18 @@ def test_every_result_path_is_checked_to_stay_under_results(tiny_cfg, tmp_path):
 
 
 def test_numbers_are_parsed_as_users_write_them():
-    cases = {"1e-4": 1e-4, "5E-4": 5e-4, "-2e3": -2000.0, "1.0e-4": 1e-4, ".5": 0.5, "3": 3, "[a, b]": ["a", "b"], "abc": "abc", "1e-4x": "1e-4x", "null": None}
+    cases = {
+        "1e-4": 1e-4,
+        "5E-4": 5e-4,
+        "-2e3": -2000.0,
+        "1.0e-4": 1e-4,
+        ".5": 0.5,
+        "3": 3,
+        "[a, b]": ["a", "b"],
+        "abc": "abc",
+        "1e-4x": "1e-4x",
+        "null": None,
+    }
     parsed = {text: parse_value(text) for text in cases}
     assert parsed == cases and all(type(parsed[t]) is type(v) for t, v in cases.items())
 
@@ -95,7 +150,9 @@ def test_set_accepts_the_readme_s_own_example(tiny_cfg_dict, tmp_path, capsys):
     tiny_cfg_dict["tracking"] = {"enabled": False}
     path = write_yaml(tmp_path / "c.yaml", tiny_cfg_dict)
     write_cells(load_config(tiny_cfg_dict), "codyra")
-    assert main(["summarize", "--config", path, "--set", "train.lr=1e-4", "--method", "codyra", "--seed", "0"]) == 0, capsys.readouterr().err
+    assert main(["summarize", "--config", path, "--set", "train.lr=1e-4", "--method", "codyra", "--seed", "0"]) == 0, (
+        capsys.readouterr().err
+    )
     assert (run_dir(load_config(tiny_cfg_dict), "codyra", 0) / "matrix.json").is_file()
 
 
@@ -117,7 +174,10 @@ def test_sweep_grid_takes_numbers_as_users_write_them(tiny_cfg, monkeypatch):
         ("", "is empty"),
         ("benchmark: [unclosed\n", "is not valid YAML at line"),
         ("- a\n- b\n", "must hold a YAML mapping"),
-        ("methods: [a]\nseeds: [0]\nmethods: [b]\n", "is not valid YAML at line 3, column 1: key 'methods' appears twice"),
+        (
+            "methods: [a]\nseeds: [0]\nmethods: [b]\n",
+            "is not valid YAML at line 3, column 1: key 'methods' appears twice",
+        ),
     ],
 )
 def test_malformed_or_empty_config_file_is_one_line_naming_it(tmp_path, capsys, text, message):
@@ -132,8 +192,19 @@ def write_cells(cfg: dict, method: str) -> None:
     n = len(cfg["tasks"])
     for i in range(n + 1):
         for j in range(1, n + 1):
-            write_json(cell_path(cfg, method, 0, i, j), {"accuracy": 10.0 * j, "benchmark": cfg["benchmark"], "method": method, "seed": 0,
-                                                         "i": i, "j": j, "task": cfg["tasks"][j - 1]["name"], "num_classes": 5})
+            write_json(
+                cell_path(cfg, method, 0, i, j),
+                {
+                    "accuracy": 10.0 * j,
+                    "benchmark": cfg["benchmark"],
+                    "method": method,
+                    "seed": 0,
+                    "i": i,
+                    "j": j,
+                    "task": cfg["tasks"][j - 1]["name"],
+                    "num_classes": 5,
+                },
+            )
 
 
 def test_summarize_on_a_broken_cell_names_the_file(tiny_cfg_dict, tmp_path, capsys):
@@ -142,7 +213,20 @@ def test_summarize_on_a_broken_cell_names_the_file(tiny_cfg_dict, tmp_path, caps
     write_cells(cfg, "codyra")
     broken = cell_path(cfg, "codyra", 0, 2, 1)
     broken.write_text("")
-    assert main(["summarize", "--config", write_yaml(tmp_path / "c.yaml", tiny_cfg_dict), "--method", "codyra", "--seed", "0"]) == 2
+    assert (
+        main(
+            [
+                "summarize",
+                "--config",
+                write_yaml(tmp_path / "c.yaml", tiny_cfg_dict),
+                "--method",
+                "codyra",
+                "--seed",
+                "0",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(broken) in err and "not valid JSON" in err
 
@@ -154,11 +238,14 @@ def test_sync_mlflow_with_the_server_down_is_one_clear_line(tmp_path, capsys):
     cfg = copy.deepcopy(TINY) | {"results": str(tmp_path / "results"), "tracking": {"uri": f"http://127.0.0.1:{port}"}}
     assert main(["sync-mlflow", "--config", write_yaml(tmp_path / "c.yaml", cfg)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"MLflow store http://127.0.0.1:{port} does not answer" in err and "tracking.uri" in err
+    assert (
+        err.count("\n") == 1
+        and f"MLflow store http://127.0.0.1:{port} does not answer" in err
+        and "tracking.uri" in err
+    )
 
 
 def test_set_into_a_non_mapping_is_a_clear_error(tmp_path, capsys):
     path = write_yaml(tmp_path / "c.yaml", copy.deepcopy(TINY) | {"results": str(tmp_path / "r")})
     assert main(["summarize", "--config", path, "--set", "seeds.x=1", "--method", "codyra", "--seed", "0"]) == 2
     assert "--set seeds.x: seeds is not a mapping" in capsys.readouterr().err
-

@@ -149,5 +149,3 @@ def wait_state(job_id: str, want: str, timeout: float, output: Path | None = Non
 
     wait_for(reached, timeout, f"job {job_id} to reach {want}", on_fail=details)
     return time.monotonic() - t0
-
-

@@ -34,7 +34,21 @@ def submitted_ids(out: str) -> list[str]:
 
 def test_cell_on_slurm_with_the_profile_resources(tiny_yaml, capsys, jobs):
     path, cfg = tiny_yaml
-    argv = ["cell", "--config", path, "--method", "pretrained", "--i", "0", "--j", "1", "--slurm", "--slurm-profile", LOCAL_PROFILE, "--wait"]
+    argv = [
+        "cell",
+        "--config",
+        path,
+        "--method",
+        "pretrained",
+        "--i",
+        "0",
+        "--j",
+        "1",
+        "--slurm",
+        "--slurm-profile",
+        LOCAL_PROFILE,
+        "--wait",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     jobs.extend(submitted_ids(out))
@@ -43,20 +57,46 @@ def test_cell_on_slurm_with_the_profile_resources(tiny_yaml, capsys, jobs):
     assert "Partition=debug" in info
 
 
-def test_requeued_training_resumes_and_equals_an_uninterrupted_run(tmp_path, tiny_cfg_dict, tiny_pretrained, capsys, jobs):
+def test_requeued_training_resumes_and_equals_an_uninterrupted_run(
+    tmp_path, tiny_cfg_dict, tiny_pretrained, capsys, jobs
+):
     tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)
     tiny_cfg_dict["train"].update(iterations=400, batch_size=64, checkpoint_every=20)
     tiny_cfg_dict["tracking"] = {"enabled": False}
     path = write_yaml(tmp_path / "long.yaml", tiny_cfg_dict)
     log = tmp_path / "train.log"
-    argv = ["--log", str(log), "train", "--config", path, "--method", "codyra", "--seed", "0", "--task", "1", "--slurm", "--slurm-profile", LOCAL_PROFILE]
+    argv = [
+        "--log",
+        str(log),
+        "train",
+        "--config",
+        path,
+        "--method",
+        "codyra",
+        "--seed",
+        "0",
+        "--task",
+        "1",
+        "--slurm",
+        "--slurm-profile",
+        LOCAL_PROFILE,
+    ]
     assert main(argv) == 0
     job_id = submitted_ids(capsys.readouterr().out)[0]
     jobs.append(job_id)
     state_file = task_checkpoint_dir(load_config(tiny_cfg_dict), "codyra", 0, 1) / "state.json"
-    wait_for(lambda: state_file.is_file() and json.loads(state_file.read_text())["step"] >= 40, 300, "a checkpoint at step >= 40")
+    wait_for(
+        lambda: state_file.is_file() and json.loads(state_file.read_text())["step"] >= 40,
+        300,
+        "a checkpoint at step >= 40",
+    )
     _run(["scontrol", "requeue", job_id])
-    wait_for(lambda: job_state(job_id) in ("COMPLETED", "FAILED", "CANCELLED"), 600, f"requeued job {job_id} to finish", interval=1)
+    wait_for(
+        lambda: job_state(job_id) in ("COMPLETED", "FAILED", "CANCELLED"),
+        600,
+        f"requeued job {job_id} to finish",
+        interval=1,
+    )
     assert job_state(job_id) == "COMPLETED"
     assert re.search(r"resumed .*checkpoint.* from step \d+/400", log.read_text())
 

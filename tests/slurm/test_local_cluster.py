@@ -167,7 +167,7 @@ def test_scontrol_requeue_runs_job_twice(tmp_path, jobs):
     counter = tmp_path / "counter"
     out = tmp_path / "out.txt"
     script = (
-        f'n=$(cat {counter} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {counter}; '
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {counter}; "
         f'echo "run $n restart_count=${{SLURM_RESTART_COUNT:-0}}"; sleep 600'
     )
     job_id = sbatch(

@@ -25,21 +25,40 @@ def grid_config(tmp: Path, **overrides) -> dict:
     return cfg
 
 
-def snakemake(workdir: Path, cfg: dict, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, cfg: dict, *args: str, check: bool = True, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """snakemake in ``workdir`` with ``cfg`` as its only config file and the repo's default profile."""
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    cmd = [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(path), "--workflow-profile", str(REPO / "profiles" / "default"), *args]
-    result = subprocess.run(cmd, check=False, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
+    cmd = [
+        *SNAKEMAKE,
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(path),
+        "--workflow-profile",
+        str(REPO / "profiles" / "default"),
+        *args,
+    ]
+    result = subprocess.run(
+        cmd, check=False, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900
+    )
     if check and result.returncode != 0:
-        raise AssertionError(f"snakemake failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+        raise AssertionError(
+            f"snakemake failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        )
     return result
 
 
 def job_counts(output: str) -> dict[str, int]:
     """Parse Snakemake's 'Job stats' table."""
     table = output.split("Job stats:")[-1]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE) if m.group(1) != "total"}
+    return {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)
+        if m.group(1) != "total"
+    }
 
 
 @pytest.fixture(scope="session")

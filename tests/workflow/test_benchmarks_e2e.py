@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from codyra.clip.streams import build_tasks
+from codyra.data.tasks import ImageConfig
 from codyra.experiment.config import load_config
 from codyra.store.paths import cell_path, row0_cell_path, tables_dir
-from codyra.data.tasks import ImageConfig
 from tests.conftest import TINY
 from tests.data.fixtures import write_dtd, write_eurosat, write_mnist
 from tests.llm.conftest import TINY_TRACE
@@ -38,7 +38,12 @@ def clip_config(tmp_path, data_root, pretrained, kind: str) -> dict:
         "seeds": [0],
         "methods": ["zeroshot", "codyra"],
         "model": {"name": "codyra-mini", "pretrained": str(pretrained)},
-        "data": {"kind": kind, "root": str(data_root), "fewshot": 2, "label_space": "task" if kind == "mtil" else "union"},
+        "data": {
+            "kind": kind,
+            "root": str(data_root),
+            "fewshot": 2,
+            "label_space": "task" if kind == "mtil" else "union",
+        },
         "tasks": [{"name": "DTD"}, {"name": "EuroSAT"}, {"name": "MNIST"}],
         "train": {"iterations": 3, "batch_size": 4, "lr": 0.003, "checkpoint_every": 2},
         "eval": {"batch_size": 16},
@@ -51,7 +56,9 @@ def test_clip_benchmark_on_fixture_datasets(tmp_path, fixture_root, tiny_pretrai
     cfg = clip_config(tmp_path, fixture_root, tiny_pretrained, kind)
     result = snakemake(tmp_path, cfg, "--cores", "2", "all_tables")
     counts = job_counts(result.stdout + result.stderr)
-    assert counts["train_task"] == 3 and counts["eval_row0"] == 1 and counts["eval_row"] == 3 and counts["copy_row0"] == 9
+    assert (
+        counts["train_task"] == 3 and counts["eval_row0"] == 1 and counts["eval_row"] == 3 and counts["copy_row0"] == 9
+    )
     loaded = load_config(cfg)
     manifests = sorted(p.name for p in (tmp_path / "results" / cfg["benchmark"] / "fewshot").iterdir())
     assert manifests == ["DTD.json", "EuroSAT.json", "MNIST.json"]  # 2-shot subsets pinned once per dataset
@@ -61,7 +68,9 @@ def test_clip_benchmark_on_fixture_datasets(tmp_path, fixture_root, tiny_pretrai
         assert mnist["num_classes"] == tasks[2].num_classes == 10
     else:  # over the union of every task's classes
         assert mnist["num_classes"] == sum(t.num_classes for t in tasks) > 10
-    summary = json.loads((tmp_path / "results" / cfg["benchmark"] / "codyra" / "seed0" / "task2" / "summary.json").read_text())
+    summary = json.loads(
+        (tmp_path / "results" / cfg["benchmark"] / "codyra" / "seed0" / "task2" / "summary.json").read_text()
+    )
     assert summary["task"] == "EuroSAT" and summary["steps"] == 3
     assert json.loads(cell_path(loaded, "codyra", 0, 3, 1).read_text())["task"] == "DTD"
     assert (tables_dir(loaded) / "table1.md").is_file()

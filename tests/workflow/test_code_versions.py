@@ -75,7 +75,11 @@ def test_a_method_edit_reruns_only_the_methods_built_on_it(edit_and_plan, edited
     counts, methods = plan(appended(edited, "\nEDITED = 1\n"))
     assert methods == {method}  # no other method's jobs
     assert counts == {
-        "train_task": seeds * n, "eval_row": seeds * n, "summarize_run": seeds, "tables": 1, "all_tables": 1,
+        "train_task": seeds * n,
+        "eval_row": seeds * n,
+        "summarize_run": seeds,
+        "tables": 1,
+        "all_tables": 1,
     }
 
 

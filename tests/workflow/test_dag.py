@@ -41,7 +41,10 @@ def test_default_config_dag_has_the_grid_job_counts(tmp_path):
         (lambda c: c["methods"].append("ewc"), "methods: 'ewc' has no entry in method_configs"),
         (lambda c: c["method_configs"].pop("codyra"), "methods: 'codyra' has no entry in method_configs"),
         (lambda c: c.pop("model"), "'model' is a required property"),
-        (lambda c: c["train"].update(batch_size="large"), "config key train.batch_size: 'large' is not of type 'integer'"),
+        (
+            lambda c: c["train"].update(batch_size="large"),
+            "config key train.batch_size: 'large' is not of type 'integer'",
+        ),
         (lambda c: c.update(tasks=[]), "config key tasks"),
         (lambda c: c["method_configs"]["codyra"].update(placement="ffn"), "unknown placement token 'ffn'"),
     ],
@@ -78,7 +81,15 @@ def count_submissions(workdir, *args: str) -> dict:
     import subprocess
     import sys
 
-    cmd = [sys.executable, str(REPO / "scripts" / "count-submissions.py"), "-s", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir), *args]
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "count-submissions.py"),
+        "-s",
+        str(REPO / "workflow" / "Snakefile"),
+        "--directory",
+        str(workdir),
+        *args,
+    ]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
 
 
@@ -94,7 +105,11 @@ def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(t
     n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
     trained = [m for m in cfg["methods"] if cfg["method_configs"][m]["kind"] != "zeroshot"]
     # one job per trained run (its N trainings and N rows); the pretrained row; theta_0
-    assert out["submissions_by_rule"] == {"eval_row+train_task": len(trained) * seeds, "eval_row0": 1, "pretrain_mini": 1}
+    assert out["submissions_by_rule"] == {
+        "eval_row+train_task": len(trained) * seeds,
+        "eval_row0": 1,
+        "pretrain_mini": 1,
+    }
     rules, defaults = SLURM_PROFILE["set-resources"], SLURM_PROFILE["default-resources"]
     group = out["resources"]["eval_row+train_task"]
     # row i and task i+1 could run side by side: the gpu_slot constraint runs them in series, so the
@@ -105,19 +120,33 @@ def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(t
     assert group["runtime"] == n * (rules["train_task"]["runtime"] + rules["eval_row"]["runtime"])
     assert out["resources"]["pretrain_mini"]["gpu"] == 0
     # members without a gpu_slot: Snakemake adds up those that could run side by side
-    unconstrained = count_submissions(tmp_path, *args, "--set-resources", "train_task:gpu_slot=0", "eval_row:gpu_slot=0")["resources"]["eval_row+train_task"]
+    unconstrained = count_submissions(
+        tmp_path, *args, "--set-resources", "train_task:gpu_slot=0", "eval_row:gpu_slot=0"
+    )["resources"]["eval_row+train_task"]
     assert unconstrained["gpu"] == 2 and unconstrained["_cores"] == 3 + 2
     # a site with a shorter time limit: one job per task (training i and row i)
     per_task = count_submissions(tmp_path, *args, "--config", "cluster_job=task")
     assert per_task["submissions_by_rule"]["eval_row+train_task"] == len(trained) * seeds * n
-    assert per_task["resources"]["eval_row+train_task"]["runtime"] == rules["train_task"]["runtime"] + rules["eval_row"]["runtime"]
+    assert (
+        per_task["resources"]["eval_row+train_task"]["runtime"]
+        == rules["train_task"]["runtime"] + rules["eval_row"]["runtime"]
+    )
     assert not (tmp_path / "results").exists()
 
 
 def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
     """The grouping's target: <= 300 SLURM submissions for config/mtil_5shot.yaml (2,372 ungrouped)."""
-    out = count_submissions(REPO, "--profile", str(REPO / "profiles" / "slurm"), "all_tables", "--configfile", str(REPO / "config" / "mtil_5shot.yaml"),
-                            "--config", "check_data=False", f"results={tmp_path / 'results'}")
+    out = count_submissions(
+        REPO,
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "all_tables",
+        "--configfile",
+        str(REPO / "config" / "mtil_5shot.yaml"),
+        "--config",
+        "check_data=False",
+        f"results={tmp_path / 'results'}",
+    )
     cfg = load_config(config_from_files([str(REPO / "config" / "mtil_5shot.yaml")], {"check_data": False}))
     trained = [m for m in cfg["methods"] if method_of(cfg, m).trains]
     assert len(trained) >= 15  # the paper's Table 1 rows; untrained methods' rows are local copies
@@ -126,17 +155,30 @@ def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
     assert out["submissions_by_rule"] == {"eval_row+train_task": runs, "eval_row0": 1}
     rules = SLURM_PROFILE["set-resources"]
     group = out["resources"]["eval_row+train_task"]
-    assert group["gpu"] == 1 and group["_cores"] == 8 and group["mem_mb"] == SLURM_PROFILE["default-resources"]["mem_mb"]
+    assert (
+        group["gpu"] == 1 and group["_cores"] == 8 and group["mem_mb"] == SLURM_PROFILE["default-resources"]["mem_mb"]
+    )
     assert group["runtime"] == 11 * (rules["train_task"]["runtime"] + rules["eval_row"]["runtime"])
 
 
 def test_causal_lm_runs_submit_one_job_per_task_on_the_training_gpus(tmp_path):
     """A TRACE task holds 4 GPUs for hours: the group is training task i and row i, not the run."""
     cfg = yaml.safe_load((REPO / "config" / "mini_trace.yaml").read_text())
-    out = count_submissions(REPO, "--profile", str(REPO / "profiles" / "slurm"), "all_tables", "--configfile", str(REPO / "config" / "mini_trace.yaml"),
-                            "--config", "check_data=False", f"results={tmp_path / 'results'}")
+    out = count_submissions(
+        REPO,
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "all_tables",
+        "--configfile",
+        str(REPO / "config" / "mini_trace.yaml"),
+        "--config",
+        "check_data=False",
+        f"results={tmp_path / 'results'}",
+    )
     trained = [m for m in cfg["methods"] if cfg["method_configs"][m]["kind"] != "zeroshot"]
-    assert out["submissions_by_rule"]["eval_lm_row+train_lm_task"] == len(trained) * len(cfg["seeds"]) * len(cfg["tasks"])
+    assert out["submissions_by_rule"]["eval_lm_row+train_lm_task"] == len(trained) * len(cfg["seeds"]) * len(
+        cfg["tasks"]
+    )
     rules = SLURM_PROFILE["set-resources"]
     group = out["resources"]["eval_lm_row+train_lm_task"]
     assert group["gpu"] == rules["train_lm_task"]["gpu"] and group["mem_mb"] == rules["train_lm_task"]["mem_mb"]
@@ -146,7 +188,13 @@ def test_causal_lm_runs_submit_one_job_per_task_on_the_training_gpus(tmp_path):
 def test_a_configfile_that_extends_a_base_drives_the_dag(tmp_path):
     """Snakemake's --configfile loader knows nothing of `extends`: the workflow resolves it, then --config."""
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(copy.deepcopy(TINY) | {"results": str(tmp_path / "results")}))
-    variant = {"extends": "base.yaml", "benchmark": "variant", "tasks": TINY["tasks"][:2], "methods": ["zeroshot", "codyra"], "seeds": [0, 1]}
+    variant = {
+        "extends": "base.yaml",
+        "benchmark": "variant",
+        "tasks": TINY["tasks"][:2],
+        "methods": ["zeroshot", "codyra"],
+        "seeds": [0, 1],
+    }
     result = snakemake(tmp_path, variant, "-n", "all_tables", "--config", "benchmark=override")
     counts = job_counts(result.stdout)
     assert counts["train_task"] == 2 * 2  # codyra x 2 seeds x the variant's 2 tasks

@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from codyra.experiment.config import load_config
 from codyra.evaluation.metrics import summarize
-from codyra.tracking.sync import sync_mlflow
+from codyra.experiment.config import load_config
 from codyra.store.paths import cell_path, heldout_path, row0_heldout_path, tables_dir
 from codyra.tracking.mirror import KEY, Store
+from codyra.tracking.sync import sync_mlflow
 
 from .conftest import grid_config, job_counts, snakemake
 
@@ -21,7 +21,10 @@ pytestmark = pytest.mark.slow
 
 def matrix_from_cells(cfg, method, seed):
     n = len(cfg["tasks"])
-    return [[json.loads(cell_path(cfg, method, seed, i, j).read_text())["accuracy"] for j in range(1, n + 1)] for i in range(n + 1)]
+    return [
+        [json.loads(cell_path(cfg, method, seed, i, j).read_text())["accuracy"] for j in range(1, n + 1)]
+        for i in range(n + 1)
+    ]
 
 
 def test_tables_equal_metrics_of_the_cell_files(finished_grid):
@@ -42,8 +45,12 @@ def test_tables_equal_metrics_of_the_cell_files(finished_grid):
             if key == "transfer":
                 assert got[first]["mean"] == ""  # task 1 has no transfer
             else:
-                assert float(got[first]["mean"]) == pytest.approx(sum(s["per_task"][key][0] for s in per_seed) / len(per_seed))
-    forgetting = {r["row"]: r for r in csv.DictReader((folder / "forgetting.csv").open()) if r["column"] == "Forgetting"}
+                assert float(got[first]["mean"]) == pytest.approx(
+                    sum(s["per_task"][key][0] for s in per_seed) / len(per_seed)
+                )
+    forgetting = {
+        r["row"]: r for r in csv.DictReader((folder / "forgetting.csv").open()) if r["column"] == "Forgetting"
+    }
     want = [summarize(matrix_from_cells(cfg, "full-ft", s))["forgetting"] for s in cfg["seeds"]]
     assert float(forgetting["full-ft"]["mean"]) == pytest.approx(sum(want) / len(want))
     assert forgetting["zeroshot"]["mean"] == "0.0"
@@ -66,7 +73,9 @@ def test_rerunning_one_cell_recomputes_only_its_row(finished_grid):
     # the cell's row (one job builds theta_2 once), plus MLflow's own store (the cells' runs are logged again)
     assert {p for p in changed if "mlflow.db" not in p.name and "mlartifacts" not in p.parts} == row
     for p in row:  # deterministic: the same cells, only their timing differs
-        assert {k: v for k, v in json.loads(p.read_text()).items() if k != "seconds"} == {k: v for k, v in old[p].items() if k != "seconds"}
+        assert {k: v for k, v in json.loads(p.read_text()).items() if k != "seconds"} == {
+            k: v for k, v in old[p].items() if k != "seconds"
+        }
 
 
 def test_mlflow_mirrors_the_grid(finished_grid):
@@ -76,11 +85,22 @@ def test_mlflow_mirrors_the_grid(finished_grid):
     runs = store.runs_by_key()
     n, seeds, methods = len(cfg["tasks"]), cfg["seeds"], cfg["methods"]
     trained = [m for m in methods if m != "zeroshot"]
-    expected = 1 + (1 + len(methods) * len(seeds)) + n + len(trained) * len(seeds) * n + len(methods) * len(seeds) * (n + 1) * n
+    expected = (
+        1
+        + (1 + len(methods) * len(seeds))
+        + n
+        + len(trained) * len(seeds) * n
+        + len(methods) * len(seeds) * (n + 1) * n
+    )
     assert len(runs) == expected  # the tables run, parents, shared row 0, training tasks, cells; no duplicates
-    assert all(r.data.tags.get("codyra.complete") == "true" for k, r in runs.items() if k.startswith(("train/", "cell/")))
+    assert all(
+        r.data.tags.get("codyra.complete") == "true" for k, r in runs.items() if k.startswith(("train/", "cell/"))
+    )
     assert all(r.info.status == "FINISHED" for r in runs.values())  # the pretrained parent included
-    assert all(r.data.tags["codyra.version"] and r.data.tags["version.torch"] and r.data.tags["codyra.git_commit"] for r in runs.values())
+    assert all(
+        r.data.tags["codyra.version"] and r.data.tags["version.torch"] and r.data.tags["codyra.git_commit"]
+        for r in runs.values()
+    )
     train = runs[f"train/{cfg['benchmark']}/codyra/seed1/task2"]
     assert train.data.tags["task"] == cfg["tasks"][1]["name"] and train.data.tags["kind"] == "train"
     assert train.data.params["method.kappa_max"] == str(cfg["method_configs"]["codyra"]["kappa_max"])
@@ -89,7 +109,9 @@ def test_mlflow_mirrors_the_grid(finished_grid):
     assert len({m.timestamp for m in history}) > 1  # each point stamped when it was measured
     assert {"kappa", "active_rank_total", "lr"} <= set(train.data.metrics)
     ranks = store.client.get_metric_history(train.info.run_id, "active_rank_total")
-    assert min(m.step for m in ranks) >= 1 and max(m.step for m in ranks) == cfg["train"]["iterations"]  # no final value at step 0
+    assert (
+        min(m.step for m in ranks) >= 1 and max(m.step for m in ranks) == cfg["train"]["iterations"]
+    )  # no final value at step 0
     cell = runs[f"cell/{cfg['benchmark']}/full-ft/seed0/A_3_1"]
     assert cell.data.metrics["accuracy"] == json.loads(cell_path(cfg, "full-ft", 0, 3, 1).read_text())["accuracy"]
     assert cell.data.tags["mlflow.parentRunId"] == runs[f"run/{cfg['benchmark']}/full-ft/seed0"].info.run_id
@@ -109,7 +131,9 @@ def test_mlflow_mirrors_the_grid(finished_grid):
     assert parent.info.end_time == max(r.info.end_time for r in children)  # the parent ends with its own work
     for key, run in runs.items():  # ... and every parent starts with it (made by its first job, not by mlflow-init)
         if key.startswith("run/"):
-            first = min(r.info.start_time for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == run.info.run_id)
+            first = min(
+                r.info.start_time for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == run.info.run_id
+            )
             assert 0 <= first - run.info.start_time < 5000, key
     assert sync_mlflow(cfg)["created"] == 0  # live logging left nothing to fill in
 
@@ -121,7 +145,10 @@ def test_unreachable_tracking_keeps_results_and_sync_fills_mlflow_once(tmp_path)
     loaded = load_config(cfg)
     assert (tables_dir(loaded) / "table1.md").is_file()
     assert all(cell_path(loaded, "codyra", 0, i, j).is_file() for i in range(4) for j in range(1, 4))
-    assert "does not answer" in (tmp_path / "results" / "logs" / "tiny" / "train" / "codyra" / "seed0" / "task1.log").read_text()
+    assert (
+        "does not answer"
+        in (tmp_path / "results" / "logs" / "tiny" / "train" / "codyra" / "seed0" / "task1.log").read_text()
+    )
 
     loaded["tracking"]["uri"] = f"sqlite:///{tmp_path / 'later.db'}"
     first = sync_mlflow(loaded)
@@ -136,7 +163,9 @@ def test_unreachable_tracking_keeps_results_and_sync_fills_mlflow_once(tmp_path)
     assert run.info.end_time == written and run.info.start_time == int((path.stat().st_mtime - cell["seconds"]) * 1000)
     assert {m.timestamp for m in Store(loaded).client.get_metric_history(run.info.run_id, "accuracy")} == {written}
     parent = runs[f"run/{loaded['benchmark']}/codyra/seed0"]
-    assert parent.info.start_time == min(r.info.start_time for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id)
+    assert parent.info.start_time == min(
+        r.info.start_time for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
+    )
     assert os.path.getsize(tmp_path / "later.db") > 0
 
 
@@ -185,7 +214,12 @@ def test_heldout_target_adds_only_heldout_jobs(finished_grid):
     counts = job_counts(result.stdout + result.stderr)
     n, runs, seeds = len(cfg["tasks"]), len(cfg["methods"]) * len(cfg["seeds"]), len(cfg["seeds"])
     trained_runs = runs - seeds  # zeroshot's rows, and row 0 of every run, copy theta_0's files
-    assert counts == {"heldout_row0": 1, "heldout": trained_runs * n, "copy_heldout_row0": runs * (n + 1) - trained_runs * n, "all_heldout": 1}
+    assert counts == {
+        "heldout_row0": 1,
+        "heldout": trained_runs * n,
+        "copy_heldout_row0": runs * (n + 1) - trained_runs * n,
+        "all_heldout": 1,
+    }
     loaded = load_config(cfg)
     for name in cfg["heldout_tasks"]:
         theta0 = json.loads(row0_heldout_path(loaded, name).read_text())["accuracy"]
@@ -201,13 +235,25 @@ def test_report_of_the_paper_target_shows_every_analysis_with_its_caption(finish
     from .test_targets import embedded_results
 
     workdir, raw, _ = finished_grid
-    cfg = {**raw, "heldout_tasks": ["shape"], "analysis": {"cost_reference": "full-ft"}}  # captions show a value the config sets ...
+    cfg = {
+        **raw,
+        "heldout_tasks": ["shape"],
+        "analysis": {"cost_reference": "full-ft"},
+    }  # captions show a value the config sets ...
     snakemake(workdir, cfg, "--cores", "2", "paper")
     report = tmp_path / "report.html"
     snakemake(workdir, cfg, "--report", str(report), "paper")
     html = report.read_text()
     files = {name for _, name, _ in embedded_results(html)}
-    assert {"drift.html", "drift.png", "cost.html", "cka.html", "interpolation.html", "remove_modules.html", "significance.html"} <= files
+    assert {
+        "drift.html",
+        "drift.png",
+        "cost.html",
+        "cka.html",
+        "interpolation.html",
+        "remove_modules.html",
+        "significance.html",
+    } <= files
     assert {"heldout_tracking.html", "general_capability.html", "paper_vs_reproduced.html", "rank_codyra.html"} <= files
     assert "cost_reference</tt> (full-ft)" in html
     alphas = load_config(cfg)["analysis"]["interpolation_alphas"]  # ... and one only its default gives

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.slow
 
 def test_bare_snakemake_ran_the_whole_grid(finished_grid):
     workdir, cfg, result = finished_grid
-    counts = job_counts(result.stdout + result.stderr)  # the run's plan: the default target, not the first included rule
+    counts = job_counts(
+        result.stdout + result.stderr
+    )  # the run's plan: the default target, not the first included rule
     assert counts["all_tables"] == counts["tables"] == 1 and counts["train_task"] > 0
     assert (workdir / "results" / "tables" / cfg["benchmark"] / "table1.md").is_file()
 
@@ -51,7 +53,9 @@ def test_report_of_the_finished_grid_contains_the_tables_and_runs(finished_grid,
     tables = workdir / "results" / "tables" / cfg["benchmark"]
     names = ["table1", "forgetting", *(f"A_{m}" for m in cfg["methods"])]
     for name in names:  # each table rendered once, byte for byte the file the tables job wrote
-        assert [content for mime, file, content in embedded if file == f"{name}.html"] == [(tables / f"{name}.html").read_bytes()]
+        assert [content for mime, file, content in embedded if file == f"{name}.html"] == [
+            (tables / f"{name}.html").read_bytes()
+        ]
     assert b"Transfer" in (tables / "table1.html").read_bytes()
     runs = len(cfg["methods"]) * len(cfg["seeds"])
     assert sum(file == "A_heatmap.png" and mime == "image/png" for mime, file, _ in embedded) == runs

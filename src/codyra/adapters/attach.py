@@ -43,7 +43,9 @@ class LoRAMultiheadAttention(nn.Module):
     def __init__(self, base: nn.MultiheadAttention, adapters: dict[str, RankSelectiveLoRA]):
         super().__init__()
         if not base._qkv_same_embed_dim or base.bias_k is not None or base.add_zero_attn:
-            raise ValueError("only nn.MultiheadAttention with a fused in_proj and no bias_k/v or zero-attn is supported")
+            raise ValueError(
+                "only nn.MultiheadAttention with a fused in_proj and no bias_k/v or zero-attn is supported"
+            )
         self.embed_dim, self.num_heads = base.embed_dim, base.num_heads
         self.batch_first, self.dropout = base.batch_first, base.dropout
         self.in_proj_weight, self.in_proj_bias = base.in_proj_weight, base.in_proj_bias
@@ -106,7 +108,11 @@ def _additive_mask(attn_mask, key_padding_mask, batch, heads, dtype):
     """Combine nn.MultiheadAttention's masks (bool True = blocked, or additive float) into one."""
 
     def additive(m):
-        return torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill(m, float("-inf")) if m.dtype == torch.bool else m.to(dtype)
+        return (
+            torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill(m, float("-inf"))
+            if m.dtype == torch.bool
+            else m.to(dtype)
+        )
 
     mask = None
     if attn_mask is not None:

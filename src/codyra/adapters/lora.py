@@ -107,7 +107,9 @@ class GeneratorDropout(nn.Module):
         if not self.training:
             return x
         if self.generator is None:
-            raise RuntimeError("adapter dropout has no generator: call seed_adapter_dropout(model, device) before training")
+            raise RuntimeError(
+                "adapter dropout has no generator: call seed_adapter_dropout(model, device) before training"
+            )
         keep = torch.empty_like(x).bernoulli_(1 - self.p, generator=self.generator)
         return x * keep / (1 - self.p)
 
@@ -122,4 +124,3 @@ def seed_adapter_dropout(model: nn.Module, device) -> torch.Generator | None:
     for layer in layers:
         layer.generator = generator
     return generator
-

@@ -15,8 +15,8 @@ import numpy as np
 
 from codyra.analysis.common import figures_dir, new_figure, run_summaries, save_figure, write_any_table
 from codyra.evaluation.metrics import summarize
-from codyra.experiment.sweeps import sweep_methods
 from codyra.evaluation.tables import Table
+from codyra.experiment.sweeps import sweep_methods
 
 COLUMNS = ["Transfer", "Average", "Last", "Forgetting", "active rank"]
 
@@ -73,7 +73,9 @@ def per_task_table(cfg: dict, name: str, runs: dict[str, list[dict]]) -> Table:
     for j, task in enumerate(cfg["tasks"]):
         for method, _ in sweep_rows(cfg, name, runs):
             plasticity, forgetting = zip(*(plasticity_forgetting(m["A"], j) for m in runs[method]))
-            table.rows.append((task["name"], method, [list(plasticity), None if None in forgetting else list(forgetting)]))
+            table.rows.append(
+                (task["name"], method, [list(plasticity), None if None in forgetting else list(forgetting)])
+            )
     return table
 
 

@@ -21,7 +21,9 @@ from codyra.store.updates import TaskUpdate
 def linear_cka(X: torch.Tensor, Y: torch.Tensor) -> float:
     """Linear CKA of representations X (n x p) and Y (n x q): ||Yc^T Xc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F)."""
     if X.ndim != 2 or Y.ndim != 2 or X.shape[0] != Y.shape[0]:
-        raise ValueError(f"linear CKA needs two matrices with the same number of rows, got {tuple(X.shape)} and {tuple(Y.shape)}")
+        raise ValueError(
+            f"linear CKA needs two matrices with the same number of rows, got {tuple(X.shape)} and {tuple(Y.shape)}"
+        )
     X = X.double() - X.double().mean(0)
     Y = Y.double() - Y.double().mean(0)
     denominator = torch.linalg.matrix_norm(X.T @ X) * torch.linalg.matrix_norm(Y.T @ Y)
@@ -70,6 +72,8 @@ def cka_table(cfg: dict) -> Table:
     for method in trained_methods(cfg):
         per_seed = [consecutive_cka(run_updates(cfg, method, s)) for s in cfg["seeds"]]
         cells = [_defined([v[t] for v in per_seed]) for t in range(n - 1)]
-        means = [statistics.fmean(x for x in v if x is not None) if any(x is not None for x in v) else None for v in per_seed]
+        means = [
+            statistics.fmean(x for x in v if x is not None) if any(x is not None for x in v) else None for v in per_seed
+        ]
         table.rows.append(("", method, cells + [_defined(means)]))
     return table

@@ -32,7 +32,9 @@ def adapter_methods(cfg: dict) -> list[str]:
 
     from codyra.methods import method_of
 
-    return [m for m in trained_methods(cfg) if "rank" in {f.name for f in dataclasses.fields(method_of(cfg, m).Options)}]
+    return [
+        m for m in trained_methods(cfg) if "rank" in {f.name for f in dataclasses.fields(method_of(cfg, m).Options)}
+    ]
 
 
 def norm_methods(cfg: dict) -> list[str]:
@@ -77,12 +79,23 @@ class PlainTable:
     def latex(self) -> str:
         from codyra.evaluation.tables import _tex
 
-        lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{l" + "c" * (len(self.columns) - 1) + "}", r"\toprule"]
+        lines = [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\begin{tabular}{l" + "c" * (len(self.columns) - 1) + "}",
+            r"\toprule",
+        ]
         lines.append(" & ".join(_tex(c) for c in self.columns) + r" \\")
         lines.append(r"\midrule")
         lines += [" & ".join(_tex(c).replace("±", r"$\pm$") for c in row) + r" \\" for row in self.rows]
         caption = " ".join([self.caption, *self.notes])
-        lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(caption)}}}", rf"\label{{tab:{self.name}}}", r"\end{table}"]
+        lines += [
+            r"\bottomrule",
+            r"\end{tabular}",
+            rf"\caption{{{_tex(caption)}}}",
+            rf"\label{{tab:{self.name}}}",
+            r"\end{table}",
+        ]
         return "\n".join(lines) + "\n"
 
     def html(self) -> str:
@@ -126,5 +139,7 @@ def save_figure(fig, stem: Path) -> None:
     import matplotlib.pyplot as plt
 
     for ext in ("png", "pdf"):
-        atomic_write(Path(f"{stem}.{ext}"), lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight"))
+        atomic_write(
+            Path(f"{stem}.{ext}"), lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
+        )
     plt.close(fig)

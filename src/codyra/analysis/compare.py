@@ -33,16 +33,31 @@ from pathlib import Path
 
 from codyra.analysis.common import PlainTable
 from codyra.analysis.published import benchmarks, inconsistency, mean_std, table, tables_of, value
+from codyra.evaluation.tables import method_layout
 from codyra.experiment.pretraining import own_pretraining
 from codyra.methods import method_class
 from codyra.methods.options import parse_options
-from codyra.evaluation.tables import method_layout
 
 COMPARED, NO_ROW, NO_NUMBER, NOT_RUN = "compared", "no published row", "no published number", "not run"
-PAPER_COLUMNS = {"StanfordCars": "Cars", "ImageNet": "ImageNet-1k"}  # our task name -> the paper's column, where they differ
-LAYOUT_TABLES = ("table1", "forgetting", "table2")  # our tables labelling methods as codyra.evaluation.tables.method_layout (dagger)
-ACCURACY_TABLES = ("few_mtil", "full_mtil", "few_xtail")  # Table 1's layout: blocks Transfer / Average / Last, a column per task
-MEANS_TABLES = ("supp_olora_treelora", "supp_adalora", "supp_ours+rail")  # columns Transfer / Average / Last (means over tasks)
+PAPER_COLUMNS = {
+    "StanfordCars": "Cars",
+    "ImageNet": "ImageNet-1k",
+}  # our task name -> the paper's column, where they differ
+LAYOUT_TABLES = (
+    "table1",
+    "forgetting",
+    "table2",
+)  # our tables labelling methods as codyra.evaluation.tables.method_layout (dagger)
+ACCURACY_TABLES = (
+    "few_mtil",
+    "full_mtil",
+    "few_xtail",
+)  # Table 1's layout: blocks Transfer / Average / Last, a column per task
+MEANS_TABLES = (
+    "supp_olora_treelora",
+    "supp_adalora",
+    "supp_ours+rail",
+)  # columns Transfer / Average / Last (means over tasks)
 ZERO_SHOT_BLOCK = "CLIP zero-shot reference"  # a zero-shot model's Average and Last equal its zero-shot accuracy
 
 
@@ -90,7 +105,9 @@ def paper_setting(cfg: dict) -> Setting:
     kind, mini = cfg["data"]["kind"], own_pretraining(cfg) is not None
     name = cfg["analysis"].get("paper_benchmark")
     if name is not None and name not in benchmarks():
-        raise ValueError(f"config key analysis.paper_benchmark: {name!r} is not one of the paper's benchmarks ({', '.join(benchmarks())})")
+        raise ValueError(
+            f"config key analysis.paper_benchmark: {name!r} is not one of the paper's benchmarks ({', '.join(benchmarks())})"
+        )
     if name is None and mini:
         name = "trace" if kind == "trace" else "xtail-16shot"
     if name is None:
@@ -100,14 +117,25 @@ def paper_setting(cfg: dict) -> Setting:
             return Setting(None, "", f"the paper reports no {kind} benchmark with fewshot {shots}")
     bench = benchmarks()[name]
     blocks = list(bench.get("backbones", {}))
-    block = next((b for b, model in bench.get("backbones", {}).items() if model == cfg["model"].get("name")), blocks[0] if mini and blocks else "")
+    block = next(
+        (b for b, model in bench.get("backbones", {}).items() if model == cfg["model"].get("name")),
+        blocks[0] if mini and blocks else "",
+    )
     if mini:
         return Setting(name, block, None)
     tasks = [PAPER_COLUMNS.get(t["name"], t["name"]) for t in cfg["tasks"]]
     if tasks != bench["tasks"]:
-        return Setting(name, block, f"the paper's {name} numbers are for the task order {', '.join(bench['tasks'])}; this config trains {', '.join(tasks)}")
+        return Setting(
+            name,
+            block,
+            f"the paper's {name} numbers are for the task order {', '.join(bench['tasks'])}; this config trains {', '.join(tasks)}",
+        )
     if blocks and not block:
-        return Setting(name, block, f"the paper's {name} numbers are for the backbones {', '.join(bench['backbones'].values())}; this config's model is {cfg['model'].get('name')}")
+        return Setting(
+            name,
+            block,
+            f"the paper's {name} numbers are for the backbones {', '.join(bench['backbones'].values())}; this config's model is {cfg['model'].get('name')}",
+        )
     return Setting(name, block, None)
 
 
@@ -160,7 +188,11 @@ def read_csv_table(path: Path) -> dict[tuple[str, str, str], tuple[float, float,
     if not path.is_file():
         raise FileNotFoundError(f"table {path} missing: build it first (snakemake {path})")
     with path.open() as f:
-        return {(r["block"], r["row"], r["column"]): (float(r["mean"]), float(r["std"]), int(r["n_seeds"])) for r in csv.DictReader(f) if r["mean"] != ""}
+        return {
+            (r["block"], r["row"], r["column"]): (float(r["mean"]), float(r["std"]), int(r["n_seeds"]))
+            for r in csv.DictReader(f)
+            if r["mean"] != ""
+        }
 
 
 def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
@@ -185,31 +217,99 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
                 candidates += [Source(t, "", None, block) for t in MEANS_TABLES]
             name = block if ours == "Average" else f"{block} / {ours}"
             out.append(Metric(name, sources(*candidates), ("table1", block, None, ours), detail=ours != "Average"))
-    out.append(Metric("Forgetting", sources(Source("bwt_main", "", "Forgetting", None)), ("forgetting", "", None, "Forgetting"), False))
+    out.append(
+        Metric(
+            "Forgetting",
+            sources(Source("bwt_main", "", "Forgetting", None)),
+            ("forgetting", "", None, "Forgetting"),
+            False,
+        )
+    )
     steps = table("drift")["columns"]  # after tasks 1, 2, 4, ..., 10
-    out.append(Metric("Drift (last task)", sources(Source("drift", "", None, steps[-1])), ("drift", "", None, f"{len(tasks)}: {tasks[-1]}"), False))
-    out += [Metric(f"Drift after task {t}", sources(Source("drift", "", None, t)), ("drift", "", None, f"{t}: {tasks[int(t) - 1]}"), False, True) for t in steps[:-1] if int(t) <= len(tasks)]
+    out.append(
+        Metric(
+            "Drift (last task)",
+            sources(Source("drift", "", None, steps[-1])),
+            ("drift", "", None, f"{len(tasks)}: {tasks[-1]}"),
+            False,
+        )
+    )
+    out += [
+        Metric(
+            f"Drift after task {t}",
+            sources(Source("drift", "", None, t)),
+            ("drift", "", None, f"{t}: {tasks[int(t) - 1]}"),
+            False,
+            True,
+        )
+        for t in steps[:-1]
+        if int(t) <= len(tasks)
+    ]
     for name, ours, norm_lowest, stability in (
         ("Effective rank per task", "eff. rank", "Effective Rank", "eff-rank"),
         ("Frobenius dW per task", "Frobenius dW (task)", "||DeltaW||_F", "||DeltaW||_F"),
         ("Spectral norm of A", "spectral A", None, "||A||_2"),
         ("Spectral norm of B", "spectral B", None, "||B||_2"),
     ):
-        candidates = ([Source("norm_lowest", "", None, norm_lowest)] if norm_lowest else []) + [Source("supp_norm_stability", "", None, stability)]
+        candidates = ([Source("norm_lowest", "", None, norm_lowest)] if norm_lowest else []) + [
+            Source("supp_norm_stability", "", None, stability)
+        ]
         out.append(Metric(name, sources(*candidates), ("magnitude", "", None, ours), False, decimals=3))
-    out.append(Metric("CKA (mean)", sources(Source("supp_cka", "", "Mean", None)), ("cka", "", None, "Mean"), False, decimals=4))
+    out.append(
+        Metric(
+            "CKA (mean)", sources(Source("supp_cka", "", "Mean", None)), ("cka", "", None, "Mean"), False, decimals=4
+        )
+    )
     pairs = [r["row"] for r in table("supp_cka")["rows"] if r["row"] != "Mean"]  # "1--2", ...
-    out += [Metric(f"CKA {p}", sources(Source("supp_cka", "", p, None)), ("cka", "", None, p.replace("--", "-")), False, True, 4) for p in pairs if int(p.split("--")[1]) <= len(tasks)]
-    out.append(Metric("Held-out average", sources(Source("unseen_transfer", "", None, "Average")), ("general_capability", "", None, "Average")))
+    out += [
+        Metric(
+            f"CKA {p}",
+            sources(Source("supp_cka", "", p, None)),
+            ("cka", "", None, p.replace("--", "-")),
+            False,
+            True,
+            4,
+        )
+        for p in pairs
+        if int(p.split("--")[1]) <= len(tasks)
+    ]
+    out.append(
+        Metric(
+            "Held-out average",
+            sources(Source("unseen_transfer", "", None, "Average")),
+            ("general_capability", "", None, "Average"),
+        )
+    )
     for name in cfg["heldout_tasks"]:
         if PAPER_COLUMNS.get(name, name) in table("unseen_transfer")["columns"]:
-            out.append(Metric(f"Held-out / {name}", sources(Source("unseen_transfer", "", None, PAPER_COLUMNS.get(name, name))), ("general_capability", "", None, name), detail=True))
+            out.append(
+                Metric(
+                    f"Held-out / {name}",
+                    sources(Source("unseen_transfer", "", None, PAPER_COLUMNS.get(name, name))),
+                    ("general_capability", "", None, name),
+                    detail=True,
+                )
+            )
     tracking = "Unseen zero-shot (avg.)"
-    out.append(Metric("Held-out average at theta_0", sources(Source("supp_zs_tracking", "", "Pretrained (theta_0)", tracking, only="CoDyRA")), ("heldout_tracking", "Average", None, "theta_0"), detail=True))
+    out.append(
+        Metric(
+            "Held-out average at theta_0",
+            sources(Source("supp_zs_tracking", "", "Pretrained (theta_0)", tracking, only="CoDyRA")),
+            ("heldout_tracking", "Average", None, "theta_0"),
+            detail=True,
+        )
+    )
     for row in (r["row"] for r in table("supp_zs_tracking")["rows"] if r["row"].startswith("After task ")):
         t = int(row.removeprefix("After task "))
         if t <= len(tasks):
-            out.append(Metric(f"Held-out average {row.lower()}", sources(Source("supp_zs_tracking", "", row, tracking, only="CoDyRA")), ("heldout_tracking", "Average", None, f"after {t}"), detail=True))
+            out.append(
+                Metric(
+                    f"Held-out average {row.lower()}",
+                    sources(Source("supp_zs_tracking", "", row, tracking, only="CoDyRA")),
+                    ("heldout_tracking", "Average", None, f"after {t}"),
+                    detail=True,
+                )
+            )
     return out
 
 
@@ -218,7 +318,15 @@ def metrics(cfg: dict, setting: Setting) -> list[Metric]:
     tables of the config's benchmark (none where the paper's numbers do not apply)."""
     tables = tables_of(setting.benchmark) if setting.benchmark and setting.why_not is None else []
     if cfg["data"]["kind"] == "trace":
-        return [Metric(m, (Source("llm_cl", setting.block, m, None),) if "llm_cl" in tables else (), ("table2", "", m, None), m == "OP") for m in ("OP", "Forgetting")]
+        return [
+            Metric(
+                m,
+                (Source("llm_cl", setting.block, m, None),) if "llm_cl" in tables else (),
+                ("table2", "", m, None),
+                m == "OP",
+            )
+            for m in ("OP", "Forgetting")
+        ]
     return _clip_metrics(cfg, tables)
 
 
@@ -266,21 +374,38 @@ def comparison_table(cfg: dict, tables_dir: Path) -> PlainTable:
                 continue
             cells, d = ["n/a"] * 4, metric.decimals
             if paper is not None:
-                cells[:2] = [table(paper.source.table)["source"], f"{paper.mean:.{d}f}" + (f" ± {paper.std:.{d}f}" if paper.std is not None else "")]
+                cells[:2] = [
+                    table(paper.source.table)["source"],
+                    f"{paper.mean:.{d}f}" + (f" ± {paper.std:.{d}f}" if paper.std is not None else ""),
+                ]
             if ours is not None:
                 cells[2] = f"{ours[0]:.{d}f} ± {ours[1]:.{d}f}"
             flag = "n/a"
             if status == COMPARED:
                 diff = ours[0] - paper.mean
                 cells[3] = f"{diff:+.{d}f}"
-                flag = "paper inconsistent" if paper.inconsistent else "DIFFERS" if abs(diff) > 2 * math.hypot(ours[1], paper.std or 0.0) else "ok"
+                flag = (
+                    "paper inconsistent"
+                    if paper.inconsistent
+                    else "DIFFERS"
+                    if abs(diff) > 2 * math.hypot(ours[1], paper.std or 0.0)
+                    else "ok"
+                )
                 note = paper.inconsistent or ""
-            out.rows.append([metric.name, method, status, paper.name if paper else rows[method][0] or "n/a", *cells, flag, note])
+            out.rows.append(
+                [metric.name, method, status, paper.name if paper else rows[method][0] or "n/a", *cells, flag, note]
+            )
     if setting.why_not:
         out.notes.append(f"no published number applies: {setting.why_not}")
-    out.notes.append("per-task and per-step rows are listed where compared; the headline rows list every configured method")
-    out.notes.append("spread = sqrt(std_ours^2 + std_paper^2); with one seed and no published std any difference is flagged")
-    out.notes.append("paper inconsistent: the paper prints a contradicting number for this cell elsewhere (Note); the difference is shown, not judged")
+    out.notes.append(
+        "per-task and per-step rows are listed where compared; the headline rows list every configured method"
+    )
+    out.notes.append(
+        "spread = sqrt(std_ours^2 + std_paper^2); with one seed and no published std any difference is flagged"
+    )
+    out.notes.append(
+        "paper inconsistent: the paper prints a contradicting number for this cell elsewhere (Note); the difference is shown, not judged"
+    )
     return out
 
 
@@ -320,12 +445,19 @@ def ordering_table(cfg: dict, tables_dir: Path) -> PlainTable:
             else:
                 left_out.setdefault(status, []).append(method)
         if left_out:
-            out.notes.append(f"{metric.name}: " + "; ".join(f"{status}: {', '.join(methods)}" for status, methods in left_out.items()))
+            out.notes.append(
+                f"{metric.name}: "
+                + "; ".join(f"{status}: {', '.join(methods)}" for status, methods in left_out.items())
+            )
         if len(common) < 2:
-            out.notes.append(f"{metric.name}: fewer than two of our methods have a published value ({', '.join(dict.fromkeys(s.table for s in metric.sources)) or 'no table'})")
+            out.notes.append(
+                f"{metric.name}: fewer than two of our methods have a published value ({', '.join(dict.fromkeys(s.table for s in metric.sources)) or 'no table'})"
+            )
             continue
         concordant, pairs, tau = kendall([c[1] for c in common], [c[2] for c in common])
         orders = [_order([c[:3] for c in common], k, metric.higher_is_better) for k in (1, 2)]
         sources = ", ".join(table(t)["source"] for t in dict.fromkeys(c[3] for c in common))
-        out.rows.append([metric.name, sources, *orders, f"{concordant}/{pairs}", "n/a" if tau is None else f"{tau:.2f}"])
+        out.rows.append(
+            [metric.name, sources, *orders, f"{concordant}/{pairs}", "n/a" if tau is None else f"{tau:.2f}"]
+        )
     return out

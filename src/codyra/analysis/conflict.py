@@ -35,7 +35,9 @@ def truncate(g: torch.Tensor, rank: int | None) -> torch.Tensor:
 def mean_abs_cos(vectors: list[torch.Tensor]) -> float:
     if len(vectors) < 2:
         raise ValueError("gradient conflict needs at least two tasks (config key tasks)")
-    return statistics.fmean(abs(float(F.cosine_similarity(a.double(), b.double(), dim=0))) for a, b in itertools.combinations(vectors, 2))
+    return statistics.fmean(
+        abs(float(F.cosine_similarity(a.double(), b.double(), dim=0))) for a, b in itertools.combinations(vectors, 2)
+    )
 
 
 def conflict(gradients: list[dict[str, torch.Tensor]], rank: int | None) -> float:
@@ -63,7 +65,9 @@ def task_gradients(cfg: dict, device) -> list[dict[str, torch.Tensor]]:
         labels = torch.tensor([b[1] for b in batch], device=device)
         model.zero_grad(set_to_none=True)
         image_emb = F.normalize(model.encode_image(images).float(), dim=-1)
-        text_emb = F.normalize(model.encode_text(bundle.tokenizer(task.prompts(task.templates[0])).to(device)).float(), dim=-1)
+        text_emb = F.normalize(
+            model.encode_text(bundle.tokenizer(task.prompts(task.templates[0])).to(device)).float(), dim=-1
+        )
         supervised_loss(model.logit_scale.exp().detach() * image_emb @ text_emb.T, labels, "paper").backward()
         out.append({t.name: param_block(params[t.param].grad, t.rows).detach().float().cpu().clone() for t in targets})
     return out
@@ -74,7 +78,9 @@ def run_conflict(cfg: dict, *, device=None) -> dict:
 
     family = family_of(cfg)
     if "conflict" in family.inapplicable_analyses:
-        raise ValueError(f"the gradient-conflict probe applies to CLIP benchmarks (model.family: clip), not to {family.name}: {family.inapplicable_analyses['conflict']}")
+        raise ValueError(
+            f"the gradient-conflict probe applies to CLIP benchmarks (model.family: clip), not to {family.name}: {family.inapplicable_analyses['conflict']}"
+        )
     torch.set_num_threads(cfg["eval"]["threads"])
     started = time.time()
     gradients = task_gradients(cfg, pick_device(device))
@@ -96,8 +102,13 @@ def conflict_table(cfg: dict) -> PlainTable:
     if not path.is_file():
         raise FileNotFoundError(f"gradient-conflict result {path} missing: run snakemake {path}")
     record = read_json(path)
-    if record.get("ranks") != cfg["analysis"]["conflict_ranks"] or record.get("probe_batch") != cfg["analysis"]["probe_batch"]:
-        raise ResultError(f"{path} was computed with other analysis.conflict_ranks / probe_batch than the config's; rerun: snakemake -f {path}")
+    if (
+        record.get("ranks") != cfg["analysis"]["conflict_ranks"]
+        or record.get("probe_batch") != cfg["analysis"]["probe_batch"]
+    ):
+        raise ResultError(
+            f"{path} was computed with other analysis.conflict_ranks / probe_batch than the config's; rerun: snakemake -f {path}"
+        )
     table = PlainTable(
         "grad_conflict",
         f"{cfg['benchmark']}: inter-task gradient conflict at theta_0 after SVD truncation to rank rho, mean |cos| over task pairs (paper: supp_grad_conflict)",

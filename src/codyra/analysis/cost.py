@@ -30,7 +30,9 @@ def method_cost(cfg: dict, method: str) -> tuple[dict, list[str]]:
     """(key -> mean over tasks and seeds (KEYS) or over seeds after the last task (FINAL_KEYS), or
     None), and the keys some summary lacks."""
     runs = [run_summaries(cfg, method, seed) for seed in cfg["seeds"]]
-    over = {key: [s for run in runs for s in run] for key in KEYS} | {key: [run[-1] for run in runs] for key in FINAL_KEYS}
+    over = {key: [s for run in runs for s in run] for key in KEYS} | {
+        key: [run[-1] for run in runs] for key in FINAL_KEYS
+    }
     cost, missing = {}, []
     for key, summaries in over.items():
         values = [s.get(key) for s in summaries]
@@ -40,7 +42,9 @@ def method_cost(cfg: dict, method: str) -> tuple[dict, list[str]]:
         else:
             cost[key] = statistics.fmean(values)
     n = len(cfg["tasks"])
-    cost["stored_bytes"] = statistics.fmean(stored_bytes(cfg, method, s, i) for s in cfg["seeds"] for i in range(1, n + 1))
+    cost["stored_bytes"] = statistics.fmean(
+        stored_bytes(cfg, method, s, i) for s in cfg["seeds"] for i in range(1, n + 1)
+    )
     return cost, missing
 
 
@@ -52,26 +56,37 @@ def cost_table(cfg: dict) -> PlainTable:
         "cost",
         f"{cfg['benchmark']}: computation cost per task, mean over tasks and seeds (paper: comp_cost), measured",
         [
-            "Method", "Train. params", "Stored bytes / task", "Add. inf. params (after task N)",
-            "Add. inf. memory (after task N)", "Step time (s)", f"Step time / {reference}",
+            "Method",
+            "Train. params",
+            "Stored bytes / task",
+            "Add. inf. params (after task N)",
+            "Add. inf. memory (after task N)",
+            "Step time (s)",
+            f"Step time / {reference}",
         ],
     )
     ref_time = costs[reference][0]["step_seconds"] if reference in costs else None
     for method, (cost, missing) in costs.items():
         ratio = cost["step_seconds"] / ref_time if cost["step_seconds"] is not None and ref_time else None
-        table.rows.append([
-            method,
-            fmt(cost["trainable_params"], 0),
-            fmt(cost["stored_bytes"], 0),
-            fmt(cost["inference_extra_params"], 0),
-            fmt(cost["inference_memory"], 0),
-            fmt(cost["step_seconds"], 4),
-            fmt(ratio, 2),
-        ])
+        table.rows.append(
+            [
+                method,
+                fmt(cost["trainable_params"], 0),
+                fmt(cost["stored_bytes"], 0),
+                fmt(cost["inference_extra_params"], 0),
+                fmt(cost["inference_memory"], 0),
+                fmt(cost["step_seconds"], 4),
+                fmt(ratio, 2),
+            ]
+        )
         if missing:
-            table.notes.append(f"{method}: the task summaries do not report {', '.join(missing)} (n/a); retrain with a codyra version whose method reports them")
+            table.notes.append(
+                f"{method}: the task summaries do not report {', '.join(missing)} (n/a); retrain with a codyra version whose method reports them"
+            )
     if reference not in costs:
-        table.notes.append(f"analysis.cost_reference {reference!r} is not a trained method of this config: no step-time ratio")
+        table.notes.append(
+            f"analysis.cost_reference {reference!r} is not a trained method of this config: no step-time ratio"
+        )
     elif ref_time is None:
         table.notes.append(f"{reference} reports no step_seconds: no step-time ratio")
     return table

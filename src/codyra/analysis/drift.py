@@ -14,8 +14,8 @@ from collections.abc import Iterable
 import torch
 
 from codyra.analysis.common import figures_dir, new_figure, run_updates, save_figure, trained_methods
-from codyra.store.io import ResultError
 from codyra.evaluation.tables import Table
+from codyra.store.io import ResultError
 from codyra.store.updates import TaskUpdate
 
 
@@ -25,7 +25,9 @@ def _check_blocks(keys) -> None:
         by_param.setdefault(param, []).append(rows)
     for param, blocks in by_param.items():
         if None in blocks and len(blocks) > 1:
-            raise ResultError(f"updates change parameter {param} both whole and by row blocks {blocks}: the drift cannot add them blockwise")
+            raise ResultError(
+                f"updates change parameter {param} both whole and by row blocks {blocks}: the drift cannot add them blockwise"
+            )
         spans = sorted(b for b in blocks if b is not None)
         for (_, stop), (start, _) in itertools.pairwise(spans):
             if start < stop:

@@ -15,8 +15,8 @@ import statistics
 
 from codyra.analysis.ablation import plasticity_forgetting
 from codyra.analysis.common import figures_dir, new_figure, norm_methods, run_summaries, save_figure
-from codyra.methods.lora import norm_references
 from codyra.evaluation.tables import Table
+from codyra.methods.lora import norm_references
 
 COLUMNS = ["eff. rank", "Frobenius dW (task)", "target", "Delta-plasticity", "Forgetting"]
 MISS = 0.1
@@ -44,7 +44,9 @@ def missed(summaries: list[dict]) -> list[int]:
 def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     matched = norm_methods(cfg)
     if not matched:
-        raise ValueError("the norm-matched probe needs a method of kind lora with norm_target and norm_penalty in config key methods (see config/mini_ablations.yaml)")
+        raise ValueError(
+            "the norm-matched probe needs a method of kind lora with norm_target and norm_penalty in config key methods (see config/mini_ablations.yaml)"
+        )
     references = [m for m in cfg["methods"] if any(m in norm_references(cfg["method_configs"][x]) for x in matched)]
     misses = []
     table = Table("norm_matched", "", COLUMNS, mark_best=False, decimals=3)
@@ -53,7 +55,9 @@ def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
         for seed, matrix in zip(cfg["seeds"], runs[method]):
             summaries = run_summaries(cfg, method, seed)
             if any(s.get("dW_fro_total") is None for s in summaries):
-                raise ValueError(f"norm-matched probe: {method} stores no low-rank adapter updates (no dW_fro_total in its summaries); list only lora methods in norm_target")
+                raise ValueError(
+                    f"norm-matched probe: {method} stores no low-rank adapter updates (no dW_fro_total in its summaries); list only lora methods in norm_target"
+                )
             per_seed.append(run_row(summaries, matrix["A"]))
             if method in matched and (tasks := missed(summaries)):
                 misses.append(f"{method} seed {seed} tasks {tasks}")

@@ -25,7 +25,9 @@ from codyra.store.updates import TaskUpdate
 def row_cosine(A1: torch.Tensor, A2: torch.Tensor) -> float:
     """Mean |cos| over all pairs of rows of two (r x k) matrices with the same k."""
     if A1.ndim != 2 or A2.ndim != 2 or A1.shape[1] != A2.shape[1] or not len(A1) or not len(A2):
-        raise ValueError(f"row cosine needs two non-empty matrices with the same number of columns, got {tuple(A1.shape)} and {tuple(A2.shape)}")
+        raise ValueError(
+            f"row cosine needs two non-empty matrices with the same number of columns, got {tuple(A1.shape)} and {tuple(A2.shape)}"
+        )
     return float((F.normalize(A1.double(), dim=1) @ F.normalize(A2.double(), dim=1).T).abs().mean())
 
 
@@ -67,7 +69,10 @@ def a_cosine_table(cfg: dict) -> Table:
     for method in adapter_methods(cfg):
         per_seed = [per_task_similarity(run_updates(cfg, method, s)) for s in cfg["seeds"]]
         cells = [None if None in col else list(col) for col in zip(*per_seed)]
-        means = [statistics.fmean(v for v in run if v is not None) if any(v is not None for v in run) else None for run in per_seed]
+        means = [
+            statistics.fmean(v for v in run if v is not None) if any(v is not None for v in run) else None
+            for run in per_seed
+        ]
         table.rows.append(("", method, cells + [None if None in means else means]))
     return table
 

@@ -33,7 +33,10 @@ def interpolation_table(cfg: dict) -> Table:
         [f"alpha={a:g}" for a in alphas],
         mark_best=False,
     )
-    runs = {m: [[_with_average(_interpolated(cfg, m, s, a)) for a in alphas] for s in cfg["seeds"]] for m in trained_methods(cfg)}
+    runs = {
+        m: [[_with_average(_interpolated(cfg, m, s, a)) for a in alphas] for s in cfg["seeds"]]
+        for m in trained_methods(cfg)
+    }
     for block in [*cfg["heldout_tasks"], "Average"]:
         for method, per_seed in runs.items():
             table.rows.append((block, method, [[run[k][block] for run in per_seed] for k in range(len(alphas))]))
@@ -67,7 +70,12 @@ def removal_table(cfg: dict) -> Table:
     for method in trained_methods(cfg):
         variants: dict[str, list[dict]] = {"theta_N": []}
         for seed in cfg["seeds"]:
-            tasks = {t: read_cell(cfg, cell_path(cfg, method, seed, n, j), method, seed, n, j, classifies=family_of(cfg).classifies)["accuracy"] for j, t in enumerate(stream, 1)}
+            tasks = {
+                t: read_cell(
+                    cfg, cell_path(cfg, method, seed, n, j), method, seed, n, j, classifies=family_of(cfg).classifies
+                )["accuracy"]
+                for j, t in enumerate(stream, 1)
+            }
             heldout = {h: read_heldout(cfg, method, seed, n, h) for h in cfg["heldout_tasks"]}
             variants["theta_N"].append({"tasks": tasks, "heldout": heldout})
             for tower in cfg["analysis"]["remove_towers"]:

@@ -79,7 +79,9 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
     bundle = pretrained_clip(cfg)
     for d in dirs:
         apply_update(bundle.model, transform(load_update(d)))
-    return for_inference(cfg, method, seed, n, bundle, method_of(cfg, method)), [read_json(d / SUMMARY_FILE)["update_digest"] for d in dirs]
+    return for_inference(cfg, method, seed, n, bundle, method_of(cfg, method)), [
+        read_json(d / SUMMARY_FILE)["update_digest"] for d in dirs
+    ]
 
 
 @torch.no_grad()
@@ -88,7 +90,9 @@ def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
     from codyra.clip.evaluate import accuracy, accuracy_on_task
     from codyra.clip.streams import build_heldout_tasks, build_tasks
 
-    out = {"heldout": {t.name: accuracy(bundle, t, [t], cfg, device)[0] for t in build_heldout_tasks(cfg, bundle.image)}}
+    out = {
+        "heldout": {t.name: accuracy(bundle, t, [t], cfg, device)[0] for t in build_heldout_tasks(cfg, bundle.image)}
+    }
     if stream:
         tasks = build_tasks(cfg, bundle.image)
         out["tasks"] = {t.name: accuracy_on_task(bundle, tasks, j, cfg, device)[0] for j, t in enumerate(tasks, 1)}
@@ -101,13 +105,18 @@ def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
 
     family = family_of(cfg)
     if "probes" in family.inapplicable_analyses:
-        raise ValueError(f"the interpolation and module-removal probes apply to CLIP benchmarks (model.family: clip), not to {family.name}: {family.inapplicable_analyses['probes']}")
+        raise ValueError(
+            f"the interpolation and module-removal probes apply to CLIP benchmarks (model.family: clip), not to {family.name}: {family.inapplicable_analyses['probes']}"
+        )
     if not cfg["heldout_tasks"]:
         raise ValueError("config key heldout_tasks is empty: the probes evaluate on held-out tasks; list some")
     torch.set_num_threads(cfg["eval"]["threads"])
     device = pick_device(device)
     probes = [(interp_name(a), {"alpha": a}, lambda u, a=a: scaled(u, a), False) for a in probed_alphas(cfg)]
-    probes += [(remove_name(t), {"removed": t}, lambda u, t=t: without_tower(u, t), True) for t in cfg["analysis"]["remove_towers"]]
+    probes += [
+        (remove_name(t), {"removed": t}, lambda u, t=t: without_tower(u, t), True)
+        for t in cfg["analysis"]["remove_towers"]
+    ]
     records = []
     for name, fields, transform, stream in probes:
         started = time.time()
@@ -138,5 +147,7 @@ def read_probe(cfg: dict, method: str, seed: int, name: str) -> dict:
     n = len(cfg["tasks"])
     current = [read_json(task_dir(cfg, method, seed, i) / SUMMARY_FILE).get("update_digest") for i in range(1, n + 1)]
     if record.get("update_digests") != current or record.get("probe") != name:
-        raise ResultError(f"probe result {path} was computed from other updates than the run's current ones (stale); delete it and rerun: snakemake -f {path}")
+        raise ResultError(
+            f"probe result {path} was computed from other updates than the run's current ones (stale); delete it and rerun: snakemake -f {path}"
+        )
     return record

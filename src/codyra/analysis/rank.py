@@ -14,8 +14,8 @@ import statistics
 import numpy as np
 
 from codyra.analysis.common import figures_dir, new_figure, run_summaries, save_figure
-from codyra.store.io import ResultError
 from codyra.evaluation.tables import Table
+from codyra.store.io import ResultError
 
 _LAYER = re.compile(r"\.(\d+)\.")
 
@@ -66,8 +66,14 @@ def rank_stats_table(cfg: dict, method: str) -> Table:
         decimals=2,
     )
     for tower, kind in groups:
+
         def mean_rank(summaries, tower=tower, kind=kind):
-            return statistics.fmean(m["active_rank"] for s in summaries for m in matrices(s).values() if (m["tower"], m["kind"]) == (tower, kind))
+            return statistics.fmean(
+                m["active_rank"]
+                for s in summaries
+                for m in matrices(s).values()
+                if (m["tower"], m["kind"]) == (tower, kind)
+            )
 
         cells = [[mean_rank([run[t]]) for run in runs] for t in range(len(tasks))]
         table.rows.append((tower, kind, cells + [[mean_rank(run) for run in runs]]))
@@ -78,7 +84,13 @@ def write_rank_figures(cfg: dict, method: str, seed: int) -> None:
     """Heatmaps (rows: tasks, columns: encoders) and the active-rank distribution per module kind."""
     summaries = run_summaries(cfg, method, seed)
     names = towers(summaries[0])
-    fig, axes = new_figure(len(summaries), len(names), figsize=(4.5 * len(names), 2.0 * len(summaries) + 0.6), squeeze=False, layout="constrained")
+    fig, axes = new_figure(
+        len(summaries),
+        len(names),
+        figsize=(4.5 * len(names), 2.0 * len(summaries) + 0.6),
+        squeeze=False,
+        layout="constrained",
+    )
     vmax = max(m["rank_init"] for s in summaries for m in matrices(s).values())
     for t, summary in enumerate(summaries):
         for c, tower in enumerate(names):
@@ -94,7 +106,10 @@ def write_rank_figures(cfg: dict, method: str, seed: int) -> None:
     save_figure(fig, figures_dir(cfg) / f"rank_heatmap_{method}_seed{seed}")
     fig, ax = new_figure(figsize=(6, 3.5))
     groups = list(dict.fromkeys((m["tower"], m["kind"]) for m in matrices(summaries[0]).values()))
-    data = [[m["active_rank"] for s in summaries for m in matrices(s).values() if (m["tower"], m["kind"]) == g] for g in groups]
+    data = [
+        [m["active_rank"] for s in summaries for m in matrices(s).values() if (m["tower"], m["kind"]) == g]
+        for g in groups
+    ]
     ax.boxplot(data)
     ax.set_xticks(range(1, len(groups) + 1), [f"{t}\n{k}" for t, k in groups], fontsize=7)
     ax.set_ylabel("active rank (all tasks)")

@@ -56,7 +56,9 @@ def outputs(cfg: dict, name: str, method: str | None = None) -> tuple[list[str],
     from codyra.analysis.ablation import ablation_outputs
 
     if name == "rank":
-        return [f"rank_{method}"], [f"rank_{kind}_{method}_seed{s}" for s in cfg["seeds"] for kind in ("heatmap", "distribution")]
+        return [f"rank_{method}"], [
+            f"rank_{kind}_{method}_seed{s}" for s in cfg["seeds"] for kind in ("heatmap", "distribution")
+        ]
     if name == "ablations":
         return ablation_outputs(cfg)
     return {
@@ -87,7 +89,9 @@ def write(cfg: dict, name: str, method: str | None = None) -> None:
         from codyra.analysis.rank import rank_stats_table, write_rank_figures
 
         if method not in adapter_methods(cfg):
-            raise ValueError(f"rank activation applies to adapter methods: {', '.join(adapter_methods(cfg))}; got {method!r}")
+            raise ValueError(
+                f"rank activation applies to adapter methods: {', '.join(adapter_methods(cfg))}; got {method!r}"
+            )
         write_any_table(out, rank_stats_table(cfg, method))
         for seed in cfg["seeds"]:
             write_rank_figures(cfg, method, seed)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import statistics
 
+from codyra.evaluation.tables import Table
 from codyra.store.io import ResultError, read_json
 from codyra.store.paths import heldout_path
-from codyra.evaluation.tables import Table
 
 
 def read_heldout(cfg: dict, method: str, seed: int, i: int, name: str) -> float:
@@ -23,11 +23,17 @@ def read_heldout(cfg: dict, method: str, seed: int, i: int, name: str) -> float:
     record = read_json(path)
     acc = record.get("accuracy") if isinstance(record, dict) else None
     expected = {"method": method, "seed": seed, "i": i, "task": name, "benchmark": cfg["benchmark"]}
-    problems = [f"{k} is {record.get(k)!r}, expected {v!r}" for k, v in expected.items() if isinstance(record, dict) and record.get(k) != v]
+    problems = [
+        f"{k} is {record.get(k)!r}, expected {v!r}"
+        for k, v in expected.items()
+        if isinstance(record, dict) and record.get(k) != v
+    ]
     if isinstance(acc, bool) or not isinstance(acc, (int, float)) or not (math.isfinite(acc) and 0 <= acc <= 100):
         problems.append(f"accuracy {acc!r} is not a finite number in 0..100")
     if problems:
-        raise ResultError(f"held-out file {path} is invalid: {'; '.join(problems)}; delete it and rerun its job (snakemake -f {path})")
+        raise ResultError(
+            f"held-out file {path} is invalid: {'; '.join(problems)}; delete it and rerun its job (snakemake -f {path})"
+        )
     return float(acc)
 
 

@@ -15,7 +15,14 @@ import numpy as np
 from codyra.analysis.common import PlainTable, fmt
 from codyra.evaluation.metrics import summarize
 
-METRICS = {"Transfer": "transfer", "Average": "average", "Last": "last", "Forgetting": "forgetting", "BWT": "bwt", "OP": "op"}
+METRICS = {
+    "Transfer": "transfer",
+    "Average": "average",
+    "Last": "last",
+    "Forgetting": "forgetting",
+    "BWT": "bwt",
+    "OP": "op",
+}
 LOWER_IS_BETTER = {"Forgetting"}
 
 
@@ -63,7 +70,18 @@ def significance_table(cfg: dict, runs: dict[str, list[dict]]) -> PlainTable:
             diff = mean - means[best] if best else None
             p = paired_p(vs, values[best]) if best else None
             interval = "n/a" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
-            table.rows.append([label, method, fmt(mean), fmt(std), interval, best or "n/a", fmt(diff), "n/a" if p is None else f"{p:.3g}"])
+            table.rows.append(
+                [
+                    label,
+                    method,
+                    fmt(mean),
+                    fmt(std),
+                    interval,
+                    best or "n/a",
+                    fmt(diff),
+                    "n/a" if p is None else f"{p:.3g}",
+                ]
+            )
     if len(cfg["seeds"]) < 2:
         table.notes.append("one seed: no confidence interval or test (list more seeds in config key seeds)")
     return table

@@ -70,12 +70,25 @@ def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], 
     hook), or of theta_0 for the method ``pretrained`` (``kind`` None)."""
     torch.set_num_threads(cfg["eval"]["threads"])
     started = time.time()  # the first cell's seconds include building the model
-    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i), kind)
+    bundle = (
+        pretrained_clip(cfg)
+        if method == PRETRAINED
+        else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i), kind)
+    )
     tasks = build_tasks(cfg, bundle.image)
     device = pick_device(device)
     for j in js:
         acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, device)
         yield cell_record(
-            cfg, method, seed, i, j, acc, started, num_classes=classes, num_samples=n, label_space=cfg["data"]["label_space"]
+            cfg,
+            method,
+            seed,
+            i,
+            j,
+            acc,
+            started,
+            num_classes=classes,
+            num_samples=n,
+            label_space=cfg["data"]["label_space"],
         )
         started = time.time()

@@ -16,7 +16,9 @@ from codyra.steps.batches import derive_seed
 @torch.no_grad()
 def image_features(model, dataset, batches, cfg, device, precision: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """[(fp32 image features on the CPU, labels)] of ``dataset`` over the index batches ``batches``."""
-    loader = torch.utils.data.DataLoader(dataset, batch_sampler=batches, num_workers=cfg["data"]["num_workers"], pin_memory=device.type == "cuda")
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_sampler=batches, num_workers=cfg["data"]["num_workers"], pin_memory=device.type == "cuda"
+    )
     out = []
     for images, labels in loader:
         with autocast(device, precision):
@@ -32,7 +34,9 @@ def train_batches(n: int, batch_size: int, seed: int, task_index: int) -> list[l
     return [keys[s : s + batch_size] for s in range(0, n, batch_size)]
 
 
-def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int, device, model=None) -> tuple[list, int]:
+def task_feature_batches(
+    cfg: dict, seed: int, task_index: int, batch_size: int, device, model=None
+) -> tuple[list, int]:
     """(one pass of the image features of task i's training set with labels global over the
     stream, classes of tasks 1..i). The features are theta_0's, or ``model``'s (CoDyRA + RAIL:
     theta_i, the backbone right after task i)."""
@@ -41,5 +45,7 @@ def task_feature_batches(cfg: dict, seed: int, task_index: int, batch_size: int,
     offset = sum(t.num_classes for t in tasks[: task_index - 1])
     data = tasks[task_index - 1].train_set()
     model = (bundle.model if model is None else model).to(device).eval()
-    batches = image_features(model, data, train_batches(len(data), batch_size, seed, task_index), cfg, device, cfg["train"]["precision"])
+    batches = image_features(
+        model, data, train_batches(len(data), batch_size, seed, task_index), cfg, device, cfg["train"]["precision"]
+    )
     return [(f, y + offset) for f, y in batches], offset + tasks[task_index - 1].num_classes

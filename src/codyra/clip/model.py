@@ -27,8 +27,8 @@ from open_clip.constants import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
 from safetensors import SafetensorError, safe_open
 
 from codyra.clip.weights import own_weights, pretrained_weights
-from codyra.errors import WeightsUnavailableError
 from codyra.data.tasks import ImageConfig
+from codyra.errors import WeightsUnavailableError
 from codyra.store.theta0 import check_finite, record_first_use, verify_first_use, verify_own
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "clip" / "model_configs"  # the mini CLIP's
@@ -146,7 +146,9 @@ def resolve_weights(name: str, pretrained: str | None, cache_dir: str | None = N
     if name not in open_clip.list_models():
         raise ValueError(f"unknown open_clip model {name!r} (config key model.name); see open_clip.list_models()")
     if pretrained and is_weights_path(pretrained):
-        return check_state_file(pretrained, "model weights", "rerun the step that produces it (mini: the pretrain job)"), {}
+        return check_state_file(
+            pretrained, "model weights", "rerun the step that produces it (mini: the pretrain job)"
+        ), {}
     if pretrained:
         return pretrained_file(name, pretrained, cache_dir), pretrained_tag_config(name, pretrained)
     return None, {}
@@ -205,8 +207,12 @@ def pretrained_clip(cfg: dict) -> ClipBundle:
         fix = f"restore {path} (model.pretrained) or rerun the step that wrote it"
         unrecorded = verify_first_use(cfg, {str(path.expanduser().absolute()): path}, fix)
     else:
-        fix = f"delete the cached file {path} and fetch it again ({fetch_command(m['name'], pretrained, m['cache_dir'])})"
-        unrecorded = verify_first_use(cfg, {f"open_clip {m['name']} {pretrained}: {hub_file(m['name'], pretrained)}": path}, fix)
+        fix = (
+            f"delete the cached file {path} and fetch it again ({fetch_command(m['name'], pretrained, m['cache_dir'])})"
+        )
+        unrecorded = verify_first_use(
+            cfg, {f"open_clip {m['name']} {pretrained}: {hub_file(m['name'], pretrained)}": path}, fix
+        )
     bundle = build_clip(m["name"], path, tag_config)
     check_finite(bundle.model, path, fix)
     record_first_use(cfg, unrecorded)

@@ -15,12 +15,12 @@ import math
 import torch
 import torch.nn.functional as F
 
-from codyra.training.backends import PlainBackend
-from codyra.steps.batches import StepBatches
-from codyra.clip.streams import build_tasks
 from codyra.clip.rebuild import rebuild_clip
+from codyra.clip.streams import build_tasks
 from codyra.clip.zeroshot import encode_prompts
 from codyra.device import autocast, pick_device
+from codyra.steps.batches import StepBatches
+from codyra.training.backends import PlainBackend
 
 
 def supervised_loss(logits, labels, variant: str, seen_classes: int = 0, image_trains: bool = True):
@@ -83,18 +83,29 @@ class ClipSession:
         dataset = self.train_set
         loader = torch.utils.data.DataLoader(
             dataset,
-            batch_sampler=StepBatches(len(dataset), self.hp["batch_size"], self.seed, self.task_index, start, self.total),
+            batch_sampler=StepBatches(
+                len(dataset), self.hp["batch_size"], self.seed, self.task_index, start, self.total
+            ),
             num_workers=self.cfg["data"]["num_workers"],
             pin_memory=self.device.type == "cuda",
         )
         for images, labels in loader:
-            yield [{"images": images.to(self.device, non_blocking=True), "labels": labels.to(self.device, non_blocking=True)}]
+            yield [
+                {
+                    "images": images.to(self.device, non_blocking=True),
+                    "labels": labels.to(self.device, non_blocking=True),
+                }
+            ]
 
     def _text(self, model) -> tuple[torch.Tensor, torch.Tensor]:
         """(class-prompt features, logit scale) of ``model``: the trained model's, or a frozen
         teacher's (computed once)."""
         if model is self.model:
-            text = self.fixed_text if self.fixed_text is not None else F.normalize(model.encode_text(self.tokens).float(), dim=-1)
+            text = (
+                self.fixed_text
+                if self.fixed_text is not None
+                else F.normalize(model.encode_text(self.tokens).float(), dim=-1)
+            )
             return text, self.logit_scale
         if id(model) not in self._teacher_text:
             with torch.no_grad():
@@ -107,7 +118,9 @@ class ClipSession:
         return {"logits": scale * image @ text.T, "image_features": image, "text_features": text}
 
     def task_loss(self, batch: dict, outputs: dict) -> torch.Tensor:
-        return supervised_loss(outputs["logits"], batch["labels"], self.hp["loss"], self.seen_classes, self.image_trains)
+        return supervised_loss(
+            outputs["logits"], batch["labels"], self.hp["loss"], self.seen_classes, self.image_trains
+        )
 
     def begin_step(self, micro_batches: list[dict]) -> None:
         """Nothing to prepare: a CLIP step is one batch."""

@@ -29,7 +29,10 @@ def label_space_classifier(model, tokenizer, space, device, batch_size: int = 25
     """(len(space), D): every class of a `codyra.data.registry.LabelSpace`, in label order,
     embedded with its own dataset's templates."""
     return torch.cat(
-        [class_embeddings(model, tokenizer, names, templates, device, batch_size) for names, templates in space.blocks()]
+        [
+            class_embeddings(model, tokenizer, names, templates, device, batch_size)
+            for names, templates in space.blocks()
+        ]
     )
 
 

@@ -44,8 +44,17 @@ XTAIL = "xtail"
 PROTOCOLS = (MTIL, XTAIL)
 
 MTIL_DATASETS = (
-    "Aircraft", "Caltech101", "CIFAR100", "DTD", "EuroSAT", "Flowers",
-    "Food", "MNIST", "OxfordPet", "StanfordCars", "SUN397",
+    "Aircraft",
+    "Caltech101",
+    "CIFAR100",
+    "DTD",
+    "EuroSAT",
+    "Flowers",
+    "Food",
+    "MNIST",
+    "OxfordPet",
+    "StanfordCars",
+    "SUN397",
 )
 XTAIL_DATASETS = tuple(name for name in MTIL_DATASETS if name != "CIFAR100")
 DATASETS = {MTIL: MTIL_DATASETS, XTAIL: XTAIL_DATASETS}
@@ -136,7 +145,7 @@ class TorchvisionLayout:
 
 def _download_hint(cls: str) -> str:
     return (
-        f"run once on a machine with internet: python -c \"import torchvision; "
+        f'run once on a machine with internet: python -c "import torchvision; '
         f"torchvision.datasets.{cls}(root='<root>', download=True)\""
     )
 
@@ -181,9 +190,7 @@ TORCHVISION_LAYOUTS = {
     "MNIST": TorchvisionLayout(
         "MNIST/raw",
         tuple(
-            f"MNIST/raw/{split}-{kind}-ubyte"
-            for split in ("train", "t10k")
-            for kind in ("images-idx3", "labels-idx1")
+            f"MNIST/raw/{split}-{kind}-ubyte" for split in ("train", "t10k") for kind in ("images-idx3", "labels-idx1")
         ),
         _download_hint("MNIST"),
     ),
@@ -214,14 +221,12 @@ TORCHVISION_LAYOUTS = {
         "https://github.com/pytorch/vision/issues/7545 (images e.g. from Kaggle "
         "'jessicali9530/stanford-cars-dataset'; flatten nested cars_train/cars_train folders)",
     ),
-    "SUN397": TorchvisionLayout(
-        "SUN397", ("SUN397/ClassName.txt", "SUN397/"), _download_hint("SUN397")
-    ),
+    "SUN397": TorchvisionLayout("SUN397", ("SUN397/ClassName.txt", "SUN397/"), _download_hint("SUN397")),
     # torchvision's Places365 reads its files from the root it is given: we give it <root>/places365.
     "Places365": TorchvisionLayout(
         "places365",
         ("places365/categories_places365.txt", "places365/places365_val.txt", "places365/val_256/"),
-        "run once on a machine with internet: python -c \"import torchvision; torchvision.datasets."
+        'run once on a machine with internet: python -c "import torchvision; torchvision.datasets.'
         "Places365(root='<root>/places365', split='val', small=True, download=True)\"",
     ),
     "ImageNet": TorchvisionLayout(

@@ -14,7 +14,9 @@ def register_cli(subparsers, handler) -> None:
     """Add the `data` command (subcommand `check`) to the main CLI's subparsers; ``handler(args)``
     (the CLI's: it loads the config and calls :func:`run_check`) returns the exit code."""
     data = subparsers.add_parser(
-        "data", help="inspect the benchmark datasets", epilog="example: codyra data check --config config/mtil_5shot.yaml"
+        "data",
+        help="inspect the benchmark datasets",
+        epilog="example: codyra data check --config config/mtil_5shot.yaml",
     )
     commands = data.add_subparsers(dest="data_command", required=True, metavar="SUBCOMMAND", help="check")
     check = commands.add_parser(
@@ -30,7 +32,8 @@ def register_cli(subparsers, handler) -> None:
     check.add_argument("--config", required=True, type=Path, help="benchmark config YAML (data.kind mtil or xtail)")
     check.add_argument("--root", type=Path, help="data root to use instead of the config's data.root")
     check.add_argument(
-        "--deep", action="store_true",
+        "--deep",
+        action="store_true",
         help="also decode every image once, as training and evaluation do, and name each file that fails (reads every image: slow)",
     )
     check.set_defaults(handler=handler)
@@ -82,10 +85,16 @@ def format_reports(reports, protocol: str, root: Path) -> str:
         else:
             status = "incomplete" if report.found else "missing"
         paper = report.expected
-        rows.append((
-            report.dataset, status, _count(report.train_size), _count(report.test_size),
-            _count(report.num_classes), f"{paper.train:,}/{paper.test:,}/{paper.num_classes}",
-        ))
+        rows.append(
+            (
+                report.dataset,
+                status,
+                _count(report.train_size),
+                _count(report.test_size),
+                _count(report.num_classes),
+                f"{paper.train:,}/{paper.test:,}/{paper.num_classes}",
+            )
+        )
     widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
     # Names and statuses left-aligned, numbers right-aligned.
     aligned = [

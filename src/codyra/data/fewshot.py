@@ -83,9 +83,7 @@ class FewShotManifest:
                 "restore it, or delete it to draw a new subset"
             )
         chosen = {int(label): keys for label, keys in body["chosen"].items()}
-        return cls(
-            body["dataset"], body["protocol"], body["k"], body["seed"], body["train_fingerprint"], chosen
-        )
+        return cls(body["dataset"], body["protocol"], body["k"], body["seed"], body["train_fingerprint"], chosen)
 
     def positions(self, train: Samples) -> list[int]:
         """Where the chosen images sit in `train`, class by class."""
@@ -94,9 +92,7 @@ class FewShotManifest:
         for label, keys in sorted(self.chosen.items()):
             for key in keys:
                 if key not in position_of or train.labels[position_of[key]] != label:
-                    raise ManifestMismatchError(
-                        f"manifest image {key!r} (class {label}) is not in the train split"
-                    )
+                    raise ManifestMismatchError(f"manifest image {key!r} (class {label}) is not in the train split")
                 positions.append(position_of[key])
         return positions
 

@@ -52,7 +52,10 @@ def require_benchmark_data(cfg: dict) -> None:
         from codyra.trace.data import SPLITS
 
         root = data_root(cfg)
-        missing = {name: [str(root / name / f"{s}.json") for s in SPLITS if not (root / name / f"{s}.json").is_file()] for name in names}
+        missing = {
+            name: [str(root / name / f"{s}.json") for s in SPLITS if not (root / name / f"{s}.json").is_file()]
+            for name in names
+        }
         hint = "each TRACE task folder needs train.json, eval.json and test.json"
     else:
         return

@@ -56,7 +56,9 @@ def missing_reference(cfg: dict) -> list[str]:
         path = root / relative
         present = path.is_dir() if relative.endswith("/") else path.is_file()
         if not present:
-            missing.append(f"{path}{'/' if relative.endswith('/') else ''} ({OBTAIN[relative].replace('<root>', str(root))})")
+            missing.append(
+                f"{path}{'/' if relative.endswith('/') else ''} ({OBTAIN[relative].replace('<root>', str(root))})"
+            )
     return missing
 
 
@@ -73,7 +75,8 @@ def require_reference(cfg: dict, method_name: str | None = None) -> dict:
     missing = missing_reference(cfg)
     if missing:
         raise FileNotFoundError(
-            f"the reference data of data.reference (kind {ref['kind']}) is incomplete; missing:\n  " + "\n  ".join(missing)
+            f"the reference data of data.reference (kind {ref['kind']}) is incomplete; missing:\n  "
+            + "\n  ".join(missing)
         )
     return ref
 
@@ -89,7 +92,11 @@ class _ImageFolderFiles:
 
     def __init__(self, root: Path, transform):
         self.paths = sorted(
-            p for folder in sorted(root.iterdir()) if folder.is_dir() for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES
+            p
+            for folder in sorted(root.iterdir())
+            if folder.is_dir()
+            for p in folder.iterdir()
+            if p.suffix.lower() in IMAGE_SUFFIXES
         )
         if not self.paths:
             raise FileNotFoundError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in the class folders of {root}")
@@ -121,7 +128,9 @@ def _captions(path: Path) -> list[str]:
 
     frame = pd.read_csv(path, sep="\t")
     if CC_CAPTION_COLUMN not in frame.columns:
-        raise ValueError(f"{path} has no column {CC_CAPTION_COLUMN!r} (columns: {list(frame.columns)}); {OBTAIN[CC_CAPTIONS]}")
+        raise ValueError(
+            f"{path} has no column {CC_CAPTION_COLUMN!r} (columns: {list(frame.columns)}); {OBTAIN[CC_CAPTIONS]}"
+        )
     texts = [str(t) for t in frame[CC_CAPTION_COLUMN].tolist()]
     if not texts:
         raise ValueError(f"{path} lists no captions")

@@ -24,10 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from codyra.store.paths import FEWSHOT_MANIFEST, results_path
-from codyra.progress import progress_bar
-from codyra.data.tasks import ClassificationTask, ImageConfig
-
 from codyra.data.catalog import EXPECTED, Expected, requirement
 from codyra.data.errors import DatasetNotFoundError
 from codyra.data.fewshot import load_or_create_manifest, sample_fewshot
@@ -35,9 +31,12 @@ from codyra.data.presence import dataset_error
 from codyra.data.root import data_root
 from codyra.data.samples import Samples
 from codyra.data.sources import load_splits
+from codyra.data.tasks import ClassificationTask, ImageConfig
 from codyra.data.templates import templates
 from codyra.data.transforms import EvalTransform, TrainTransform
 from codyra.data.views import EvalView, TrainView
+from codyra.progress import progress_bar
+from codyra.store.paths import FEWSHOT_MANIFEST, results_path
 
 # Both protocols draw their few-shot subsets with seed 42 (X-TAIL: RAIL's setting).
 DEFAULT_FEWSHOT_SEED = 42
@@ -251,9 +250,7 @@ def check_dataset(name: str, protocol: str, root: str | Path, deep: bool = False
         return report
     report.train_size, report.test_size = len(splits.train), len(splits.test)
     report.num_classes = len(splits.classnames)
-    missing = [
-        path for samples in (splits.train, splits.test) for path in samples.images.missing(samples.keys)
-    ]
+    missing = [path for samples in (splits.train, splits.test) for path in samples.images.missing(samples.keys)]
     if missing:
         listed = len(splits.train) + len(splits.test)
         problem = f"{len(missing)} of the {listed} images the splits list are missing"

@@ -45,7 +45,12 @@ class ImageFiles:
         def failure(key: str) -> str | None:
             try:
                 self.load(key)
-            except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:  # what PIL raises on bad data
+            except (
+                OSError,
+                SyntaxError,
+                ValueError,
+                Image.DecompressionBombError,
+            ) as err:  # what PIL raises on bad data
                 return f"{self.root / key} ({type(err).__name__}: {err})"
             return None
 

@@ -50,9 +50,7 @@ def _check_labels(splits: DatasetSplits) -> None:
     for part, samples in (("train", splits.train), ("test", splits.test)):
         stray = sorted({label for label in samples.labels if not 0 <= label < len(splits.classnames)})
         if stray:
-            raise ValueError(
-                f"{part} labels {stray[:5]} fall outside the {len(splits.classnames)} classes"
-            )
+            raise ValueError(f"{part} labels {stray[:5]} fall outside the {len(splits.classnames)} classes")
 
 
 def _path_only(path):
@@ -74,9 +72,7 @@ def _same_classes(train, test) -> list[str]:
     # These classes derive the class list from the split file itself; labels only agree
     # between splits when both splits contain the same classes.
     if train.classes != test.classes:
-        raise ValueError(
-            f"train and test splits list different classes ({len(train.classes)} vs {len(test.classes)})"
-        )
+        raise ValueError(f"train and test splits list different classes ({len(train.classes)} vs {len(test.classes)})")
     return train.classes
 
 
@@ -92,9 +88,7 @@ def _hand_written(dataset: str, found: int) -> tuple[str, ...]:
 
 
 def _aircraft(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (
-        datasets.FGVCAircraft(str(root), split=split, loader=_path_only) for split in ("train", "test")
-    )
+    train, test = (datasets.FGVCAircraft(str(root), split=split, loader=_path_only) for split in ("train", "test"))
     classes = tuple(train.classes) if protocol == XTAIL else _mtil_names(train.classes)
     return DatasetSplits(classes, _file_samples(root, train), _file_samples(root, test))
 
@@ -122,9 +116,7 @@ def _cifar100(root: Path, protocol: str) -> DatasetSplits:
 
 
 def _dtd(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (
-        datasets.DTD(str(root), split=split, partition=1, loader=_path_only) for split in ("train", "test")
-    )
+    train, test = (datasets.DTD(str(root), split=split, partition=1, loader=_path_only) for split in ("train", "test"))
     classes = _mtil_names(_same_classes(train, test))
     return DatasetSplits(classes, _file_samples(root, train), _file_samples(root, test))
 
@@ -138,16 +130,12 @@ def _eurosat(root: Path, protocol: str) -> DatasetSplits:
 
 def _flowers(root: Path, protocol: str) -> DatasetSplits:
     # Labels come from imagelabels.mat (1..102); CLIP's list names all 102 of them.
-    train, test = (
-        datasets.Flowers102(str(root), split=split, loader=_path_only) for split in ("train", "test")
-    )
+    train, test = (datasets.Flowers102(str(root), split=split, loader=_path_only) for split in ("train", "test"))
     return DatasetSplits(names.FLOWERS, _file_samples(root, train), _file_samples(root, test))
 
 
 def _food(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (
-        datasets.Food101(str(root), split=split, loader=_path_only) for split in ("train", "test")
-    )
+    train, test = (datasets.Food101(str(root), split=split, loader=_path_only) for split in ("train", "test"))
     classes = _mtil_names(_same_classes(train, test))
     return DatasetSplits(classes, _file_samples(root, train), _file_samples(root, test))
 
@@ -171,9 +159,7 @@ def _oxford_pet(root: Path, protocol: str) -> DatasetSplits:
 
 
 def _stanford_cars(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (
-        datasets.StanfordCars(str(root), split=split, loader=_path_only) for split in ("train", "test")
-    )
+    train, test = (datasets.StanfordCars(str(root), split=split, loader=_path_only) for split in ("train", "test"))
     return DatasetSplits(_mtil_names(train.classes), _file_samples(root, train), _file_samples(root, test))
 
 
@@ -202,7 +188,9 @@ def _imagenet(root: Path, protocol: str) -> DatasetSplits:
 
     val = datasets.ImageFolder(str(root / "imagenet" / "val"), loader=_path_only)
     if len(val.classes) != len(IMAGENET_CLASSNAMES):
-        raise ValueError(f"imagenet/val has {len(val.classes)} class folders, ImageNet-1k has {len(IMAGENET_CLASSNAMES)}")
+        raise ValueError(
+            f"imagenet/val has {len(val.classes)} class folders, ImageNet-1k has {len(IMAGENET_CLASSNAMES)}"
+        )
     return _heldout_only(root, IMAGENET_CLASSNAMES, _file_samples(root, val))
 
 
@@ -253,4 +241,3 @@ def _coop(name: str, root: Path) -> DatasetSplits:
     if name == "EuroSAT":
         classes = tuple(classname + names.XTAIL_EUROSAT_SUFFIX for classname in classes)
     return DatasetSplits(classes, parts["train"], parts["test"])
-

@@ -84,12 +84,8 @@ class TrainTransform:
 
     def __call__(self, image: Image.Image, generator: torch.Generator) -> torch.Tensor:
         size = self.image.size
-        top, left, height, width = random_resized_crop_box(
-            image.height, image.width, CROP_SCALE, CROP_RATIO, generator
-        )
-        image = F.resized_crop(
-            image, top, left, height, width, [size, size], interpolation=InterpolationMode.BICUBIC
-        )
+        top, left, height, width = random_resized_crop_box(image.height, image.width, CROP_SCALE, CROP_RATIO, generator)
+        image = F.resized_crop(image, top, left, height, width, [size, size], interpolation=InterpolationMode.BICUBIC)
         if torch.rand(1, generator=generator).item() < FLIP_PROBABILITY:
             image = F.hflip(image)
         return _to_normalised_tensor(image, self.image)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 
-from codyra.evaluation.routed import routed_cells
 from codyra import __version__
-from codyra.store.cells import read_cell
-from codyra.family import family_of
+from codyra.evaluation.routed import routed_cells
 from codyra.experiment.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
+from codyra.family import family_of
 from codyra.methods import method_of
 from codyra.methods.base import CellPosition
+from codyra.store.cells import read_cell
 from codyra.store.io import read_json, require_writable, write_json
 from codyra.store.model_states import require_updates
 from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
@@ -69,7 +69,9 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
             raise ValueError("the pretrained model only has row i = 0")
         require_writable(row0_cell_path(cfg, 1).parent)
         cells = _with_settings(cfg, PRETRAINED, None, 0, _computed_cells(cfg, PRETRAINED, None, 0, js, device))
-        return [tracked(cfg, PRETRAINED, None, 0, j, lambda j=j: _stored(row0_cell_path(cfg, j), next(cells))) for j in js]
+        return [
+            tracked(cfg, PRETRAINED, None, 0, j, lambda j=j: _stored(row0_cell_path(cfg, j), next(cells))) for j in js
+        ]
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
     require_writable(cell_path(cfg, method, seed, i, 1).parent)
@@ -80,11 +82,23 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
 
         def copy(j):
             row0 = row0_cell_path(cfg, j)
-            return {**read_cell(cfg, row0, PRETRAINED, None, 0, j, classifies=family_of(cfg).classifies), "method": method, "seed": seed, "i": i, "copied_from": str(row0)}
+            return {
+                **read_cell(cfg, row0, PRETRAINED, None, 0, j, classifies=family_of(cfg).classifies),
+                "method": method,
+                "seed": seed,
+                "i": i,
+                "copied_from": str(row0),
+            }
 
-        return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), copy(j))) for j in js]
+        return [
+            tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), copy(j)))
+            for j in js
+        ]
     cells = _with_settings(cfg, method, seed, i, _computed_cells(cfg, method, seed, i, js, device))
-    return [tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), next(cells))) for j in js]
+    return [
+        tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), next(cells)))
+        for j in js
+    ]
 
 
 def _stored(path, result: dict) -> dict:
@@ -102,7 +116,10 @@ def _with_settings(cfg, method, seed, i, cells):
         updates = untrained_settings(cfg, method) * i
     else:
         updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
-    return ({**cell, "codyra_version": __version__, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)} for cell in cells)
+    return (
+        {**cell, "codyra_version": __version__, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)}
+        for cell in cells
+    )
 
 
 def _computed_cells(cfg, method, seed, i, js, device):

@@ -20,9 +20,9 @@ from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.streams import build_heldout_tasks
 from codyra.device import pick_device
-from codyra.store.io import read_json, require_writable, write_json
-from codyra.methods import method_of
 from codyra.family import family_of
+from codyra.methods import method_of
+from codyra.store.io import read_json, require_writable, write_json
 from codyra.store.model_states import for_inference, require_updates
 from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
 
@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 
 def _check(cfg: dict, method: str, i: int) -> None:
     if not cfg["heldout_tasks"]:
-        raise ValueError("config key heldout_tasks is empty: list the tasks to hold out, e.g. heldout_tasks: [shape, colour, count]")
+        raise ValueError(
+            "config key heldout_tasks is empty: list the tasks to hold out, e.g. heldout_tasks: [shape, colour, count]"
+        )
     if not family_of(cfg).has_heldout_tasks:
         raise ValueError("held-out evaluation applies to CLIP benchmarks (model.family: clip)")
     n = len(cfg["tasks"])
@@ -57,7 +59,9 @@ def evaluate_heldout(cfg: dict, method: str, seed: int | None, i: int, *, device
     if method == PRETRAINED:
         records = _computed(cfg, method, None, 0, device)
     elif i == 0 or not method_of(cfg, method).trains:
-        records = [{**r, "method": method, "seed": seed, "i": i, "copied_from": str(p)} for r, p in _shared_row0(cfg, device)]
+        records = [
+            {**r, "method": method, "seed": seed, "i": i, "copied_from": str(p)} for r, p in _shared_row0(cfg, device)
+        ]
     else:
         require_updates(cfg, method, seed, i)
         records = _computed(cfg, method, seed, i, device)
@@ -76,23 +80,29 @@ def _shared_row0(cfg: dict, device) -> list[tuple[dict, str]]:
 
 def _computed(cfg: dict, method: str, seed: int | None, i: int, device) -> list[dict]:
     torch.set_num_threads(cfg["eval"]["threads"])
-    bundle = pretrained_clip(cfg) if method == PRETRAINED else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i), method_of(cfg, method))
+    bundle = (
+        pretrained_clip(cfg)
+        if method == PRETRAINED
+        else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i), method_of(cfg, method))
+    )
     device = pick_device(device)
     records = []
     for task in build_heldout_tasks(cfg, bundle.image):
         started = time.time()
         acc, n, classes = accuracy(bundle, task, [task], cfg, device)
-        records.append({
-            "accuracy": acc,
-            "benchmark": cfg["benchmark"],
-            "method": method,
-            "seed": seed,
-            "i": i,
-            "task": task.name,
-            "num_classes": classes,
-            "num_samples": n,
-            "heldout": True,
-            "seconds": round(time.time() - started, 3),
-            "codyra_version": __version__,
-        })
+        records.append(
+            {
+                "accuracy": acc,
+                "benchmark": cfg["benchmark"],
+                "method": method,
+                "seed": seed,
+                "i": i,
+                "task": task.name,
+                "num_classes": classes,
+                "num_samples": n,
+                "heldout": True,
+                "seconds": round(time.time() - started, 3),
+                "codyra_version": __version__,
+            }
+        )
     return records

@@ -31,8 +31,12 @@ def summarize_run(cfg: dict, method: str, seed: int) -> dict:
         "settings": [[cell.get("settings") for cell in row] for row in cells],
         "metrics": summarize(A),
     }
-    if any("routing" in cell for row in cells for cell in row):  # task-agnostic inference: the router's accuracy per cell
-        result["routing"] = [[cell["routing"]["accuracy"] if "routing" in cell else None for cell in row] for row in cells]
+    if any(
+        "routing" in cell for row in cells for cell in row
+    ):  # task-agnostic inference: the router's accuracy per cell
+        result["routing"] = [
+            [cell["routing"]["accuracy"] if "routing" in cell else None for cell in row] for row in cells
+        ]
     directory = run_dir(cfg, method, seed)
     save_heatmap(result, directory / HEATMAP_FILE)
     write_json(directory / MATRIX_FILE, result)
@@ -63,7 +67,9 @@ def save_heatmap(result: dict, path: Path) -> None:
     image = ax.imshow(A, vmin=0, vmax=100, cmap="viridis")
     for i, row in enumerate(A):
         for j, value in enumerate(row):
-            ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=8, color="white" if value < 60 else "black")
+            ax.text(
+                j, i, f"{value:.1f}", ha="center", va="center", fontsize=8, color="white" if value < 60 else "black"
+            )
     ax.set_xticks(range(len(tasks)), tasks, rotation=45, ha="right")
     ax.set_yticks(range(len(A)), ["pretrained"] + [f"after {k}: {t}" for k, t in enumerate(tasks, 1)])
     ax.set_title(f"A[i,j] {result['benchmark']} / {result['method']} / seed {result['seed']}")
@@ -83,9 +89,13 @@ def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:
     expected = {method: expected_cell_fingerprints(cfg, method) for method, _ in matrices}
     for (method, seed), matrix in matrices.items():
         recorded = matrix.get("settings") or [[None] * n] * (n + 1)
-        cells = [(i, j) for i in range(n + 1) for j in range(1, n + 1) if recorded[i][j - 1] != expected[method][i][j - 1]]
+        cells = [
+            (i, j) for i in range(n + 1) for j in range(1, n + 1) if recorded[i][j - 1] != expected[method][i][j - 1]
+        ]
         if cells:
-            shown = ", ".join(f"A_{i}_{j}" for i, j in cells[:6]) + (f" and {len(cells) - 6} more" if len(cells) > 6 else "")
+            shown = ", ".join(f"A_{i}_{j}" for i, j in cells[:6]) + (
+                f" and {len(cells) - 6} more" if len(cells) > 6 else ""
+            )
             first = min(i for i, _ in cells)
             stale.append(f"{run_dir(cfg, method, seed)} (cells {shown}; first stale row i={first})")
     if stale:

@@ -22,7 +22,9 @@ def routed_cells(cfg: dict, kind: type[Method], cell: CellPosition, device):
     def row_state():
         state = stored_state(cfg, cell.method, cell.seed, cell.task)
         if state is None:
-            raise FileNotFoundError(f"{task_dir(cfg, cell.method, cell.seed, cell.task)} holds no {kind.kind} state: rerun its training job")
+            raise FileNotFoundError(
+                f"{task_dir(cfg, cell.method, cell.seed, cell.task)} holds no {kind.kind} state: rerun its training job"
+            )
         return state
 
     row = RowContext(

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from codyra.store.io import read_json, write_json, write_text
-from codyra.methods import method_of
 from codyra.evaluation.metrics import summarize
+from codyra.methods import method_of
+from codyra.store.io import read_json, write_json, write_text
 from codyra.store.paths import MATRIX_FILE, run_dir, tables_dir
 
 
@@ -67,14 +67,22 @@ class Table:
         if self.best_along == "row":
             for block, label, stats in rows:
                 for group in dict.fromkeys(self.group_of(c) for c in self.columns):
-                    means = [(s[0], col) for col, s in enumerate(stats) if s is not None and self.group_of(self.columns[col]) == group]
+                    means = [
+                        (s[0], col)
+                        for col, s in enumerate(stats)
+                        if s is not None and self.group_of(self.columns[col]) == group
+                    ]
                     if len(means) > 1:
                         target = (max if self.higher_is_better.get(label, True) else min)(m for m, _ in means)
                         marked.update((block, label, col) for m, col in means if np.isclose(m, target))
             return marked
         for block, group in dict.fromkeys((b, self.group_of(label)) for b, label, _ in rows):
             for col, name in enumerate(self.columns):
-                means = [(s[col][0], label) for b, label, s in rows if b == block and self.group_of(label) == group and s[col] is not None]
+                means = [
+                    (s[col][0], label)
+                    for b, label, s in rows
+                    if b == block and self.group_of(label) == group and s[col] is not None
+                ]
                 if len(means) < 2:
                     continue
                 target = (max if self.higher_is_better.get(name, True) else min)(m for m, _ in means)
@@ -113,7 +121,12 @@ def _fmt(stat, decimals: int = 1) -> str:
 
 def to_markdown(table: Table) -> str:
     best = table.best()
-    lines = [f"**{table.caption}**", "", "| | " + " | ".join(table.columns) + " |", "|---" * (len(table.columns) + 1) + "|"]
+    lines = [
+        f"**{table.caption}**",
+        "",
+        "| | " + " | ".join(table.columns) + " |",
+        "|---" * (len(table.columns) + 1) + "|",
+    ]
     if table.best_along == "row" and table.groups:
         lines.append("| *group* | " + " | ".join(table.group_of(c) for c in table.columns) + " |")
     current = None
@@ -123,7 +136,10 @@ def to_markdown(table: Table) -> str:
             current = block
         if group:
             lines.append(f"| ***{group}*** |" + " |" * len(table.columns))
-        cells = [f"**{_fmt(s, table.decimals)}**" if (block, label, c) in best else _fmt(s, table.decimals) for c, s in enumerate(stats)]
+        cells = [
+            f"**{_fmt(s, table.decimals)}**" if (block, label, c) in best else _fmt(s, table.decimals)
+            for c, s in enumerate(stats)
+        ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -158,7 +174,13 @@ def to_latex(table: Table) -> str:
         cells = [_fmt(s, table.decimals).replace("±", r"$\pm$") for s in stats]
         cells = [rf"\textbf{{{c}}}" if (block, label, k) in best else c for k, c in enumerate(cells)]
         lines.append(f"{_tex(label)} & " + " & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(table.caption)}}}", rf"\label{{tab:{table.name}}}", r"\end{table}"]
+    lines += [
+        r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{{_tex(table.caption)}}}",
+        rf"\label{{tab:{table.name}}}",
+        r"\end{table}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -168,19 +190,32 @@ def to_html(table: Table) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in table.columns)
     rows, current = [], None
     if table.best_along == "row" and table.groups:
-        rows.append("<tr><th><em>group</em></th>" + "".join(f"<td>{escape(table.group_of(c))}</td>" for c in table.columns) + "</tr>")
+        rows.append(
+            "<tr><th><em>group</em></th>"
+            + "".join(f"<td>{escape(table.group_of(c))}</td>" for c in table.columns)
+            + "</tr>"
+        )
     for block, label, stats, group in table.row_groups():
         if block and block != current:
             rows.append(f'<tr class="block"><td colspan="{len(table.columns) + 1}"><em>{escape(block)}</em></td></tr>')
             current = block
         if group:
-            rows.append(f'<tr class="block"><td colspan="{len(table.columns) + 1}"><b><em>{escape(group)}</em></b></td></tr>')
-        cells = "".join(f"<td><b>{_fmt(s, table.decimals)}</b></td>" if (block, label, c) in best else f"<td>{_fmt(s, table.decimals)}</td>" for c, s in enumerate(stats))
+            rows.append(
+                f'<tr class="block"><td colspan="{len(table.columns) + 1}"><b><em>{escape(group)}</em></b></td></tr>'
+            )
+        cells = "".join(
+            f"<td><b>{_fmt(s, table.decimals)}</b></td>"
+            if (block, label, c) in best
+            else f"<td>{_fmt(s, table.decimals)}</td>"
+            for c, s in enumerate(stats)
+        )
         rows.append(f"<tr><th>{escape(label)}</th>{cells}</tr>")
     style = "body{font-family:sans-serif}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}tr.block td{text-align:left}"
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(table.name)}</title><style>{style}</style></head><body>\n'
-        f"<p><b>{escape(table.caption)}</b></p>\n<table><tr><th></th>{head}</tr>\n" + "\n".join(rows) + "\n</table></body></html>\n"
+        f"<p><b>{escape(table.caption)}</b></p>\n<table><tr><th></th>{head}</tr>\n"
+        + "\n".join(rows)
+        + "\n</table></body></html>\n"
     )
 
 
@@ -208,7 +243,11 @@ def load_runs(cfg: dict) -> dict[str, list[dict]]:
 
 
 # the paper's method groups (Method.group), in table order
-GROUPS = {"reference": "Zero-shot reference", "complementation": "Model complementation", "continual": "Model continually learned"}
+GROUPS = {
+    "reference": "Zero-shot reference",
+    "complementation": "Model complementation",
+    "continual": "Model continually learned",
+}
 DAGGER = "†"
 
 
@@ -281,15 +320,29 @@ def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     """Router accuracy (%) per task: the share of task j's test samples routed where they belong
     (their own task once learned, the zero-shot model before), averaged over rows i = 1..N."""
     tasks = [t["name"] for t in cfg["tasks"]]
-    table = Table("routing", f"{cfg['benchmark']}: domain-router accuracy (%) per task, mean over rows i = 1..N, ± std over seeds", tasks + ["Average"])
+    table = Table(
+        "routing",
+        f"{cfg['benchmark']}: domain-router accuracy (%) per task, mean over rows i = 1..N, ± std over seeds",
+        tasks + ["Average"],
+    )
     for method in routed_methods(cfg):
         per_seed = []
         for matrix in runs[method]:
             routing = matrix.get("routing")
             if routing is None:
-                raise ValueError(f"{run_dir(cfg, method, matrix['seed']) / MATRIX_FILE} has no routing accuracies; rerun its matrix job")
-            per_seed.append([float(np.mean([routing[i][j] for i in range(1, len(routing))])) for j in range(len(tasks))])
-        table.rows.append(("", method + DAGGER, [[s[j] for s in per_seed] for j in range(len(tasks))] + [[float(np.mean(s)) for s in per_seed]]))
+                raise ValueError(
+                    f"{run_dir(cfg, method, matrix['seed']) / MATRIX_FILE} has no routing accuracies; rerun its matrix job"
+                )
+            per_seed.append(
+                [float(np.mean([routing[i][j] for i in range(1, len(routing))])) for j in range(len(tasks))]
+            )
+        table.rows.append(
+            (
+                "",
+                method + DAGGER,
+                [[s[j] for s in per_seed] for j in range(len(tasks))] + [[float(np.mean(s)) for s in per_seed]],
+            )
+        )
     return table
 
 
@@ -311,11 +364,17 @@ def rail_aggregation_methods(cfg: dict) -> dict[str, list[str]]:
 
 def rail_aggregation_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     columns = ["Transfer", "Average", "Last"]
-    table = Table("rail_aggregation", f"{cfg['benchmark']}: CoDyRA + RAIL's aggregation-based adapters, mean over tasks (%) ± std over seeds", columns)
+    table = Table(
+        "rail_aggregation",
+        f"{cfg['benchmark']}: CoDyRA + RAIL's aggregation-based adapters, mean over tasks (%) ± std over seeds",
+        columns,
+    )
     for variant, methods in rail_aggregation_methods(cfg).items():
         for method in methods:
             summaries = [summarize(m["A"]) for m in runs[method]]
-            table.rows.append((f"RAIL-{variant.title()}", method, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
+            table.rows.append(
+                (f"RAIL-{variant.title()}", method, [_defined([s[c.lower()] for s in summaries]) for c in columns])
+            )
     return table
 
 

@@ -46,7 +46,10 @@ def _refuse_duplicate_keys(text: str) -> None:
             for key, value in node.value:
                 if isinstance(key, yaml.ScalarNode) and key.value in seen:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key.value!r} appears twice in one mapping (the second would silently win); keep one", key.start_mark
+                        None,
+                        None,
+                        f"key {key.value!r} appears twice in one mapping (the second would silently win); keep one",
+                        key.start_mark,
                     )
                 seen.add(key.value)
                 todo.append(value)
@@ -60,7 +63,9 @@ def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
     path = Path(source)
     if not path.is_file():
         if _chain:
-            raise ConfigError(f"config file {_chain[-1]}: extends {path}, which does not exist; fix the path (relative to {_chain[-1]})")
+            raise ConfigError(
+                f"config file {_chain[-1]}: extends {path}, which does not exist; fix the path (relative to {_chain[-1]})"
+            )
         raise ConfigError(f"config file not found: {path} (pass --config <file>)")
     if path.resolve() in _chain:
         cycle = " -> ".join(str(p) for p in (*_chain, path.resolve()))
@@ -75,14 +80,18 @@ def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
         problem = getattr(err, "problem", None) or err
         raise ConfigError(f"config file {path} is not valid YAML{at}: {problem}; fix the file") from None
     if cfg is None:
-        raise ConfigError(f"config file {path} is empty; it must hold the experiment's YAML mapping (see config/config.yaml)")
+        raise ConfigError(
+            f"config file {path} is empty; it must hold the experiment's YAML mapping (see config/config.yaml)"
+        )
     if not isinstance(cfg, dict):
         raise ConfigError(f"config file {path} must hold a YAML mapping at the top level, not a {type(cfg).__name__}")
     if "extends" not in cfg:
         return cfg
     base = cfg.pop("extends")
     if not isinstance(base, str) or not base:
-        raise ConfigError(f"config file {path}: extends must be the path of a base config file (relative to this file), got {base!r}")
+        raise ConfigError(
+            f"config file {path}: extends must be the path of a base config file (relative to this file), got {base!r}"
+        )
     return overlay(read_config_file(path.parent / base, (*_chain, path.resolve())), cfg)
 
 
@@ -159,7 +168,9 @@ def select_backbone(cfg: dict) -> None:
         return
     backbones, choice = cfg.pop("backbones"), cfg.pop("backbone", None)
     if not isinstance(backbones, dict) or not backbones or not all(isinstance(v, str) for v in backbones.values()):
-        raise ConfigError("config key backbones: must map backbone names to model ids, e.g. {gemma-2b-it: google/gemma-2b-it}")
+        raise ConfigError(
+            "config key backbones: must map backbone names to model ids, e.g. {gemma-2b-it: google/gemma-2b-it}"
+        )
     if choice not in backbones:
         raise ConfigError(
             f"config key backbone: {choice!r} is not one of backbones ({', '.join(backbones)}); "
@@ -185,7 +196,9 @@ def validate_config(cfg: dict) -> dict:
     if not errors:
         errors = _method_option_errors(cfg) + _non_finite(cfg, [])
     if errors:
-        lines = [f"config key {_key_path(path)}: {message}" for path, message in sorted(errors, key=lambda e: str(e[0]))[:10]]
+        lines = [
+            f"config key {_key_path(path)}: {message}" for path, message in sorted(errors, key=lambda e: str(e[0]))[:10]
+        ]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     _check_semantics(cfg)
     return cfg
@@ -194,7 +207,10 @@ def validate_config(cfg: dict) -> dict:
 def _schema_errors(instance, sch: dict, prefix: list) -> list[tuple[list, str]]:
     import jsonschema
 
-    return [(prefix + list(e.absolute_path), _message(e)) for e in jsonschema.Draft202012Validator(sch).iter_errors(instance)]
+    return [
+        (prefix + list(e.absolute_path), _message(e))
+        for e in jsonschema.Draft202012Validator(sch).iter_errors(instance)
+    ]
 
 
 def _message(error) -> str:
@@ -212,13 +228,24 @@ def _method_option_errors(cfg: dict) -> list[tuple[list, str]]:
     errors = []
     for name, kind in kinds.items():
         if kind not in available_kinds():
-            errors.append((["method_configs", name, "kind"], f"unknown method kind {kind!r}; available: {', '.join(available_kinds())}"))
+            errors.append(
+                (
+                    ["method_configs", name, "kind"],
+                    f"unknown method kind {kind!r}; available: {', '.join(available_kinds())}",
+                )
+            )
     layers = [(["method_configs", name], spec) for name, spec in cfg["method_configs"].items()]
-    layers += [(["tasks", k, "methods", m], spec) for k, t in enumerate(cfg["tasks"]) for m, spec in t.get("methods", {}).items()]
+    layers += [
+        (["tasks", k, "methods", m], spec)
+        for k, t in enumerate(cfg["tasks"])
+        for m, spec in t.get("methods", {}).items()
+    ]
     for path, spec in layers:
         kind = kinds.get(path[-1])
         if kind in available_kinds():
-            errors += [([*path, key], message) for key, message in option_errors(method_class(kind).Options, spec, kind=kind)]
+            errors += [
+                ([*path, key], message) for key, message in option_errors(method_class(kind).Options, spec, kind=kind)
+            ]
     return errors
 
 
@@ -249,7 +276,9 @@ def _check_semantics(cfg: dict) -> None:
     from codyra.store.paths import RESERVED_NAMES
 
     for name in RESERVED_NAMES & set(cfg["method_configs"]):
-        raise ConfigError(f"config key method_configs.{name}: the name is reserved (results/<benchmark>/{name}/ is not a method's)")
+        raise ConfigError(
+            f"config key method_configs.{name}: the name is reserved (results/<benchmark>/{name}/ is not a method's)"
+        )
     for m in cfg["methods"]:
         if m not in cfg["method_configs"]:
             raise ConfigError(
@@ -262,12 +291,18 @@ def _check_semantics(cfg: dict) -> None:
             if m not in cfg["method_configs"]:
                 raise ConfigError(f"config key tasks[{k}].methods: {m!r} is not a method in method_configs")
         for m in cfg["methods"]:
-            _check_accumulation(cfg["model"]["family"], resolve_job(cfg, m, k + 1)["train"]["gradient_accumulation"], m, task["name"])
+            _check_accumulation(
+                cfg["model"]["family"], resolve_job(cfg, m, k + 1)["train"]["gradient_accumulation"], m, task["name"]
+            )
     for m in cfg["methods"]:
         # the method's own config first, then each task that overrides it: the error names that layer
         base = {k: v for k, v in cfg["method_configs"][m].items() if k != "train"}
         layers = [(f"method_configs.{m}", base)]
-        layers += [(f"tasks[{k}].methods.{m}", resolve_job(cfg, m, k + 1)["method"]) for k, t in enumerate(cfg["tasks"]) if m in t.get("methods", {})]
+        layers += [
+            (f"tasks[{k}].methods.{m}", resolve_job(cfg, m, k + 1)["method"])
+            for k, t in enumerate(cfg["tasks"])
+            if m in t.get("methods", {})
+        ]
         for where, options in layers:
             try:
                 method = method_class(options["kind"])(options)
@@ -277,7 +312,9 @@ def _check_semantics(cfg: dict) -> None:
                 raise ConfigError(f"config key {where}: {err}") from err
             for ref in norm_references(options):
                 if ref == m or ref not in cfg["methods"]:
-                    raise ConfigError(f"config key {where}.norm_target: {ref!r} must be another method of the grid (config key methods), whose updates' ||dW||_F set the target")
+                    raise ConfigError(
+                        f"config key {where}.norm_target: {ref!r} must be another method of the grid (config key methods), whose updates' ||dW||_F set the target"
+                    )
 
 
 def _check_families(cfg: dict) -> None:
@@ -299,7 +336,9 @@ def _check_heldout(cfg: dict, stream: list[str]) -> None:
     known = known_heldout_names(kind)
     for k, name in enumerate(cfg["heldout_tasks"]):
         if name in stream:
-            raise ConfigError(f"config key heldout_tasks[{k}]: {name!r} is a task of the stream (tasks); a held-out task is never trained on")
+            raise ConfigError(
+                f"config key heldout_tasks[{k}]: {name!r} is a task of the stream (tasks); a held-out task is never trained on"
+            )
         if name not in known:
             raise ConfigError(
                 f"config key heldout_tasks[{k}]: {name!r} is not a held-out dataset of the {kind} protocol; "

@@ -107,6 +107,8 @@ def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
 
     n = len(cfg["tasks"])
     trains = method_of(cfg, method).trains
-    updates = [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else untrained_settings(cfg, method) * n
+    updates = (
+        [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else untrained_settings(cfg, method) * n
+    )
     columns = [eval_fingerprint(cfg, j) for j in range(1, n + 1)]
     return [[cell_fingerprint(column, updates[:i]) for column in columns] for i in range(n + 1)]

@@ -25,7 +25,9 @@ class Job:
 JOBS: dict[str, Job] = {
     # the minis' own pretraining, not via codyra.experiment.pretraining: its family objects reach the engine and
     # every method, and editing a method must not rerun the pretraining
-    "pretrain_mini": Job("pretrain-mini", ("codyra.mini.clip.pretrain", "codyra.mini.trace.pretrain"), "mini.pretrain_threads"),
+    "pretrain_mini": Job(
+        "pretrain-mini", ("codyra.mini.clip.pretrain", "codyra.mini.trace.pretrain"), "mini.pretrain_threads"
+    ),
     # a family's own rule names (Family.train_rule, Family.eval_rule): profiles size them apart
     "train_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
     "train_lm_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
@@ -40,11 +42,28 @@ JOBS: dict[str, Job] = {
     # each versioned by its own module (codyra.analysis.registry only dispatches)
     "probe": Job("probe", ("codyra.analysis.probes",), "eval.threads"),
     "grad_conflict": Job("grad-conflict", ("codyra.analysis.conflict",), "eval.threads"),
-    **{f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), "eval.threads") for name, module in (("drift", "drift"), ("magnitude", "magnitude"), ("cka", "cka"), ("rank", "rank"), ("orth", "orth"))},
+    **{
+        f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), "eval.threads")
+        for name, module in (
+            ("drift", "drift"),
+            ("magnitude", "magnitude"),
+            ("cka", "cka"),
+            ("rank", "rank"),
+            ("orth", "orth"),
+        )
+    },
     **{
         f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), None)
-        for name, module in (("cost", "cost"), ("retention", "retention"), ("probes", "probe_tables"), ("conflict", "conflict"),
-                             ("significance", "significance"), ("ablations", "ablation"), ("compare", "compare"), ("norm_matched", "norm_matched"))
+        for name, module in (
+            ("cost", "cost"),
+            ("retention", "retention"),
+            ("probes", "probe_tables"),
+            ("conflict", "conflict"),
+            ("significance", "significance"),
+            ("ablations", "ablation"),
+            ("compare", "compare"),
+            ("norm_matched", "norm_matched"),
+        )
     },
 }
 
@@ -79,7 +98,9 @@ def rule_for(command: str, method: str | None, cfg: dict) -> str:
     if command in ("cell", "heldout"):
         row0 = method == PRETRAINED
         return {"cell": (eval_rule(cfg), "eval_row0"), "heldout": ("heldout", "heldout_row0")}[command][row0]
-    raise ValueError(f"codyra {command} is not a job the workflow submits; launchable: train, cell, heldout, run, sweep")
+    raise ValueError(
+        f"codyra {command} is not a job the workflow submits; launchable: train, cell, heldout, run, sweep"
+    )
 
 
 def job_threads(cfg: dict, rule: str) -> int:

@@ -22,7 +22,9 @@ def pretrain_own(cfg: dict) -> None:
     """Write the mini benchmark's theta_0 (and, for the mini TRACE, its data and tokenizer)."""
     weights = own_pretraining(cfg)
     if weights is None:
-        raise ValueError("pretrain-mini applies to the mini benchmarks (data.kind: mini, or llm.mini) with model.pretrained null")
+        raise ValueError(
+            "pretrain-mini applies to the mini benchmarks (data.kind: mini, or llm.mini) with model.pretrained null"
+        )
     require_writable(Path(weights).parent.parent)  # the pretraining replaces its folder (the mini TRACE's) whole
     if cfg["data"]["kind"] == "mini":  # the mini CLIP's scenes (clip.weights.own_weights)
         from codyra.mini.clip.pretrain import pretrain_mini

@@ -41,7 +41,11 @@ def submitit_parameters(resources: dict, cpus: int, name: str) -> dict:
         params["timeout_min"] = int(resources["runtime"])
     if "mem_mb" in resources:
         params["mem_gb"] = math.ceil(int(resources["mem_mb"]) / 1024)
-    for key, target in (("slurm_partition", "slurm_partition"), ("slurm_account", "slurm_account"), ("constraint", "slurm_constraint")):
+    for key, target in (
+        ("slurm_partition", "slurm_partition"),
+        ("slurm_account", "slurm_account"),
+        ("constraint", "slurm_constraint"),
+    ):
         if resources.get(key):
             params[target] = str(resources[key])
     gpus = int(resources.get("gpu") or 0)
@@ -100,7 +104,9 @@ def job_parameters(args, cfg: dict) -> dict:
     resources = profile_resources(args.slurm_profile, rule)
     if args.command in ("run", "sweep") and "runtime" in resources:
         row = profile_resources(args.slurm_profile, eval_rule(cfg))
-        resources["runtime"] = len(cfg["tasks"]) * (int(resources["runtime"]) + int(row.get("runtime", resources["runtime"])))
+        resources["runtime"] = len(cfg["tasks"]) * (
+            int(resources["runtime"]) + int(row.get("runtime", resources["runtime"]))
+        )
     return submitit_parameters(resources, job_threads(cfg, rule), f"codyra-{args.command}")
 
 
@@ -123,7 +129,9 @@ def sweep(args, cfg: dict, entry: Callable[..., int]) -> list:
             raise ConfigError(f"--grid expects KEY=V1,V2,..., got {item!r} (e.g. --grid train.lr=1e-4,5e-4)")
         axes.append([(key, parse_value(v)) for v in values.split(",")])
     if args.method not in cfg["method_configs"]:
-        raise ConfigError(f"--method {args.method!r} is not in method_configs ({', '.join(sorted(cfg['method_configs']))})")
+        raise ConfigError(
+            f"--method {args.method!r} is not in method_configs ({', '.join(sorted(cfg['method_configs']))})"
+        )
     base = cfg["method_configs"][args.method]
     jobs_cfg, argvs = copy.deepcopy(cfg), []
     for point in itertools.product(*axes):

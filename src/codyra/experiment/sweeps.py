@@ -34,8 +34,15 @@ def value_label(value) -> str:
 def variants(name: str, sweep) -> list[tuple[str, dict]]:
     """[(variant method name, {option: value})] of one sweep, in the order of its values."""
     where = f"config key ablations.{name}"
-    if not isinstance(sweep, dict) or not isinstance(sweep.get("method"), str) or not isinstance(sweep.get("vary"), dict) or not sweep["vary"]:
-        raise ConfigError(f"{where}: must be a mapping {{method: <method_configs entry>, vary: {{option: [values, ...]}}}}")
+    if (
+        not isinstance(sweep, dict)
+        or not isinstance(sweep.get("method"), str)
+        or not isinstance(sweep.get("vary"), dict)
+        or not sweep["vary"]
+    ):
+        raise ConfigError(
+            f"{where}: must be a mapping {{method: <method_configs entry>, vary: {{option: [values, ...]}}}}"
+        )
     for option, values in sweep["vary"].items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}.vary.{option}: must be a non-empty list of values")
@@ -60,7 +67,9 @@ def expand_ablations(cfg: dict) -> None:
                 raise ConfigError(f"config key ablations.{name}.method: {base!r} is not an entry of method_configs")
             spec = {**copy.deepcopy(configs[base]), **copy.deepcopy(options)}
             if variant in configs and configs[variant] != spec:
-                raise ConfigError(f"config key ablations.{name}: variant {variant!r} is already a different entry of method_configs; rename one")
+                raise ConfigError(
+                    f"config key ablations.{name}: variant {variant!r} is already a different entry of method_configs; rename one"
+                )
             configs[variant] = spec
             if isinstance(cfg.get("methods"), list) and variant not in cfg["methods"]:
                 cfg["methods"].append(variant)

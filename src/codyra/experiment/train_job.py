@@ -87,5 +87,7 @@ def run_summary(cfg: dict, method_name: str, seed: int, task_index: int) -> dict
 
 def task_checkpoint_dir(cfg: dict, method_name: str, seed: int, task_index: int) -> Path:
     """This job's checkpoint folder: keyed by its settings and the updates 1..i-1 it starts from."""
-    key = fingerprint([train_fingerprint(cfg, method_name, task_index), previous_digests(cfg, method_name, seed, task_index)])
+    key = fingerprint(
+        [train_fingerprint(cfg, method_name, task_index), previous_digests(cfg, method_name, seed, task_index)]
+    )
     return checkpoint_dir(task_dir(cfg, method_name, seed, task_index), key)

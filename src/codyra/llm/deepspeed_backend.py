@@ -235,7 +235,12 @@ class ZeroBackend:
             snapshot = _StateDict({"state": state, "param_groups": self._param_groups()})
             params = dict(zip(self.names, masters))
             save_checkpoint(
-                directory, step=step, params=params, optimizer=snapshot, scheduler=scheduler, history=history,
+                directory,
+                step=step,
+                params=params,
+                optimizer=snapshot,
+                scheduler=scheduler,
+                history=history,
                 method_state=method_state,
             )
         torch.distributed.barrier()
@@ -268,7 +273,10 @@ class ZeroBackend:
         for g, params in enumerate(self.groups):
             step = self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"]
             for _ in params:
-                out[self.names[index]] = {"step": step.detach().float().cpu().clone(), **{k: gathered[k][index].cpu() for k in MOMENTS}}
+                out[self.names[index]] = {
+                    "step": step.detach().float().cpu().clone(),
+                    **{k: gathered[k][index].cpu() for k in MOMENTS},
+                }
                 index += 1
         return out
 
@@ -282,7 +290,9 @@ class ZeroBackend:
         for g, params in enumerate(self.groups):
             steps = {float(moments[n]["step"]) for n in self.names[index : index + len(params)]}
             if len(steps) > 1:
-                raise ValueError(f"train.carry_optimizer: the carried steps of parameter group {g} differ ({sorted(steps)}); ZeRO keeps one per group")
+                raise ValueError(
+                    f"train.carry_optimizer: the carried steps of parameter group {g} differ ({sorted(steps)}); ZeRO keeps one per group"
+                )
             if steps:
                 self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"].fill_(steps.pop())
             index += len(params)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import torch
 
-from codyra.steps.batches import derive_seed
-from codyra.store.cells import cell_record
 from codyra.device import pick_device
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import length_limits, pretrained_lm, task_folder
 from codyra.llm.rebuild import rebuild_lm
+from codyra.steps.batches import derive_seed
+from codyra.store.cells import cell_record
 from codyra.store.io import write_text
 from codyra.store.model_states import for_inference
 from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path
@@ -46,7 +46,11 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     device = pick_device(device)
     trained = kind is not None and kind.trains
     # a method that never trains answers with theta_0 (FIX(ICL): only its prompts differ)
-    bundle = for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i), kind, task=j) if trained else pretrained_lm(cfg)
+    bundle = (
+        for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i), kind, task=j)
+        if trained
+        else pretrained_lm(cfg)
+    )
     # bf16 weights for generation on a GPU (as in training); fp32 on the CPU
     bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
     model = bundle.model.to(device, dtype=torch.bfloat16 if bf16 else torch.float32)

@@ -22,7 +22,9 @@ from codyra.store.paths import MINI_PRETRAINED, mini_data_dir, results_path
 from codyra.store.theta0 import check_finite, local_weight_files, record_first_use, verify_first_use, verify_own
 from codyra.trace.data import LengthLimits, prepare_tokenizer
 
-MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "trace" / "model_configs"  # the mini TRACE's tiny LMs
+MODEL_CONFIG_DIR = (
+    Path(__file__).resolve().parent.parent / "mini" / "trace" / "model_configs"
+)  # the mini TRACE's tiny LMs
 # transformers builds models under process-wide patches (torch.nn.init functions, the default
 # dtype, the meta device), and its lazy module imports a submodule on first access to a name:
 # jobs running as threads of one process (Snakemake's local mode) must import from it and build
@@ -139,7 +141,11 @@ def pretrained_lm(cfg: dict) -> LMBundle:
         fix = f"rerun the mini TRACE pretraining (snakemake -f {folder / 'model.safetensors'}, or codyra pretrain-mini --config <config>)"
         verify_own(list(files.values()), fix)
     else:
-        fix = f"restore the model folder {folder}" if local else f"delete {folder} and download {source} again (hf download {source} --cache-dir <cache>)"
+        fix = (
+            f"restore the model folder {folder}"
+            if local
+            else f"delete {folder} and download {source} again (hf download {source} --cache-dir <cache>)"
+        )
         unrecorded = verify_first_use(cfg, files, fix)
     check_finite(bundle.model, folder, fix)
     record_first_use(cfg, unrecorded)
@@ -152,5 +158,7 @@ def hub_snapshot(repo_id: str, cache_dir: str | None) -> Path:
 
     config = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
     if not isinstance(config, str):
-        raise WeightsUnavailableError(f"{repo_id} loaded, but its files are not in the cache {cache_dir or 'of huggingface_hub'}: its weights cannot be verified")
+        raise WeightsUnavailableError(
+            f"{repo_id} loaded, but its files are not in the cache {cache_dir or 'of huggingface_hub'}: its weights cannot be verified"
+        )
     return Path(config).parent

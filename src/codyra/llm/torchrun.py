@@ -24,9 +24,9 @@ import sys
 import torch
 import yaml
 
+from codyra.progress import job_stream
 from codyra.store.io import read_json, write_text
 from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, task_dir
-from codyra.progress import job_stream
 
 log = logging.getLogger(__name__)
 LAUNCH_CONFIG = "launch-config.yaml"
@@ -61,9 +61,22 @@ def launch_ranks(cfg: dict, method: str, seed: int, task_index: int, run) -> dic
     write_text(config_file, yaml.safe_dump(rank_cfg, sort_keys=False))
     nproc = rank_count(cfg)
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-        "-m", "codyra.cli", "train", "--config", str(config_file),
-        "--method", method, "--seed", str(seed), "--task", str(task_index),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "codyra.cli",
+        "train",
+        "--config",
+        str(config_file),
+        "--method",
+        method,
+        "--seed",
+        str(seed),
+        "--task",
+        str(task_index),
     ]
     log.info("launching %d DeepSpeed rank(s): %s", nproc, " ".join(command))
     output = _job_output()

@@ -23,14 +23,14 @@ import math
 
 import torch
 
-from codyra.training.backends import PlainBackend
-from codyra.steps.batches import StepBatches
 from codyra.device import pick_device
 from codyra.llm.collate import TrainingCollator
 from codyra.llm.loss import answer_loss_sum, answer_tokens, position_ids
 from codyra.llm.model import length_limits, task_folder
 from codyra.llm.rebuild import rebuild_lm
+from codyra.steps.batches import StepBatches
 from codyra.trace.data import load_split
+from codyra.training.backends import PlainBackend
 
 
 def step_examples(hp: dict) -> int:
@@ -75,7 +75,9 @@ class LMSession:
 
             self._backend = ZeroBackend(self.model, groups, method, self.hp, self.llm, self.device)
         else:
-            self._backend = PlainBackend(self.model, groups, self.hp, self.device, clip_norm=self.llm["gradient_clipping"])
+            self._backend = PlainBackend(
+                self.model, groups, self.hp, self.device, clip_norm=self.llm["gradient_clipping"]
+            )
         return self._backend
 
     def batches(self, start: int):
@@ -85,7 +87,9 @@ class LMSession:
             micro_batches = []
             for first in range(0, len(keys), micro):  # this rank's share of each micro-batch
                 mine = keys[first : first + micro][self.rank * share : (self.rank + 1) * share]
-                micro_batches.append({k: v.to(self.device) for k, v in self.collate([self.examples[i] for i, _ in mine]).items()})
+                micro_batches.append(
+                    {k: v.to(self.device) for k, v in self.collate([self.examples[i] for i, _ in mine]).items()}
+                )
             yield micro_batches
 
     def forward(self, model, batch: dict) -> dict:

@@ -12,7 +12,9 @@ _NOT_METHODS = {"base", "options"}
 
 
 def available_kinds() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_METHODS and not m.name.startswith("_"))
+    return sorted(
+        m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_METHODS and not m.name.startswith("_")
+    )
 
 
 def method_class(kind: str) -> type[Method]:

@@ -82,7 +82,9 @@ class RankAllocator:
         grads = {key: p.grad for key, p in self._params()}
         missing = [key for key, g in grads.items() if g is None]
         if missing:
-            raise RuntimeError(f"adalora: no gradient on {missing[:3]} this step: AdaLoRA needs one on every adapter (did the forward reach them all?)")
+            raise RuntimeError(
+                f"adalora: no gradient on {missing[:3]} this step: AdaLoRA needs one on every adapter (did the forward reach them all?)"
+            )
         return {key: g.detach() for key, g in grads.items()}
 
     def update_ipt(self, grads: dict) -> None:
@@ -209,7 +211,9 @@ class AdaLoRA(LoRA):
         total = ctx.total_steps
         tinit, tfinal = round(o.tinit * total), round(o.tfinal * total)
         if tinit >= total - tfinal:
-            raise ValueError(f"adalora: tinit {o.tinit} and tfinal {o.tfinal} of {total} steps leave no step to allocate in")
+            raise ValueError(
+                f"adalora: tinit {o.tinit} and tfinal {o.tfinal} of {total} steps leave no step to allocate in"
+            )
         if total - tfinal < 2:  # the final allocation ranks by the EMAs of the steps before it
             raise ValueError(
                 f"adalora: a task of {total} step(s) with tfinal {o.tfinal} has no step before its final allocation to "

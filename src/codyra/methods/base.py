@@ -56,7 +56,9 @@ if TYPE_CHECKING:  # method modules import torch lazily: config validation (ever
 
 
 def _reads_no_runs(method: str) -> dict:
-    raise ValueError(f"this TaskContext reads no other run's results (asked for {method!r}'s): it is not part of a training job")
+    raise ValueError(
+        f"this TaskContext reads no other run's results (asked for {method!r}'s): it is not part of a training job"
+    )
 
 
 @dataclass
@@ -208,15 +210,21 @@ class Method(ABC):
     def finish(self, model: nn.Module) -> tuple[TaskUpdate, dict]:
         """Merge into ``model``; return the update and its JSON summary (with ``trainable_params``)."""
 
-    def absorb(self, previous_state: dict[str, torch.Tensor] | None, batches: list, num_classes: int, seed: int) -> None:
+    def absorb(
+        self, previous_state: dict[str, torch.Tensor] | None, batches: list, num_classes: int, seed: int
+    ) -> None:
         """A closed-form method's fit of one task: ``batches`` of (frozen features, labels over the
         ``num_classes`` classes of tasks 1..i), ``previous_state`` task i-1's stored state."""
-        raise TypeError(f"method kind {self.kind!r} does not fit in closed form (its closed_form is False): the engine trains it by steps")
+        raise TypeError(
+            f"method kind {self.kind!r} does not fit in closed form (its closed_form is False): the engine trains it by steps"
+        )
 
     @classmethod
     def routed_cells(cls, row: RowContext):
         """A domain-predicting method's cells A[i, j] (with their ``routing``) of ``row.cell``."""
-        raise TypeError(f"method kind {cls.kind!r} has no task-agnostic inference (its predicts_domain is False): its cells come from the family")
+        raise TypeError(
+            f"method kind {cls.kind!r} has no task-agnostic inference (its predicts_domain is False): its cells come from the family"
+        )
 
     def checkpoint_state(self) -> dict[str, torch.Tensor]:
         """Mid-task tensors a resumed job needs, saved with each checkpoint ({}: none)."""
@@ -242,7 +250,9 @@ class Method(ABC):
         return cls.for_inference(model, states)
 
     @classmethod
-    def test_prompts(cls, cfg: dict, method: str, seed: int, j: int, examples: list, tokenizer) -> tuple[list[str], int]:
+    def test_prompts(
+        cls, cfg: dict, method: str, seed: int, j: int, examples: list, tokenizer
+    ) -> tuple[list[str], int]:
         """(task j's test prompts as the model is shown them, the token length they are cut to)
         of a ``rewrites_prompts`` method on an LM family; ``examples`` are the task's test
         examples (``.prompt``, ``.answer``). Evaluation shows every other method the task's own."""

@@ -48,7 +48,9 @@ class CoDyRARAIL(CoDyRA):
 
     def setup(self, ctx):
         self.seed, self.previous = ctx.seed, ctx.previous_state
-        self.feature_pass = functools.partial(ctx.family.feature_pass, ctx.cfg, ctx.seed, ctx.task_index, ctx.train["batch_size"])
+        self.feature_pass = functools.partial(
+            ctx.family.feature_pass, ctx.cfg, ctx.seed, ctx.task_index, ctx.train["batch_size"]
+        )
         return super().setup(ctx)
 
     def finish(self, model):
@@ -69,7 +71,9 @@ class CoDyRARAIL(CoDyRA):
 
         c = row.cell
         state = row.stored_state()
-        return rail_row(row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, state, bundle=row.rebuild())
+        return rail_row(
+            row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, state, bundle=row.rebuild()
+        )
 
 
 METHOD = CoDyRARAIL

@@ -86,7 +86,9 @@ class DualPrompt(Method):
 
     @classmethod
     def for_inference(cls, model, states):
-        raise ValueError("DualPrompt answers task j with task j's E-prompt (as the TRACE table's runs do): evaluate it per test task")
+        raise ValueError(
+            "DualPrompt answers task j with task j's E-prompt (as the TRACE table's runs do): evaluate it per test task"
+        )
 
     @classmethod
     def for_task(cls, model, states, j):
@@ -101,10 +103,14 @@ class DualPrompt(Method):
 def _stored(state):
     """(G-prompt, E-prompts) of a stored DualPrompt task state, checked."""
     if state is None or set(state) != {"g_prompt", "e_prompts"}:
-        raise ValueError(f"a DualPrompt task state holds g_prompt and e_prompts, got {sorted(state or {})}: rerun the task's training job")
+        raise ValueError(
+            f"a DualPrompt task state holds g_prompt and e_prompts, got {sorted(state or {})}: rerun the task's training job"
+        )
     g_prompt, e_prompts = state["g_prompt"], state["e_prompts"]
     if g_prompt.dim() != 2 or e_prompts.dim() != 3 or g_prompt.shape[1] != e_prompts.shape[2]:
-        raise ValueError(f"corrupt DualPrompt state: G {tuple(g_prompt.shape)}, E {tuple(e_prompts.shape)}: rerun the task's training job")
+        raise ValueError(
+            f"corrupt DualPrompt state: G {tuple(g_prompt.shape)}, E {tuple(e_prompts.shape)}: rerun the task's training job"
+        )
     return g_prompt, e_prompts
 
 

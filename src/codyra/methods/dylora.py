@@ -42,7 +42,9 @@ def truncate_(adapter, b: int, alpha: float) -> None:
 def freeze_lower_(adapter, b: int) -> None:
     """Zero the gradients of components < b - 1 (``frozen`` mode: only the b-th trains)."""
     if adapter.A.grad is None or adapter.B.grad is None:
-        raise RuntimeError("dylora frozen mode needs every adapter's .grad: one got none this step (did the forward reach it?)")
+        raise RuntimeError(
+            "dylora frozen mode needs every adapter's .grad: one got none this step (did the forward reach it?)"
+        )
     adapter.A.grad[: b - 1] = 0.0
     adapter.B.grad[:, : b - 1] = 0.0
 
@@ -50,7 +52,9 @@ def freeze_lower_(adapter, b: int) -> None:
 @dataclass(frozen=True)
 class DyLoRAOptions(LoRAOptions):
     rank_min: int = option(1, minimum=1, doc="smallest sampled rank")
-    frozen: bool = option(True, doc="train only the sampled component (the official run_glue.py: set_rank(b, frozen=True)); false: all b")
+    frozen: bool = option(
+        True, doc="train only the sampled component (the official run_glue.py: set_rank(b, frozen=True)); false: all b"
+    )
     merge_rank: int | None = option(None, minimum=1, doc="rank merged after the task (null: rank)")
 
     def check(self):

@@ -87,12 +87,16 @@ def ewc_penalty(
     """0.5 * strength * sum_n sum F[n] (theta[n] - previous[n])^2 (TRACE: ``0.5 * lambda_ewc * penalty()``)."""
     missing = sorted(set(params) - set(fisher))
     if missing:
-        raise KeyError(f"no Fisher diagonal for parameter(s) {missing[:3]}: was the stored state trained on this model?")
+        raise KeyError(
+            f"no Fisher diagonal for parameter(s) {missing[:3]}: was the stored state trained on this model?"
+        )
     terms = [(fisher[n] * (p - previous[n].to(p.dtype)).pow(2)).sum() for n, p in params.items()]
     return 0.5 * strength * sum(terms[1:], terms[0])
 
 
-def previous_tensors(state: Mapping[str, torch.Tensor] | None, prefix: str, params: Mapping[str, torch.Tensor], kind: str):
+def previous_tensors(
+    state: Mapping[str, torch.Tensor] | None, prefix: str, params: Mapping[str, torch.Tensor], kind: str
+):
     """``{name: state[prefix + name]}`` for every trainable parameter (None for task 1), checked."""
     if state is None:
         return None
@@ -107,7 +111,9 @@ def previous_tensors(state: Mapping[str, torch.Tensor] | None, prefix: str, para
 
 @dataclass(frozen=True)
 class EWCOptions(MethodOptions):
-    strength: float = option(400.0, minimum=0, doc="lambda of 0.5 * lambda * sum F (theta - theta_{i-1})^2 (TRACE lambda_ewc)")
+    strength: float = option(
+        400.0, minimum=0, doc="lambda of 0.5 * lambda * sum F (theta - theta_{i-1})^2 (TRACE lambda_ewc)"
+    )
     fisher_gradient: str = option(
         "total",
         choices=("total", "task"),
@@ -127,12 +133,16 @@ class EWC(FullFineTune):
         groups = super().setup(ctx)
         stored = previous_tensors(ctx.previous_state, "fisher.", self.params, self.kind)
         self.fisher = {
-            n: (stored[n].to(p.device, torch.float32, copy=True) if stored else torch.zeros_like(p, dtype=torch.float32))
+            n: (
+                stored[n].to(p.device, torch.float32, copy=True) if stored else torch.zeros_like(p, dtype=torch.float32)
+            )
             for n, p in self.params.items()
         }
         for n, f in self.fisher.items():
             if f.shape != self.params[n].shape:
-                raise ValueError(f"stored Fisher of {n} has shape {tuple(f.shape)}, the parameter {tuple(self.params[n].shape)}")
+                raise ValueError(
+                    f"stored Fisher of {n} has shape {tuple(f.shape)}, the parameter {tuple(self.params[n].shape)}"
+                )
         self.anchor = {n: p.detach().clone() for n, p in self.params.items()}  # theta_{i-1}
         self.penalise = ctx.task_index > 1  # TRACE: no penalty on the first task
         self.micro_batches_per_step = ctx.micro_batches_per_step

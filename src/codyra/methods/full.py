@@ -29,7 +29,9 @@ def label_smoothing_correction(outputs: dict, batch: dict, smoothing: float) -> 
     if not smoothing:
         return None
     if "image_features" not in outputs:
-        raise ValueError("label_smoothing smooths a classification cross-entropy: it needs an image-text model (CLIP); set it to 0")
+        raise ValueError(
+            "label_smoothing smooths a classification cross-entropy: it needs an image-text model (CLIP); set it to 0"
+        )
     logits, labels = outputs["logits"], batch["labels"]
     return F.cross_entropy(logits, labels, label_smoothing=smoothing) - F.cross_entropy(logits, labels)
 
@@ -37,7 +39,9 @@ def label_smoothing_correction(outputs: dict, batch: dict, smoothing: float) -> 
 @dataclass(frozen=True)
 class FullOptions(MethodOptions):
     label_smoothing: float = option(
-        0.0, minimum=0, exclusive_maximum=1,
+        0.0,
+        minimum=0,
+        exclusive_maximum=1,
         doc="label smoothing of the task's cross-entropy (ZSCL's scripts: --ls 0.2; 0: the platform's plain loss)",
     )
 

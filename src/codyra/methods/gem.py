@@ -64,7 +64,9 @@ def project_gradient(
     g = gradient.reshape(-1).float()
     M = memories.to(device=g.device, dtype=g.dtype)
     if M.ndim != 2 or M.shape[1] != g.numel():
-        raise ValueError(f"GEM memories of shape {tuple(memories.shape)} do not match a gradient of {g.numel()} entries")
+        raise ValueError(
+            f"GEM memories of shape {tuple(memories.shape)} do not match a gradient of {g.numel()} entries"
+        )
     Mg = M @ g
     if not (Mg < 0).any():
         return gradient
@@ -123,7 +125,9 @@ class GEM(FullFineTune):
             import torch
 
             self.last = {  # no gradient: a zero column, as TRACE's zero-filled buffer keeps
-                n: (p.grad.detach().reshape(-1) if p.grad is not None else torch.zeros(p.numel())).to("cpu", self.memory_dtype)
+                n: (p.grad.detach().reshape(-1) if p.grad is not None else torch.zeros(p.numel())).to(
+                    "cpu", self.memory_dtype
+                )
                 for n, p in self.params.items()
             }
 

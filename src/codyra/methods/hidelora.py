@@ -44,13 +44,22 @@ def contrastive_orthogonality_loss(previous_A: dict, adapters: dict, temperature
 @dataclass(frozen=True)
 class HiDeLoRAOptions(OLoRAOptions):
     adapter: str = option(
-        "stream", choices=ADAPTER_MODES, doc="stream: one adapter through all tasks (the reference); per_task_merge: ours, a fresh LoRA merged after each task"
+        "stream",
+        choices=ADAPTER_MODES,
+        doc="stream: one adapter through all tasks (the reference); per_task_merge: ours, a fresh LoRA merged after each task",
     )
-    previous_subspaces: bool = option(False, doc="contrast with earlier tasks' A rows (per_task_merge only); false: the reference as run")
+    previous_subspaces: bool = option(
+        False, doc="contrast with earlier tasks' A rows (per_task_merge only); false: the reference as run"
+    )
 
     def check(self):
         if self.previous_subspaces and self.adapter == "stream":
-            return [("previous_subspaces", "stacks earlier tasks' LoRAs, which adapter: stream does not keep (one adapter continues); use adapter: per_task_merge")]
+            return [
+                (
+                    "previous_subspaces",
+                    "stacks earlier tasks' LoRAs, which adapter: stream does not keep (one adapter continues); use adapter: per_task_merge",
+                )
+            ]
         return super().check()
 
 

@@ -31,7 +31,9 @@ class L2POptions(MethodOptions):
     top_k: int = option(3, minimum=1, doc="prompts per sample (L2P.__init__ top_k=3)")
     embedding_key: str = option("mean", choices=QUERIES, doc="query of the input embeddings (embedding_key='mean')")
     pull_coeff: float = option(0.5, minimum=0, doc="weight of the pull constraint (pull_constraint_coeff=0.5)")
-    init_scale: float = option(100.0, exclusive_minimum=0, doc="random token embeddings divided by this (init_new_prompt: w/100)")
+    init_scale: float = option(
+        100.0, exclusive_minimum=0, doc="random token embeddings divided by this (init_new_prompt: w/100)"
+    )
 
     def check(self):
         if self.top_k > self.pool_size:
@@ -86,7 +88,9 @@ class L2P(Method):
         else:
             pool, keys, _, _ = _stored(ctx.previous_state)
             if tuple(pool.shape[:2]) != (o.pool_size, o.length):
-                raise ValueError(f"task {ctx.task_index - 1}'s stored L2P pool is {tuple(pool.shape)}, the config asks pool_size {o.pool_size} x length {o.length}: rerun that task")
+                raise ValueError(
+                    f"task {ctx.task_index - 1}'s stored L2P pool is {tuple(pool.shape)}, the config asks pool_size {o.pool_size} x length {o.length}: rerun that task"
+                )
         self.pool = prompt_pool(pool, keys, o.top_k, o.embedding_key).to(ctx.device)
         self.attached = attach_prompts(ctx.model, self.pool)
         return [{"params": [self.pool.prompt], "weight_decay": ctx.weight_decay}]
@@ -106,7 +110,10 @@ class L2P(Method):
             "keys": self.pool.keys.cpu().float(),
             "selection": torch.tensor([o.top_k, QUERIES.index(o.embedding_key)]),
         }
-        summary = {"trainable_params": self.pool.prompt.numel(), "inference_extra_params": self.pool.prompt.numel() + self.pool.keys.numel()}
+        summary = {
+            "trainable_params": self.pool.prompt.numel(),
+            "inference_extra_params": self.pool.prompt.numel() + self.pool.keys.numel(),
+        }
         return TaskUpdate("none"), summary
 
     def state_to_store(self):
@@ -122,10 +129,19 @@ class L2P(Method):
 def _stored(state):
     """(pool, keys, top_k, embedding_key) of a stored L2P task state, checked."""
     if state is None or set(state) != {"prompt", "keys", "selection"}:
-        raise ValueError(f"an L2P task state holds prompt, keys and selection, got {sorted(state or {})}: rerun the task's training job")
+        raise ValueError(
+            f"an L2P task state holds prompt, keys and selection, got {sorted(state or {})}: rerun the task's training job"
+        )
     pool, keys, (top_k, query) = state["prompt"], state["keys"], state["selection"].tolist()
-    if pool.dim() != 3 or keys.shape != (pool.shape[0], pool.shape[2]) or not 1 <= top_k <= pool.shape[0] or not 0 <= query < len(QUERIES):
-        raise ValueError(f"corrupt L2P state: pool {tuple(pool.shape)}, keys {tuple(keys.shape)}, selection {[top_k, query]}: rerun the task's training job")
+    if (
+        pool.dim() != 3
+        or keys.shape != (pool.shape[0], pool.shape[2])
+        or not 1 <= top_k <= pool.shape[0]
+        or not 0 <= query < len(QUERIES)
+    ):
+        raise ValueError(
+            f"corrupt L2P state: pool {tuple(pool.shape)}, keys {tuple(keys.shape)}, selection {[top_k, query]}: rerun the task's training job"
+        )
     return pool, keys, top_k, QUERIES[query]
 
 

@@ -17,7 +17,9 @@ from codyra.methods.options import MethodOptions, option
 class LoRAOptions(MethodOptions):
     rank: int = option(16, minimum=1)
     alpha: float | None = option(None, exclusive_minimum=0, doc="LoRA alpha (scale alpha / rank); null = rank")
-    placement: str | list[str] = option("all", min_items=1, doc="'all', or tokens such as [attn] or [vision, mlp] (codyra.adapters.targets)")
+    placement: str | list[str] = option(
+        "all", min_items=1, doc="'all', or tokens such as [attn] or [vision, mlp] (codyra.adapters.targets)"
+    )
     dropout: float = option(0.0, minimum=0, exclusive_maximum=1)
 
 
@@ -38,7 +40,12 @@ class NormMatchedOptions(LoRAOptions):
 
     def check(self):
         if (self.norm_target is None) != (self.norm_penalty == 0):
-            return [("norm_penalty", "norm_target and a norm_penalty > 0 go together (the norm-matched probe); set both or neither")]
+            return [
+                (
+                    "norm_penalty",
+                    "norm_target and a norm_penalty > 0 go together (the norm-matched probe); set both or neither",
+                )
+            ]
         return []
 
 
@@ -60,9 +67,16 @@ def norm_target_value(run_summary, methods: list[str], seed: int, task_index: in
         try:
             summary = run_summary(m)
         except FileNotFoundError as err:
-            raise FileNotFoundError(f"norm_target names {m!r}, whose task {task_index} (seed {seed}) is not trained: {err}") from err
+            raise FileNotFoundError(
+                f"norm_target names {m!r}, whose task {task_index} (seed {seed}) is not trained: {err}"
+            ) from err
         value = summary.get("dW_fro_total")
-        if summary.get("method") != m or summary.get("seed") != seed or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (
+            summary.get("method") != m
+            or summary.get("seed") != seed
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             raise ResultError(
                 f"the training summary of {m!r}'s task {task_index} has no finite dW_fro_total of ({m}, seed {seed}): "
                 "norm_target needs low-rank adapter methods; delete it and rerun its training"
@@ -106,7 +120,11 @@ class LoRA(Method):
         attach_adapters(model, self.targets, self.adapters)
         target = getattr(opts, "norm_target", None)
         if target is not None:
-            self.norm_goal = float(target) if not isinstance(target, list) else norm_target_value(ctx.run_summary, target, ctx.seed, ctx.task_index)
+            self.norm_goal = (
+                float(target)
+                if not isinstance(target, list)
+                else norm_target_value(ctx.run_summary, target, ctx.seed, ctx.task_index)
+            )
         factors = [p for a in self.adapters.values() for p in (a.A, a.B)]
         groups = [{"params": factors, "weight_decay": ctx.weight_decay, "name": "lora_AB"}]
         gates = [a.w for a in self.adapters.values() if a.gated]

@@ -104,7 +104,9 @@ class ImageStream:
     shuffled epoch after epoch (ZSCL's ``ref_iter``, restarted when exhausted), a pure function of
     (seed, stream, task, step), so a resumed job draws what an uninterrupted one drew."""
 
-    def __init__(self, images: KeyedImages, batch_size: int, seed: int, stream: int, task: int, total: int, workers: int):
+    def __init__(
+        self, images: KeyedImages, batch_size: int, seed: int, stream: int, task: int, total: int, workers: int
+    ):
         from codyra.steps.batches import derive_seed
 
         self.images, self.batch_size, self.workers = images, batch_size, workers
@@ -119,7 +121,9 @@ class ImageStream:
 
         if self._batches is None:  # built at the first step after setup or a resume
             sampler = StepBatches(len(self.images), self.batch_size, self.seed, self.task, self.step, self.total)
-            self._batches = iter(torch.utils.data.DataLoader(self.images, batch_sampler=sampler, num_workers=self.workers))
+            self._batches = iter(
+                torch.utils.data.DataLoader(self.images, batch_sampler=sampler, num_workers=self.workers)
+            )
         self.step += 1
         return next(self._batches).to(device, non_blocking=True)
 
@@ -132,7 +136,9 @@ DISTILL_STREAM = 0x1F3  # seed part of LwF's distillation batches, apart from th
 
 @dataclass(frozen=True)
 class LwFOptions(DistillOptions):
-    distill_batch_size: int | None = option(None, minimum=1, doc="distillation images per step; null: train.batch_size (ZSCL: --batch-size for both)")
+    distill_batch_size: int | None = option(
+        None, minimum=1, doc="distillation images per step; null: train.batch_size (ZSCL: --batch-size for both)"
+    )
 
 
 class LwF(FullFineTune):
@@ -148,7 +154,15 @@ class LwF(FullFineTune):
         self.teacher = frozen_copy(ctx.model)  # theta_{i-1} (task 1: theta_0, as ZSCL's lwf.sh)
         batch_size = self.options.distill_batch_size or ctx.train["batch_size"]
         images = KeyedImages(ctx.task.train_eval_set(), labelled=True)
-        self.distill = ImageStream(images, batch_size, ctx.seed, DISTILL_STREAM, ctx.task_index, ctx.total_steps, ctx.cfg["data"]["num_workers"])
+        self.distill = ImageStream(
+            images,
+            batch_size,
+            ctx.seed,
+            DISTILL_STREAM,
+            ctx.task_index,
+            ctx.total_steps,
+            ctx.cfg["data"]["num_workers"],
+        )
         return super().setup(ctx)
 
     def teacher_text(self, teacher_outputs: dict):
@@ -166,7 +180,15 @@ class LwF(FullFineTune):
         student = image_embeddings(ctx.model, images)
         o = self.options
         scale = logit_scale(self.teacher)  # frozen, so the student's too (ZSCL scores both with it)
-        loss = clip_distillation(student, teacher["image_features"], self.teacher_text(teacher), scale, o.temperature, o.image_weight, o.text_weight)
+        loss = clip_distillation(
+            student,
+            teacher["image_features"],
+            self.teacher_text(teacher),
+            scale,
+            o.temperature,
+            o.image_weight,
+            o.text_weight,
+        )
         smoothing = super().extra_loss(ctx, batch, outputs)
         return loss if smoothing is None else loss + smoothing
 

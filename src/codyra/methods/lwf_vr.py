@@ -58,7 +58,9 @@ class LwFVROptions(LwFOptions):
     vocabulary_size: int = option(1000, minimum=1, doc="random token rows (ZSCL virtual_vocab n_class)")
     vocabulary_length: int = option(10, minimum=1, doc="random tokens per row (ZSCL virtual_vocab length)")
     vocabulary_seed: int | None = option(
-        42, minimum=0, doc="seed of the vocabulary's generator at every task (ZSCL: main.py seed_all(42)); null: per (seed, task)",
+        42,
+        minimum=0,
+        doc="seed of the vocabulary's generator at every task (ZSCL: main.py seed_all(42)); null: per (seed, task)",
     )
 
 
@@ -80,7 +82,9 @@ class LwFVR(LwF):
         o, teacher = self.options, self.teacher
         sot, eot, vocab_size, context_length = token_space(teacher, ctx.cfg["model"]["name"])
         generator = ctx.generator if o.vocabulary_seed is None else torch.Generator().manual_seed(o.vocabulary_seed)
-        rows = random_vocabulary(o.vocabulary_size, o.vocabulary_length, vocab_size, sot, eot, context_length, generator).to(ctx.device)
+        rows = random_vocabulary(
+            o.vocabulary_size, o.vocabulary_length, vocab_size, sot, eot, context_length, generator
+        ).to(ctx.device)
         with torch.no_grad():
             self.vocabulary_features = text_embeddings(teacher, rows, ENCODE_CHUNK)
         return groups

@@ -69,7 +69,9 @@ def project_parameters(grads: list[torch.Tensor], basis: torch.Tensor, projectio
         raise ValueError(f"unknown OGD projection {projection!r}; choose one of {', '.join(PROJECTIONS)}")
     sizes = [g.numel() for g in grads]
     if sum(sizes) != basis.shape[0]:
-        raise ValueError(f"OGD basis has {basis.shape[0]} rows, the adapter {sum(sizes)} parameters: other placement or rank?")
+        raise ValueError(
+            f"OGD basis has {basis.shape[0]} rows, the adapter {sum(sizes)} parameters: other placement or rank?"
+        )
     flat = [g.reshape(-1).to(basis.dtype) for g in grads]
     if projection == "global":
         out = project_out(torch.cat(flat), basis).split(sizes)
@@ -80,8 +82,12 @@ def project_parameters(grads: list[torch.Tensor], basis: torch.Tensor, projectio
 
 @dataclass(frozen=True)
 class OGDOptions(LoRAOptions):
-    projection: str = option("per_parameter", choices=PROJECTIONS, doc="per_parameter: TRACE's hook; global: the OGD paper")
-    max_memories: int | None = option(None, minimum=1, doc="keep the last this many gradients of a task (null: all of its last epoch, TRACE)")
+    projection: str = option(
+        "per_parameter", choices=PROJECTIONS, doc="per_parameter: TRACE's hook; global: the OGD paper"
+    )
+    max_memories: int | None = option(
+        None, minimum=1, doc="keep the last this many gradients of a task (null: all of its last epoch, TRACE)"
+    )
 
 
 class OGD(SeqLoRA):
@@ -100,9 +106,15 @@ class OGD(SeqLoRA):
         state = ctx.previous_state
         if ctx.task_index > 1 and (state is None or "basis" not in state):
             raise ValueError("the previous task stored no OGD basis: retrain it with method kind ogd")
-        self.basis = state["basis"].to(ctx.device, torch.float32) if ctx.task_index > 1 else torch.zeros(rows, 0, device=ctx.device)
+        self.basis = (
+            state["basis"].to(ctx.device, torch.float32)
+            if ctx.task_index > 1
+            else torch.zeros(rows, 0, device=ctx.device)
+        )
         if self.basis.shape[0] != rows:
-            raise ValueError(f"stored OGD basis has {self.basis.shape[0]} rows, this adapter {rows} parameters: other placement or rank?")
+            raise ValueError(
+                f"stored OGD basis has {self.basis.shape[0]} rows, this adapter {rows} parameters: other placement or rank?"
+            )
         # TRACE appends the gradients of every step of the task's last epoch
         self.collect_after = max(0, ctx.total_steps - ctx.steps_per_epoch)
         self.step, self.collected = 0, []

@@ -26,7 +26,17 @@ from typing import Any, Literal, Union
 COMMON_KEYS = ("kind", "train")
 
 
-def option(default, *, choices=None, minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None, min_items=None, doc=""):
+def option(
+    default,
+    *,
+    choices=None,
+    minimum=None,
+    maximum=None,
+    exclusive_minimum=None,
+    exclusive_maximum=None,
+    min_items=None,
+    doc="",
+):
     """A dataclass field with a default and the bounds its value must keep."""
     bounds = {
         "choices": choices,
@@ -61,7 +71,9 @@ def _type_name(tp) -> str:
         return "one of " + ", ".join(map(repr, args))
     if origin is list:
         return f"a list of {_type_name(args[0])}" if args else "a list"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null"}.get(tp, str(tp))
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null"}.get(
+        tp, str(tp)
+    )
 
 
 def _matches(value, tp) -> bool:

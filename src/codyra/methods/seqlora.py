@@ -65,7 +65,9 @@ class CarriedAdapter:
 
         r, tensors = adapter.rank, previous.tensors
         if f"{name}.A" not in tensors:
-            raise ValueError(f"the previous task's update has no adapter for {name!r}: was it trained with this placement?")
+            raise ValueError(
+                f"the previous task's update has no adapter for {name!r}: was it trained with this placement?"
+            )
         A, B, w = tensors[f"{name}.A"][:r], tensors[f"{name}.B"][:, :r], tensors[f"{name}.w"][:r]
         if A.shape != adapter.A.shape or B.shape != adapter.B.shape or not torch.all(w == adapter.scale):
             raise ValueError(

@@ -131,7 +131,9 @@ def scaled_regularizer(R, task_loss, tmp_reg: float):
 class TreeLoRAOptions(LoRAOptions):
     reg: float = option(0.5, minimum=0, doc="final weight of the tree regulariser (ramped over each epoch)")
     adapter: str = option(
-        "stream", choices=ADAPTER_MODES, doc="stream: one adapter through all tasks (the reference); per_task_merge: ours, a fresh LoRA merged after each task"
+        "stream",
+        choices=ADAPTER_MODES,
+        doc="stream: one adapter through all tasks (the reference); per_task_merge: ours, a fresh LoRA merged after each task",
     )
 
 
@@ -150,7 +152,9 @@ class TreeLoRA(CarriedAdapter, LoRA):
 
         groups = super().setup(ctx)
         self.task_index, self.steps_per_epoch = ctx.task_index, ctx.steps_per_epoch
-        self.rounds_per_epoch = ctx.steps_per_epoch * ctx.micro_batches_per_step  # the reference's len(train_dataloader)
+        self.rounds_per_epoch = (
+            ctx.steps_per_epoch * ctx.micro_batches_per_step
+        )  # the reference's len(train_dataloader)
         self.names = [t.name for t in self.targets]
         self.previous = self._previous(ctx)
         self.previous_on_device = (
@@ -168,7 +172,11 @@ class TreeLoRA(CarriedAdapter, LoRA):
 
         self.epoch, self.round = epoch, -1
         self.accumulated = [torch.zeros(self.adapters[n].A.numel(), dtype=torch.float64) for n in self.names]
-        self.bandit = None if self.previous is None else TreeBandit(self.previous, self.tree, self.rounds_per_epoch, self.generator)
+        self.bandit = (
+            None
+            if self.previous is None
+            else TreeBandit(self.previous, self.tree, self.rounds_per_epoch, self.generator)
+        )
 
     def _previous(self, ctx):
         """Per depth, the earlier tasks' accumulators (tasks x D_d), or None for task 1."""

@@ -71,8 +71,12 @@ def l2_penalty(params: Iterable[torch.Tensor], reference: Iterable[torch.Tensor]
 @dataclass(frozen=True)
 class ZSCLOptions(DistillOptions):
     l2: float = option(1.0, minimum=0, doc="weight of sum (theta - theta_{i-1})^2 (ZSCL --l2 1)")
-    ensemble_every: int | None = option(100, minimum=1, doc="weight-ensembling interval in steps (ZSCL --we --avg_freq 100); null: off")
-    reference_batch_size: int | None = option(None, minimum=1, doc="reference images per step; null: train.batch_size (ZSCL)")
+    ensemble_every: int | None = option(
+        100, minimum=1, doc="weight-ensembling interval in steps (ZSCL --we --avg_freq 100); null: off"
+    )
+    reference_batch_size: int | None = option(
+        None, minimum=1, doc="reference images per step; null: train.batch_size (ZSCL)"
+    )
 
 
 class ZSCL(FullFineTune):
@@ -98,7 +102,15 @@ class ZSCL(FullFineTune):
             self.reference_text = text_embeddings(self.teacher, tokens, ENCODE_CHUNK)
         batch_size = o.reference_batch_size or ctx.train["batch_size"]
         images = KeyedImages(reference.images, labelled=False)
-        self.reference = ImageStream(images, batch_size, ctx.seed, REFERENCE_STREAM, ctx.task_index, ctx.total_steps, ctx.cfg["data"]["num_workers"])
+        self.reference = ImageStream(
+            images,
+            batch_size,
+            ctx.seed,
+            REFERENCE_STREAM,
+            ctx.task_index,
+            ctx.total_steps,
+            ctx.cfg["data"]["num_workers"],
+        )
         self.anchor = [p.detach().clone() for p in self.params.values()]  # theta_{i-1}, ZSCL's l2_model
         self.average = [p.detach().clone() for p in self.params.values()]  # ZSCL's we_model
         self.merges = 0
@@ -115,7 +127,9 @@ class ZSCL(FullFineTune):
         with torch.no_grad():
             teacher = image_embeddings(self.teacher, images)
         scale = logit_scale(self.teacher)
-        loss = clip_distillation(student, teacher, self.reference_text, scale, o.temperature, o.image_weight, o.text_weight)
+        loss = clip_distillation(
+            student, teacher, self.reference_text, scale, o.temperature, o.image_weight, o.text_weight
+        )
         if o.l2:
             loss = loss + o.l2 * l2_penalty(self.params.values(), self.anchor)
         smoothing = super().extra_loss(ctx, batch, outputs)

@@ -22,7 +22,11 @@ SLOTS = ("step", "exp_avg", "exp_avg_sq")
 def pack_optimizer_state(moments: dict) -> dict:
     """{parameter name: {slot: tensor}} -> flat method-state tensors (fp32 on the CPU; step as [1])."""
     return {
-        f"{CARRIED_PREFIX}{name}.{slot}": value.detach().float().cpu().reshape(1 if slot == "step" else value.shape).contiguous()
+        f"{CARRIED_PREFIX}{name}.{slot}": value.detach()
+        .float()
+        .cpu()
+        .reshape(1 if slot == "step" else value.shape)
+        .contiguous()
         for name, slots in moments.items()
         for slot, value in slots.items()
     }
@@ -54,9 +58,13 @@ def unpack_optimizer_state(state: dict | None, shapes: dict, task_index: int) ->
             raise ValueError(f"{where} has slots {sorted(slots)} for {name!r}, not {list(SLOTS)}: {retrain}")
         step = slots["step"].reshape(())
         if not math.isfinite(float(step)) or float(step) < 1:
-            raise ValueError(f"{where} has step {float(step)} for {name!r}: a carried state comes after at least one step; {retrain}")
+            raise ValueError(
+                f"{where} has step {float(step)} for {name!r}: a carried state comes after at least one step; {retrain}"
+            )
         for slot in SLOTS[1:]:
             if tuple(slots[slot].shape) != tuple(shapes[name]):
-                raise ValueError(f"{where}: {name!r} {slot} has shape {tuple(slots[slot].shape)}, the parameter {tuple(shapes[name])}: {retrain}")
+                raise ValueError(
+                    f"{where}: {name!r} {slot} has shape {tuple(slots[slot].shape)}, the parameter {tuple(shapes[name])}: {retrain}"
+                )
         moments[name] = {"step": step, "exp_avg": slots["exp_avg"], "exp_avg_sq": slots["exp_avg_sq"]}
     return moments

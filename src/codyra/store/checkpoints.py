@@ -41,7 +41,11 @@ def checkpoint_dir(task_folder: Path, key: str) -> Path:
             log.warning("removing %s: a checkpoint write that never finished", path)
             shutil.rmtree(path, ignore_errors=True)
         elif path.name.startswith(PREFIX) and not path.name.startswith(mine):
-            log.warning("discarding checkpoint %s: written with other settings than this job's (%s), so never resumed", path, key)
+            log.warning(
+                "discarding checkpoint %s: written with other settings than this job's (%s), so never resumed",
+                path,
+                key,
+            )
             shutil.rmtree(path, ignore_errors=True)
     return task_folder / mine
 

@@ -76,7 +76,9 @@ def read_json(path: str | Path):
     try:
         return json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ResultError(f"{path} is not valid JSON ({err}); delete it and rerun the job that writes it (snakemake -f {path})") from None
+        raise ResultError(
+            f"{path} is not valid JSON ({err}); delete it and rerun the job that writes it (snakemake -f {path})"
+        ) from None
 
 
 def save_safetensors(path: str | Path, tensors: dict, metadata: dict | None = None) -> None:

@@ -47,7 +47,9 @@ def results_path(cfg: dict, template: str, **fields) -> Path:
     path = Path(template.format(results=cfg["results"], benchmark=cfg["benchmark"], **fields))
     root = os.path.abspath(cfg["results"])
     if os.path.commonpath([root, os.path.abspath(path)]) != root:
-        raise ConfigError(f"result path {path} leaves the results folder {root}; a benchmark, method or task name must not contain '..' or '/'")
+        raise ConfigError(
+            f"result path {path} leaves the results folder {root}; a benchmark, method or task name must not contain '..' or '/'"
+        )
     return path
 
 

@@ -58,7 +58,9 @@ def verify_own(files: list[Path], rerun: str) -> None:
     recorded = read_json(record) if record.is_file() else {}
     for f in files:
         if f.name not in recorded:
-            raise ResultError(f"theta_0 {f} has no digest in {record} (written by another codyra, or the record was lost): {rerun}")
+            raise ResultError(
+                f"theta_0 {f} has no digest in {record} (written by another codyra, or the record was lost): {rerun}"
+            )
         digest = file_sha256(f)
         if digest != recorded[f.name]:
             raise ResultError(
@@ -97,4 +99,6 @@ def check_finite(model, source: Path | str, fix: str) -> None:
     """Refuse a theta_0 holding NaN or infinite values in its state dict (a corrupt file)."""
     bad = [name for name, t in model.state_dict().items() if t.is_floating_point() and not bool(t.isfinite().all())]
     if bad:
-        raise ResultError(f"theta_0 {source} holds non-finite values in {len(bad)} tensor(s) (e.g. {bad[0]}): the weights are corrupt; {fix}")
+        raise ResultError(
+            f"theta_0 {source} holds non-finite values in {len(bad)} tensor(s) (e.g. {bad[0]}): the weights are corrupt; {fix}"
+        )

@@ -104,7 +104,9 @@ def apply_update(model: torch.nn.Module, update: TaskUpdate) -> None:
             raise KeyError(f"update entry {name!r} refers to parameter {param_name!r}, which this model does not have")
         block = param_block(params[param_name], rows)
         if block.shape != delta.shape:
-            raise ValueError(f"update {name!r} has shape {tuple(delta.shape)}, parameter block has {tuple(block.shape)}")
+            raise ValueError(
+                f"update {name!r} has shape {tuple(delta.shape)}, parameter block has {tuple(block.shape)}"
+            )
         block.copy_((block.float().cpu() + delta).to(block.dtype))
 
 
@@ -112,14 +114,20 @@ def save_update(directory: str | Path, update: TaskUpdate, summary: dict, state:
     """Write the update, the method's state (if any) and the summary, last, with their digests and
     ``stored_bytes`` (returned); refuse non-finite values."""
     directory = Path(directory)
-    stored = TaskUpdate(update.kind, {k: v.detach().float().contiguous().cpu() for k, v in update.tensors.items()}, update.targets)
+    stored = TaskUpdate(
+        update.kind, {k: v.detach().float().contiguous().cpu() for k, v in update.tensors.items()}, update.targets
+    )
     bad = stored.non_finite()
     if bad:
         raise ValueError(
             f"training produced non-finite values in {len(bad)} tensor(s) of {directory / UPDATE_FILE} (e.g. {bad[0]}): "
             "the task diverged, nothing was stored; lower train.lr (or check the data) and rerun"
         )
-    meta = {"codyra_kind": update.kind, "codyra_format": FORMAT_VERSION, "targets": json.dumps(update.targets, sort_keys=True)}
+    meta = {
+        "codyra_kind": update.kind,
+        "codyra_format": FORMAT_VERSION,
+        "targets": json.dumps(update.targets, sort_keys=True),
+    }
     save_safetensors(directory / UPDATE_FILE, stored.tensors, meta)
     summary = {**summary, "update_digest": stored.digest()}
     summary.pop("state_digest", None)
@@ -128,7 +136,9 @@ def save_update(directory: str | Path, update: TaskUpdate, summary: dict, state:
         state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
         bad = _non_finite(state)
         if bad:
-            raise ValueError(f"the method's state holds non-finite values in {bad[0]}: nothing was stored; lower train.lr and rerun")
+            raise ValueError(
+                f"the method's state holds non-finite values in {bad[0]}: nothing was stored; lower train.lr and rerun"
+            )
         save_safetensors(state_file, state, {"codyra_format": FORMAT_VERSION})
         summary["state_digest"] = content_digest([], state)
     else:
@@ -150,9 +160,13 @@ def load_method_state(directory: str | Path) -> dict[str, torch.Tensor] | None:
         with safe_open(str(path), framework="pt") as f:
             state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not iterable)
     except (SafetensorError, OSError) as err:
-        raise ResultError(f"method state {path} is missing, corrupted or truncated ({err}); {rerun_hint(path)}") from err
+        raise ResultError(
+            f"method state {path} is missing, corrupted or truncated ({err}); {rerun_hint(path)}"
+        ) from err
     if content_digest([], state) != recorded:
-        raise ResultError(f"method state {path} does not match the digest in its summary (changed after training); {rerun_hint(path)}")
+        raise ResultError(
+            f"method state {path} does not match the digest in its summary (changed after training); {rerun_hint(path)}"
+        )
     return state
 
 
@@ -171,7 +185,13 @@ def previous_digests(cfg: dict, method: str, seed: int, i: int) -> list[str | No
 
 def placement(cfg: dict, method: str, seed: int, i: int) -> dict:
     """Where task i's update sits: the summary's fields that must match the folder it is read from."""
-    return {"benchmark": cfg["benchmark"], "method": method, "seed": seed, "task_index": i, "previous_updates": previous_digests(cfg, method, seed, i)}
+    return {
+        "benchmark": cfg["benchmark"],
+        "method": method,
+        "seed": seed,
+        "task_index": i,
+        "previous_updates": previous_digests(cfg, method, seed, i),
+    }
 
 
 def task_summary(cfg: dict, method: str, seed: int, i: int) -> dict:
@@ -180,7 +200,9 @@ def task_summary(cfg: dict, method: str, seed: int, i: int) -> dict:
     ones beside it, is a ResultError naming the file, what it claims and what was expected."""
     path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"training summary {path} missing: train that task first (snakemake {path.with_name(UPDATE_FILE)})")
+        raise FileNotFoundError(
+            f"training summary {path} missing: train that task first (snakemake {path.with_name(UPDATE_FILE)})"
+        )
     summary = read_json(path)
     if not isinstance(summary, dict):
         raise ResultError(f"training summary {path} does not hold a JSON object; {rerun_hint(path)}")
@@ -189,7 +211,11 @@ def task_summary(cfg: dict, method: str, seed: int, i: int) -> dict:
     if wrong:
         claims = ", ".join(f"{key} {value!r}" for key, value in wrong.items())
         wanted = ", ".join(f"{key} {expected[key]!r}" for key in wrong)
-        chain = " (the updates of the tasks before it changed since it was trained)" if list(wrong) == ["previous_updates"] else ""
+        chain = (
+            " (the updates of the tasks before it changed since it was trained)"
+            if list(wrong) == ["previous_updates"]
+            else ""
+        )
         raise ResultError(
             f"task folder {path.parent} does not belong where it sits: {path.name} claims {claims}; expected {wanted}{chain}; "
             f"{rerun_hint(path.with_name(UPDATE_FILE))}"
@@ -226,10 +252,18 @@ def load_update(directory: str | Path) -> TaskUpdate:
     update = TaskUpdate(meta["codyra_kind"], tensors, json.loads(meta.get("targets", "{}")))
     bad = update.non_finite()
     if bad:
-        raise ResultError(f"task update {path} holds non-finite values in {len(bad)} tensor(s) (e.g. {bad[0]}); {rerun_hint(path)}")
+        raise ResultError(
+            f"task update {path} holds non-finite values in {len(bad)} tensor(s) (e.g. {bad[0]}); {rerun_hint(path)}"
+        )
     summary_path = path.with_name(SUMMARY_FILE)
     recorded = read_json(summary_path).get("update_digest") if summary_path.is_file() else None
     if recorded != update.digest():
-        problem = "its summary records no digest" if recorded is None else f"its content does not match the digest in {summary_path}"
-        raise ResultError(f"task update {path} cannot be verified: {problem} (changed after training wrote it); {rerun_hint(path)}")
+        problem = (
+            "its summary records no digest"
+            if recorded is None
+            else f"its content does not match the digest in {summary_path}"
+        )
+        raise ResultError(
+            f"task update {path} cannot be verified: {problem} (changed after training wrote it); {rerun_hint(path)}"
+        )
     return update

@@ -58,16 +58,13 @@ def split_path(task_dir: str | Path, split: str) -> Path:
 def _parse_record(path: Path, index: int, record) -> TraceExample:
     if not isinstance(record, dict):
         raise TraceDataError(
-            f"{path}: record {index} is {type(record).__name__}, "
-            "expected an object with 'prompt' and 'answer'"
+            f"{path}: record {index} is {type(record).__name__}, expected an object with 'prompt' and 'answer'"
         )
     for field in _FIELDS:
         if field not in record:
             raise TraceDataError(f"{path}: record {index} has no {field!r} key")
         if not isinstance(record[field], str):
-            raise TraceDataError(
-                f"{path}: record {index} {field!r} is {type(record[field]).__name__}, expected str"
-            )
+            raise TraceDataError(f"{path}: record {index} {field!r} is {type(record[field]).__name__}, expected str")
     return TraceExample(prompt=record["prompt"], answer=record["answer"])
 
 
@@ -83,9 +80,7 @@ def load_split(task_dir: str | Path, split: str) -> list[TraceExample]:
     try:
         records = json.loads(text)
     except json.JSONDecodeError as error:
-        raise TraceDataError(
-            f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
-        ) from None
+        raise TraceDataError(f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
     if not isinstance(records, list):
         raise TraceDataError(f"{path}: not a JSON list (top level is {type(records).__name__})")
     if not records:
@@ -140,8 +135,7 @@ def _special_id(tokenizer, role: str) -> int:
     token_id = getattr(tokenizer, f"{role}_token_id")
     if token_id is None:
         raise ValueError(
-            f"{type(tokenizer).__name__} has no {role.upper()} token; TRACE sequences are "
-            "BOS + prompt + answer + EOS"
+            f"{type(tokenizer).__name__} has no {role.upper()} token; TRACE sequences are BOS + prompt + answer + EOS"
         )
     return token_id
 
@@ -166,9 +160,7 @@ def encode_prompt(tokenizer, prompt: str, limits: LengthLimits = LengthLimits())
     return [bos] + (prompt_ids[-kept:] if kept else [])
 
 
-def encode_for_training(
-    tokenizer, example: TraceExample, limits: LengthLimits = LengthLimits()
-) -> EncodedExample:
+def encode_for_training(tokenizer, example: TraceExample, limits: LengthLimits = LengthLimits()) -> EncodedExample:
     """``BOS + prompt + answer + EOS`` with labels on the answer and EOS (see the module doc)."""
     bos, eos = _special_id(tokenizer, "bos"), _special_id(tokenizer, "eos")
     if limits.tokenization == "trace":

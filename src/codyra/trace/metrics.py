@@ -68,10 +68,7 @@ def _check_lengths(predictions: Sequence[str], references: Sequence, sources=Non
 def _match_rate(predictions, references, is_match: Callable[[str, str], bool]) -> float:
     _check_lengths(predictions, references)
     return _mean_percent(
-        [
-            float(not _is_empty(p) and bool(r) and is_match(p, r))
-            for p, r in zip(predictions, references)
-        ]
+        [float(not _is_empty(p) and bool(r) and is_match(p, r)) for p, r in zip(predictions, references)]
     )
 
 
@@ -85,9 +82,7 @@ def prefix_match_accuracy(predictions: Sequence[str], references: Sequence[str])
     return _match_rate(predictions, references, lambda p, r: p.strip().startswith(r))
 
 
-def first_char_accuracy(
-    predictions: Sequence[str], references: Sequence[str], strip: bool = False
-) -> float:
+def first_char_accuracy(predictions: Sequence[str], references: Sequence[str], strip: bool = False) -> float:
     """ScienceQA: the answer letter is the first character (the reasoning follows it).
     ``strip=False`` is TRACE's raw comparison, ``strip=True`` TreeLoRA's."""
 
@@ -104,9 +99,7 @@ def _check_choice(kind: str, value: str, choices: Sequence[str]) -> None:
         raise ValueError(f"unknown {kind} {value!r}; expected one of {tuple(choices)}")
 
 
-def accuracy(
-    predictions: Sequence[str], references: Sequence[str], mode: str = "exact"
-) -> float:
+def accuracy(predictions: Sequence[str], references: Sequence[str], mode: str = "exact") -> float:
     """Exact-match (TRACE) or prefix-match (TreeLoRA) accuracy."""
     _check_choice("accuracy mode", mode, ACCURACY_MODES)
     if mode == "exact":
@@ -114,17 +107,12 @@ def accuracy(
     return prefix_match_accuracy(predictions, references)
 
 
-def rouge_l(
-    predictions: Sequence[str], references: Sequence[str], mode: str = "rouge_score"
-) -> float:
+def rouge_l(predictions: Sequence[str], references: Sequence[str], mode: str = "rouge_score") -> float:
     """Mean ROUGE-L F x 100; ``mode`` is ``"rouge_score"`` or ``"trace"`` (see
     :mod:`codyra.trace.rouge`)."""
     _check_lengths(predictions, references)
     return _mean_percent(
-        [
-            0.0 if _is_empty(p) else rouge_l_sentence(p, r, mode)
-            for p, r in zip(predictions, references)
-        ]
+        [0.0 if _is_empty(p) else rouge_l_sentence(p, r, mode) for p, r in zip(predictions, references)]
     )
 
 
@@ -230,6 +218,4 @@ def score_task(
 ) -> float:
     """Score a TRACE (or mini TRACE, which reuses the names) task with its metric, 0-100."""
     _check_choice("TRACE task", task_name, TRACE_TASKS)
-    return score(
-        TRACE_TASK_METRICS[task_name], predictions, references, sources, accuracy_mode, rouge_mode, similarity
-    )
+    return score(TRACE_TASK_METRICS[task_name], predictions, references, sources, accuracy_mode, rouge_mode, similarity)

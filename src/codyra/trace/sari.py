@@ -70,20 +70,12 @@ def _operation_scores(source, prediction, references) -> tuple[float, float, flo
     kept = source_counts & prediction_counts
     kept_correctly = kept & reference_counts
     keepable = source_counts & reference_counts
-    keep_precision = (
-        sum(kept_correctly[g] / kept[g] for g in kept) / len(kept) if kept else 1.0
-    )
-    keep_recall = (
-        sum(kept_correctly.values()) / sum(keepable.values()) if keepable else 1.0
-    )
+    keep_precision = sum(kept_correctly[g] / kept[g] for g in kept) / len(kept) if kept else 1.0
+    keep_recall = sum(kept_correctly.values()) / sum(keepable.values()) if keepable else 1.0
 
     deleted = source_counts - prediction_counts
     deleted_correctly = deleted - reference_counts
-    delete_precision = (
-        sum(deleted_correctly[g] / deleted[g] for g in deleted) / len(deleted)
-        if deleted
-        else 1.0
-    )
+    delete_precision = sum(deleted_correctly[g] / deleted[g] for g in deleted) / len(deleted) if deleted else 1.0
 
     added = set(prediction_counts) - set(source_counts)
     addable = set(reference_counts) - set(source_counts)

@@ -89,7 +89,10 @@ def provenance() -> dict:
 def parent_params(cfg: dict, method: str) -> dict:
     """A method's hyperparameters as resolved for the whole run (per-task layers are on the training runs)."""
     base = cfg["method_configs"][method]
-    return {"method": {k: v for k, v in base.items() if k != "train"}, "train": {**cfg["train"], **base.get("train", {})}}
+    return {
+        "method": {k: v for k, v in base.items() if k != "train"},
+        "train": {**cfg["train"], **base.get("train", {})},
+    }
 
 
 def store_answers(uri: str) -> bool:
@@ -131,7 +134,9 @@ class Store:
         remote = self.uri.startswith(("http://", "https://"))
         artifacts = None if remote else (Path(self.cfg["results"]).absolute() / "mlartifacts").as_uri()
         try:
-            return self.client.create_experiment(name, artifact_location=artifacts, tags={"codyra.benchmark": self.cfg["benchmark"]})
+            return self.client.create_experiment(
+                name, artifact_location=artifacts, tags={"codyra.benchmark": self.cfg["benchmark"]}
+            )
         except MlflowException:  # created concurrently by another job
             return self.client.get_experiment_by_name(name).experiment_id
 
@@ -148,7 +153,9 @@ class Store:
                 return runs
 
     def find(self, key: str):
-        found = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{KEY}` = '{key}'", order_by=["attributes.start_time ASC"])
+        found = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`{KEY}` = '{key}'", order_by=["attributes.start_time ASC"]
+        )
         for duplicate in found[1:]:  # two jobs raced to create the same run: keep the first
             self.client.delete_run(duplicate.info.run_id)
         return found[0] if found else None
@@ -159,8 +166,16 @@ class Store:
         key = run_key(self.cfg, method, seed)
         run = self.find(key)
         if run is None:
-            tags = {KEY: key, "benchmark": self.cfg["benchmark"], "method": method, "seed": "" if seed is None else str(seed), **provenance()}
-            created = self.client.create_run(self.experiment_id, start_time=start_time, tags=tags, run_name=key.split("/", 2)[2])
+            tags = {
+                KEY: key,
+                "benchmark": self.cfg["benchmark"],
+                "method": method,
+                "seed": "" if seed is None else str(seed),
+                **provenance(),
+            }
+            created = self.client.create_run(
+                self.experiment_id, start_time=start_time, tags=tags, run_name=key.split("/", 2)[2]
+            )
             run = self.find(key)  # two jobs may have raced to create it: both go on with the survivor
             if run.info.run_id == created.info.run_id and method in self.cfg["method_configs"]:
                 self.log_params(run.info.run_id, parent_params(self.cfg, method))
@@ -179,7 +194,10 @@ class Store:
     def end_parent(self, run_id: str) -> None:
         """Finish a parent at the end of its last child, so its duration is that of its own work."""
         last = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'", order_by=["attributes.end_time DESC"], max_results=1
+            [self.experiment_id],
+            filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'",
+            order_by=["attributes.end_time DESC"],
+            max_results=1,
         )
         end = last[0].info.end_time if last and last[0].info.end_time else None
         self.client.set_terminated(run_id, "FINISHED", end_time=end)
@@ -188,7 +206,13 @@ class Store:
         """A new run for ``key``, replacing any earlier attempt's (whose result files this job replaces)."""
         while (old := self.find(key)) is not None:
             self.client.delete_run(old.info.run_id)
-        all_tags = {KEY: key, COMPLETE: "false", "mlflow.parentRunId": parent, **provenance(), **{k: str(v) for k, v in tags.items()}}
+        all_tags = {
+            KEY: key,
+            COMPLETE: "false",
+            "mlflow.parentRunId": parent,
+            **provenance(),
+            **{k: str(v) for k, v in tags.items()},
+        }
         run_id = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id
         self.find(key)
         return run_id
@@ -348,7 +372,15 @@ class JobRun:
 
 
 # What a training task and a cell look like in MLflow: shared by live logging and sync.
-SUMMARY_METRICS = ("seconds", "final_loss", "trainable_params", "stored_params", "active_rank_total", "active_rank_mean", "dW_fro_total")
+SUMMARY_METRICS = (
+    "seconds",
+    "final_loss",
+    "trainable_params",
+    "stored_params",
+    "active_rank_total",
+    "active_rank_mean",
+    "dW_fro_total",
+)
 
 
 def train_run(cfg: dict, method: str, seed: int, i: int) -> dict:
@@ -371,9 +403,21 @@ def cell_run(cfg: dict, method: str, seed: int | None, i: int, j: int) -> dict:
         "key": cell_key(cfg, method, seed, i, j),
         "parent": (method, seed),
         "name": f"A[{i},{j}]",
-        "tags": {"kind": "cell", "benchmark": cfg["benchmark"], "method": method, "seed": "" if seed is None else seed, "task": task, "i": i, "j": j},
+        "tags": {
+            "kind": "cell",
+            "benchmark": cfg["benchmark"],
+            "method": method,
+            "seed": "" if seed is None else seed,
+            "task": task,
+            "i": i,
+            "j": j,
+        },
     }
 
 
 def cell_metrics(cell: dict) -> dict:
-    return {k: cell[k] for k in ("accuracy", "num_samples", "num_classes", "seconds") if isinstance(cell.get(k), (int, float))}
+    return {
+        k: cell[k]
+        for k in ("accuracy", "num_samples", "num_classes", "seconds")
+        if isinstance(cell.get(k), (int, float))
+    }

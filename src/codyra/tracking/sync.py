@@ -53,10 +53,17 @@ def parent_metric_rows(matrix: dict) -> list[dict]:
     metrics, tasks = matrix["metrics"], matrix["tasks"]
     summary = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
     per_task = {name: values for name, values in metrics["per_task"].items()}
-    flat = {f"{name}.{task}": values[j] for name, values in per_task.items() for j, task in enumerate(tasks) if values[j] is not None}
+    flat = {
+        f"{name}.{task}": values[j]
+        for name, values in per_task.items()
+        for j, task in enumerate(tasks)
+        if values[j] is not None
+    }
     rows = [{"step": 0, **summary, **flat}]
     for j in range(len(tasks)):
-        rows.append({"step": j + 1, **{f"{name}_task": values[j] for name, values in per_task.items() if values[j] is not None}})
+        rows.append(
+            {"step": j + 1, **{f"{name}_task": values[j] for name, values in per_task.items() if values[j] is not None}}
+        )
     return rows
 
 
@@ -98,8 +105,14 @@ def result_records(cfg: dict) -> list[dict]:
     def cell(path: Path, method: str, seed: int | None, i: int, j: int) -> None:
         if path.is_file():
             found = read_cell(cfg, path, method, seed, i, j, classifies=family_of(cfg).classifies)
-            records.append({"spec": cell_run(cfg, method, seed, i, j), "settings": found.get("settings"),
-                            "span": work_span(path, found), "rows": [{"step": 0, **cell_metrics(found)}]})
+            records.append(
+                {
+                    "spec": cell_run(cfg, method, seed, i, j),
+                    "settings": found.get("settings"),
+                    "span": work_span(path, found),
+                    "rows": [{"step": 0, **cell_metrics(found)}],
+                }
+            )
 
     for j in range(1, n + 1):
         cell(row0_cell_path(cfg, j), PRETRAINED, None, 0, j)
@@ -111,10 +124,18 @@ def result_records(cfg: dict) -> list[dict]:
                     summary = read_json(summary_path)
                     history = task_dir(cfg, method, seed, i) / HISTORY_FILE
                     rows = [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
-                    last = max((int(r.get("step", 0)) for r in rows), default=0)  # final values at the last step, after the curves
-                    records.append({"spec": train_run(cfg, method, seed, i), "settings": summary.get("settings"),
-                                    "span": work_span(summary_path, summary),
-                                    "rows": rows + [{"step": last, **train_final_metrics(summary)}], "params": flatten(summary["job"])})
+                    last = max(
+                        (int(r.get("step", 0)) for r in rows), default=0
+                    )  # final values at the last step, after the curves
+                    records.append(
+                        {
+                            "spec": train_run(cfg, method, seed, i),
+                            "settings": summary.get("settings"),
+                            "span": work_span(summary_path, summary),
+                            "rows": rows + [{"step": last, **train_final_metrics(summary)}],
+                            "params": flatten(summary["job"]),
+                        }
+                    )
             for i in range(n + 1):
                 for j in range(1, n + 1):
                     cell(cell_path(cfg, method, seed, i, j), method, seed, i, j)
@@ -144,11 +165,21 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
         counts["created"] += 1
         start, end = (int(t * 1000) for t in record["span"])
         parent = store.ensure_parent(*spec["parent"], start_time=earliest[spec["parent"]])
-        tags = {KEY: spec["key"], SETTINGS: str(settings), "mlflow.parentRunId": parent, **provenance(), **{k: str(v) for k, v in spec["tags"].items()}}
-        run_id = store.client.create_run(store.experiment_id, start_time=start, tags=tags, run_name=spec["name"]).info.run_id
+        tags = {
+            KEY: spec["key"],
+            SETTINGS: str(settings),
+            "mlflow.parentRunId": parent,
+            **provenance(),
+            **{k: str(v) for k, v in spec["tags"].items()},
+        }
+        run_id = store.client.create_run(
+            store.experiment_id, start_time=start, tags=tags, run_name=spec["name"]
+        ).info.run_id
         if record.get("params"):
             store.log_params(run_id, record["params"])
-        store.log_metrics(run_id, [{TIME: record["span"][1], **row} for row in record["rows"]])  # a row's own _time wins
+        store.log_metrics(
+            run_id, [{TIME: record["span"][1], **row} for row in record["rows"]]
+        )  # a row's own _time wins
         store.complete(run_id, end_time=end)
 
     n = len(cfg["tasks"])

@@ -60,7 +60,12 @@ class PlainBackend:
 
     def save(self, directory, step: int, scheduler, history: list, method_state: dict | None = None) -> None:
         save_checkpoint(
-            directory, step=step, params=self.params, optimizer=self.optimizer, scheduler=scheduler, history=history,
+            directory,
+            step=step,
+            params=self.params,
+            optimizer=self.optimizer,
+            scheduler=scheduler,
+            history=history,
             method_state=method_state,
         )
 
@@ -69,14 +74,18 @@ class PlainBackend:
 
     def moments(self) -> dict:
         state = self.optimizer.state
-        return {n: {k: v.detach().float().cpu() for k, v in state[p].items()} for n, p in self.params.items() if p in state}
+        return {
+            n: {k: v.detach().float().cpu() for k, v in state[p].items()} for n, p in self.params.items() if p in state
+        }
 
     def load_moments(self, moments: dict) -> None:
         """Continue from ``moments`` (torch's ``load_state_dict`` puts each slot where AdamW keeps it)."""
         saved = self.optimizer.state_dict()
         order = [p for group in self.optimizer.param_groups for p in group["params"]]
         index = {id(p): i for i, p in enumerate(order)}
-        saved["state"] = {index[id(self.params[n])]: {k: v.clone() for k, v in slots.items()} for n, slots in moments.items()}
+        saved["state"] = {
+            index[id(self.params[n])]: {k: v.clone() for k, v in slots.items()} for n, slots in moments.items()
+        }
         self.optimizer.load_state_dict(saved)
 
     def finalize(self) -> None:

@@ -143,7 +143,9 @@ def fit(task: TrainingTask, method: Method, run: MetricsLog, device, on_step) ->
         backend.load_moments(unpack_optimizer_state(ctx.previous_state, shapes, task_index))
     dropout = seed_adapter_dropout(model, session.device)
     total = session.total
-    scheduler = torch.optim.lr_scheduler.LambdaLR(backend.optimizer, lr_factor(hp["lr_schedule"], total, hp["warmup_steps"]))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        backend.optimizer, lr_factor(hp["lr_schedule"], total, hp["warmup_steps"])
+    )
     ckpt_dir = task.checkpoints
     start, history = resume(ckpt_dir, lambda found: backend.load(found, scheduler), run, total)
     if start:
@@ -171,7 +173,14 @@ def fit(task: TrainingTask, method: Method, run: MetricsLog, device, on_step) ->
         scheduler.step()
         backend.after_step(method, step, total)
         fields = session.step_record()
-        record = {"step": step, TIME: time.time(), "loss": fields.pop("loss"), "lr": scheduler.get_last_lr()[0], **fields, **method.step_metrics()}
+        record = {
+            "step": step,
+            TIME: time.time(),
+            "loss": fields.pop("loss"),
+            "lr": scheduler.get_last_lr()[0],
+            **fields,
+            **method.step_metrics(),
+        }
         history.append(record)
         step_seconds.append(time.perf_counter() - began)
         if lead:
@@ -208,7 +217,9 @@ def fit_closed_form(task: TrainingTask, method: Method, device) -> dict:
 
     started = time.time()
     device = pick_device(device)
-    batches, classes = family_of(task.cfg).feature_pass(task.cfg, task.seed, task.task_index, task.job["train"]["batch_size"], device)
+    batches, classes = family_of(task.cfg).feature_pass(
+        task.cfg, task.seed, task.task_index, task.job["train"]["batch_size"], device
+    )
     previous = task.stored_state(task.task_index - 1) if task.task_index > 1 else None
     began = time.perf_counter()
     method.absorb(previous, batches, classes, task.seed)

@@ -41,8 +41,12 @@ class PromptAttachment:
 
         def before(module, args, kwargs):
             if args or "input_ids" not in kwargs:
-                raise TypeError("a prompted LM is called with keyword input_ids and attention_mask (as the LM family does)")
-            embeds, mask, length["prefix"] = _prompted_inputs(module, prompts, kwargs.pop("input_ids"), kwargs["attention_mask"])
+                raise TypeError(
+                    "a prompted LM is called with keyword input_ids and attention_mask (as the LM family does)"
+                )
+            embeds, mask, length["prefix"] = _prompted_inputs(
+                module, prompts, kwargs.pop("input_ids"), kwargs["attention_mask"]
+            )
             kwargs.update(inputs_embeds=embeds, attention_mask=mask, position_ids=position_ids(mask))
             return args, kwargs
 
@@ -50,7 +54,10 @@ class PromptAttachment:
             output.logits = output.logits[:, length.pop("prefix") :]
             return output
 
-        self.hooks = [model.register_forward_pre_hook(before, with_kwargs=True), model.register_forward_hook(after, with_kwargs=True)]
+        self.hooks = [
+            model.register_forward_pre_hook(before, with_kwargs=True),
+            model.register_forward_hook(after, with_kwargs=True),
+        ]
 
     def remove(self) -> None:
         for hook in self.hooks:

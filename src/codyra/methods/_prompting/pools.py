@@ -26,7 +26,9 @@ import torch
 IGNORE_INDEX = -100
 
 
-def random_token_prompts(embedding: torch.Tensor, count: int, length: int, generator: torch.Generator, scale: float = 1.0) -> torch.Tensor:
+def random_token_prompts(
+    embedding: torch.Tensor, count: int, length: int, generator: torch.Generator, scale: float = 1.0
+) -> torch.Tensor:
     """(count, length, C): rows of randomly drawn token embeddings divided by ``scale`` (L2P: 100, DualPrompt: 1)."""
     tokens = torch.randint(embedding.shape[0], (count, length), generator=generator)
     return embedding.detach()[tokens].clone() / scale
@@ -65,7 +67,9 @@ def select(query_vectors: torch.Tensor, keys: torch.Tensor, top_k: int) -> tuple
     return idx, pull
 
 
-def prepend(prefix: torch.Tensor, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None):
+def prepend(
+    prefix: torch.Tensor, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None
+):
     """Put ``prefix`` (B, P, C) in front of the inputs: attended to, ignored by the loss.
 
     (L2P fills the prefix labels with ``labels[0][0]``, which TRACE's left-padding collator

@@ -64,7 +64,12 @@ def _ddas_routes(model, dataset, cfg, device, options, state: dict) -> torch.Ten
 
     autoencoders, thresholds = load_ddas(state)
     autoencoders = [ae.to(device) for ae in autoencoders]
-    loader = torch.utils.data.DataLoader(dataset, batch_size=options.ddas_batch_size, num_workers=cfg["data"]["num_workers"], pin_memory=device.type == "cuda")
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=options.ddas_batch_size,
+        num_workers=cfg["data"]["num_workers"],
+        pin_memory=device.type == "cuda",
+    )
     routes = []
     for images, _ in loader:
         with autocast(device, cfg["eval"]["precision"]):
@@ -102,7 +107,9 @@ def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device,
             routes[j] = route_learned(_ddas_routes(model, tests[j], cfg, device, options, state), i)
     else:
         with autocast(device, cfg["eval"]["precision"]):
-            router = label_space_classifier(model, bundle.tokenizer, router_space(union, options.router_prompts), device)
+            router = label_space_classifier(
+                model, bundle.tokenizer, router_space(union, options.router_prompts), device
+            )
         domain_of = class_domains([t.num_classes for t in tasks])
         for j in js:
             predicted, _ = _predict(model, router, tests[j], torch.arange(len(tests[j])), cfg, device)
@@ -129,6 +136,11 @@ def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device,
         tally = RoutingTally(options.router, true_domain=j - 1, learned=i)
         tally.add(routes[j])
         classes = tasks[j - 1].num_classes if own_space else len(union)
-        fields = {"num_classes": classes, "num_samples": len(tests[j]), "label_space": cfg["data"]["label_space"], "routing": tally.to_json()}
+        fields = {
+            "num_classes": classes,
+            "num_samples": len(tests[j]),
+            "label_space": cfg["data"]["label_space"],
+            "routing": tally.to_json(),
+        }
         yield cell_record(cfg, method, seed, i, j, 100.0 * correct[j] / len(tests[j]), started, **fields)
         started = time.time()

@@ -35,11 +35,13 @@ DDAS_STREAM = 0xDA5  # seed part of the autoencoders' initialisation, apart from
 @dataclass(frozen=True)
 class CoDyRADaggerOptions(CoDyRAOptions, DDASOptions):
     router: str = option(
-        "zero_shot", choices=("zero_shot", "ddas"),
+        "zero_shot",
+        choices=("zero_shot", "ddas"),
         doc="zero_shot: theta_0's zero-shot argmax per image (RAIL's predictor); ddas: MoE-Adapters' autoencoders per test batch",
     )
     router_prompts: str = option(
-        "rail", choices=("rail", "dataset"),
+        "rail",
+        choices=("rail", "dataset"),
         doc="the zero-shot router's prompts: rail = 'a photo of a {}.' for every class (RAIL's predictor); "
         "dataset = each dataset's templates",
     )
@@ -63,13 +65,15 @@ class CoDyRADagger(CoDyRA):
         """Tasks 1..i's autoencoders and thresholds: task i's trained on theta_0's features."""
         import torch
 
-        from codyra.steps.batches import derive_seed
         from codyra.methods.moe_adapters.clip import ddas_state, load_ddas
         from codyra.methods.moe_adapters.method import fit_selector
+        from codyra.steps.batches import derive_seed
 
         autoencoders, thresholds = load_ddas(ctx.previous_state) if ctx.previous_state else ([], torch.zeros(0))
         if len(autoencoders) != ctx.task_index - 1:
-            raise ValueError(f"CoDyRA-dagger's state of task {ctx.task_index - 1} holds {len(autoencoders)} autoencoders: retrain it with router: ddas")
+            raise ValueError(
+                f"CoDyRA-dagger's state of task {ctx.task_index - 1} holds {len(autoencoders)} autoencoders: retrain it with router: ddas"
+            )
         theta_0 = ctx.theta_0().to(ctx.device).requires_grad_(False)
         generator = torch.Generator().manual_seed(derive_seed(ctx.seed, ctx.task_index, DDAS_STREAM))
         ae, threshold = fit_selector(ctx, self.options, theta_0, generator)

@@ -115,7 +115,9 @@ def demonstration_budget(max_prompt_len: int, prefix: str, fmt: Format, n_tokens
     return max_prompt_len - n_tokens(prefix + fmt.constraint)
 
 
-def pick_demonstrations(pool: list[dict], task: str, prefix: str, fmt: Format, count: int, limit: int, n_tokens, rng: random.Random) -> list[dict]:
+def pick_demonstrations(
+    pool: list[dict], task: str, prefix: str, fmt: Format, count: int, limit: int, n_tokens, rng: random.Random
+) -> list[dict]:
     """``get_random_demonstrations``: up to ``count`` records {prompt, answer} drawn from ``pool``
     whose prompt + answer take <= limit / (2 count) tokens (``n_tokens(text)``, the tokenizer's
     count with special tokens, prompt and answer counted apart), each answer kept fewer than

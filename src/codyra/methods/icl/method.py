@@ -25,9 +25,17 @@ from codyra.methods.options import MethodOptions, option
 
 @dataclass(frozen=True)
 class ICLOptions(MethodOptions):
-    demonstrations: int = option(6, minimum=1, doc="examples drawn per task (TreeLoRA infer_part.py sets args.demonstrations_num = 6)")
-    max_prompt_len: int | None = option(None, minimum=1, doc="prompt tokens with the demonstrations (FIX.sh 3584); null: llm.max_prompt_len")
-    format: str = option("treelora", choices=tuple(FORMATS), doc="treelora: TreeLoRA FIX.sh (= TRACE ICL.py at fdbb44a); trace-a451f6d: TRACE ICL.py at a451f6d")
+    demonstrations: int = option(
+        6, minimum=1, doc="examples drawn per task (TreeLoRA infer_part.py sets args.demonstrations_num = 6)"
+    )
+    max_prompt_len: int | None = option(
+        None, minimum=1, doc="prompt tokens with the demonstrations (FIX.sh 3584); null: llm.max_prompt_len"
+    )
+    format: str = option(
+        "treelora",
+        choices=tuple(FORMATS),
+        doc="treelora: TreeLoRA FIX.sh (= TRACE ICL.py at fdbb44a); trace-a451f6d: TRACE ICL.py at a451f6d",
+    )
 
 
 class ICL(Method):

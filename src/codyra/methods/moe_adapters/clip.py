@@ -68,14 +68,18 @@ def load_expert_state(layers: dict[str, moe.MoELayer], state: dict[str, torch.Te
         routers = count
         while len(layer.routers) < count:
             layer.add_router()
-        result = layer.load_state_dict({**{k: v for k, v in layer.state_dict().items() if k.startswith(_BACKBONE) or k == "counts"}, **own})
+        result = layer.load_state_dict(
+            {**{k: v for k, v in layer.state_dict().items() if k.startswith(_BACKBONE) or k == "counts"}, **own}
+        )
         if result.missing_keys or result.unexpected_keys:  # pragma: no cover - load_state_dict is strict
             raise ValueError(f"MoE-Adapters state of layer {name} does not fit: {result}")
     return routers or 0
 
 
 def ddas_state(autoencoders: list[DomainAutoencoder], thresholds: list[float]) -> dict[str, torch.Tensor]:
-    state = {f"ddas.{k}.{key}": t.detach().cpu() for k, ae in enumerate(autoencoders) for key, t in ae.state_dict().items()}
+    state = {
+        f"ddas.{k}.{key}": t.detach().cpu() for k, ae in enumerate(autoencoders) for key, t in ae.state_dict().items()
+    }
     return {**state, "ddas.threshold": torch.tensor(thresholds, dtype=torch.float32)}
 
 
@@ -117,7 +121,9 @@ def moe_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], d
     model = bundle.model
     control, layers = attach_experts(model, options)
     if load_expert_state(layers, state) != i:
-        raise ValueError(f"MoE-Adapters' state after task {i} holds {len(next(iter(layers.values())).routers)} routers, expected {i}")
+        raise ValueError(
+            f"MoE-Adapters' state after task {i} holds {len(next(iter(layers.values())).routers)} routers, expected {i}"
+        )
     autoencoders, thresholds = load_ddas(state)
     model = model.to(device).eval()
     autoencoders = [ae.to(device) for ae in autoencoders]
@@ -139,7 +145,12 @@ def moe_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], d
         space = label_space([task]) if own_space else union
         offset = 0 if own_space else union.offset(task.name)
         # DDAS routes a whole batch: batches of the reference's size (options.ddas_batch_size), not eval.batch_size
-        loader = torch.utils.data.DataLoader(task.test_set(), batch_size=options.ddas_batch_size, num_workers=cfg["data"]["num_workers"], pin_memory=device.type == "cuda")
+        loader = torch.utils.data.DataLoader(
+            task.test_set(),
+            batch_size=options.ddas_batch_size,
+            num_workers=cfg["data"]["num_workers"],
+            pin_memory=device.type == "cuda",
+        )
         tally, correct, total = RoutingTally(ROUTER, true_domain=j - 1, learned=i), 0, 0
         for images, labels in loader:
             images = images.to(device, non_blocking=True)
@@ -150,6 +161,11 @@ def moe_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], d
             tally.add(torch.full((len(labels),), route))
             correct += int((classify(images, route, space) == labels + offset).sum())
             total += len(labels)
-        fields = {"num_classes": len(space), "num_samples": total, "label_space": cfg["data"]["label_space"], "routing": tally.to_json()}
+        fields = {
+            "num_classes": len(space),
+            "num_samples": total,
+            "label_space": cfg["data"]["label_space"],
+            "routing": tally.to_json(),
+        }
         yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
         started = time.time()

@@ -56,7 +56,14 @@ def cv_squared(x: torch.Tensor) -> torch.Tensor:
     return x.float().var() / (x.float().mean() ** 2 + 1e-10)
 
 
-def top_k_gates(x: torch.Tensor, w_gate: torch.Tensor, w_noise: torch.Tensor, top_k: int, noise: torch.Tensor | None = None, noise_epsilon: float = 1e-2):
+def top_k_gates(
+    x: torch.Tensor,
+    w_gate: torch.Tensor,
+    w_noise: torch.Tensor,
+    top_k: int,
+    noise: torch.Tensor | None = None,
+    noise_epsilon: float = 1e-2,
+):
     """(gates (B, E): softmax over each row's k largest logits, zero elsewhere; load (E,)).
 
     ``noise`` (B, E) standard normal draws switch on training-time noisy gating; None is inference."""
@@ -83,7 +90,9 @@ def _prob_in_top_k(clean, noisy, stddev, noisy_top, top_k):
     threshold_in = noisy_top[:, top_k : top_k + 1]
     threshold_out = noisy_top[:, top_k - 1 : top_k]
     normal = Normal(torch.zeros((), device=clean.device), torch.ones((), device=clean.device))
-    return torch.where(noisy > threshold_in, normal.cdf((clean - threshold_in) / stddev), normal.cdf((clean - threshold_out) / stddev))
+    return torch.where(
+        noisy > threshold_in, normal.cdf((clean - threshold_in) / stddev), normal.cdf((clean - threshold_out) / stddev)
+    )
 
 
 def balance_loss(gates: torch.Tensor, load: torch.Tensor) -> torch.Tensor:
@@ -116,7 +125,18 @@ class MoELayer(nn.Module):
     ``frozen`` marks experts frozen by earlier tasks; ``counts`` how often each expert was chosen
     (samples times top-k) in this task's training, from which the task freezes its top experts."""
 
-    def __init__(self, ln_2: nn.Module, mlp: nn.Module, d_model: int, control: Control, experts: int, top_k: int, bottleneck: int, scale: float, dropout: float):
+    def __init__(
+        self,
+        ln_2: nn.Module,
+        mlp: nn.Module,
+        d_model: int,
+        control: Control,
+        experts: int,
+        top_k: int,
+        bottleneck: int,
+        scale: float,
+        dropout: float,
+    ):
         super().__init__()
         if not 1 <= top_k <= experts:
             raise ValueError(f"top_k must be in 1..{experts} (the number of experts), got {top_k}")
@@ -148,7 +168,9 @@ class MoELayer(nn.Module):
         if self.training:
             # the experts' dropout generator, reseeded by the engine every step
             generator = self.experts[0].dropout.generator
-            noise = torch.randn((token.shape[0], len(self.experts)), generator=generator, device=token.device).to(token.dtype)
+            noise = torch.randn((token.shape[0], len(self.experts)), generator=generator, device=token.device).to(
+                token.dtype
+            )
         gates, load = top_k_gates(token, self.routers[task], self.noise[task], self.top_k, noise)
         if self.training:
             self.counts += (gates > 0).sum(0).to(self.counts.dtype)
@@ -166,7 +188,9 @@ def attach(towers, control: Control, **expert_options) -> list[MoELayer]:
             raise ValueError("MoE-Adapters needs batch-first open_clip transformers (open_clip >= 2.24)")
         for block in tower.resblocks:
             if not isinstance(block.ls_2, nn.Identity):
-                raise TypeError("MoE-Adapters' parallel experts assume a block without layer scale (ls_2 is not the identity)")
+                raise TypeError(
+                    "MoE-Adapters' parallel experts assume a block without layer scale (ls_2 is not the identity)"
+                )
             layer = MoELayer(block.ln_2, block.mlp, block.ln_2.normalized_shape[0], control, **expert_options)
             block.ln_2, block.mlp = nn.Identity(), layer
             layers.append(layer.to(block.ln_1.weight.device))

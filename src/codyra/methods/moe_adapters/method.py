@@ -37,17 +37,26 @@ class DDASOptions(MethodOptions):
     """MoE-Adapters' distribution-discriminative auto-selector (also CoDyRA-dagger's ``router: ddas``)."""
 
     ae_code_dim: int = option(100, minimum=1, doc="DDAS autoencoder code width (few_shot_autoencoder code_dims 100)")
-    ae_iterations: int = option(301, minimum=1, doc="DDAS training steps (scripts: --iterations 300; the loop runs range(300 + 1))")
-    ae_lr: float = option(0.003, exclusive_minimum=0, doc="DDAS Adam lr (few_shot_AutoEncoder.py 0.003; full-shot AutoEncoder.py 0.01)")
+    ae_iterations: int = option(
+        301, minimum=1, doc="DDAS training steps (scripts: --iterations 300; the loop runs range(300 + 1))"
+    )
+    ae_lr: float = option(
+        0.003, exclusive_minimum=0, doc="DDAS Adam lr (few_shot_AutoEncoder.py 0.003; full-shot AutoEncoder.py 0.01)"
+    )
     ae_weight_decay: float = option(0.0001, minimum=0, doc="DDAS Adam weight decay (0.0001)")
     ae_decay_epochs: int = option(10, minimum=1, doc="DDAS lr x 0.1 every this many epochs (exp_lr_scheduler)")
     ae_epoch: str = option(
-        "split", choices=("split", "trained"),
+        "split",
+        choices=("split", "trained"),
         doc="what one DDAS epoch counts: split = the batches of the task's whole training split, as the reference "
         "(few_shot_AutoEncoder.py: len(dataset.train_loader) while it trains on the 5-shot batches); trained = the batches it trains on",
     )
-    ddas_threshold: float | None = option(None, doc="zero-shot above this reconstruction loss (null: per task, calibrated)")
-    ddas_batch_size: int = option(128, minimum=1, doc="test images per DDAS routing decision (args.py --batch-size-eval 128)")
+    ddas_threshold: float | None = option(
+        None, doc="zero-shot above this reconstruction loss (null: per task, calibrated)"
+    )
+    ddas_batch_size: int = option(
+        128, minimum=1, doc="test images per DDAS routing decision (args.py --batch-size-eval 128)"
+    )
 
 
 @dataclass(frozen=True)
@@ -57,9 +66,15 @@ class MoEAdaptersOptions(DDASOptions):
     bottleneck: int = option(64, minimum=1, doc="adapter width (args.py --ffn_num 64)")
     adapter_scale: float = option(0.1, exclusive_minimum=0, doc="adapter output scale (model.py adapter_scalar 0.1)")
     dropout: float = option(0.1, minimum=0, exclusive_maximum=1, doc="adapter dropout (model.py dropout 0.1)")
-    label_smoothing: float = option(0.2, minimum=0, exclusive_maximum=1, doc="cross-entropy label smoothing (scripts: --ls 0.2)")
-    balance_loss: bool = option(False, doc="add 1e-2 (cv^2 importance + cv^2 load) per block (the reference computes it, never adds it)")
-    freeze_top: int = option(2, minimum=0, doc="experts per block frozen after each task (finetune.py: topk(choose_map, 2))")
+    label_smoothing: float = option(
+        0.2, minimum=0, exclusive_maximum=1, doc="cross-entropy label smoothing (scripts: --ls 0.2)"
+    )
+    balance_loss: bool = option(
+        False, doc="add 1e-2 (cv^2 importance + cv^2 load) per block (the reference computes it, never adds it)"
+    )
+    freeze_top: int = option(
+        2, minimum=0, doc="experts per block frozen after each task (finetune.py: topk(choose_map, 2))"
+    )
 
     def check(self):
         errors = []
@@ -98,7 +113,9 @@ def fit_selector(ctx, options: DDASOptions, model, generator):
         features = [ctx.forward(model, b)["image_features"].float().detach() for b in batches]
     model.train(was_training)
     ae = DomainAutoencoder(features[0].shape[1], o.ae_code_dim, generator=generator).to(features[0].device)
-    worst = fit_autoencoder(ae, features, o.ae_iterations, o.ae_lr, o.ae_weight_decay, o.ae_decay_epochs, ddas_epoch_batches(ctx, o))
+    worst = fit_autoencoder(
+        ae, features, o.ae_iterations, o.ae_lr, o.ae_weight_decay, o.ae_decay_epochs, ddas_epoch_batches(ctx, o)
+    )
     return ae.cpu(), worst if o.ddas_threshold is None else o.ddas_threshold
 
 
@@ -118,14 +135,18 @@ class MoEAdapters(Method):
         o = self.options
         self.task_index = ctx.task_index
         autoencoders, thresholds = load_ddas(ctx.previous_state) if ctx.previous_state else ([], torch.zeros(0))
-        ae, threshold = fit_selector(ctx, self.options, ctx.model, ctx.generator)  # the model is theta_0: MoE-Adapters never changes it
+        ae, threshold = fit_selector(
+            ctx, self.options, ctx.model, ctx.generator
+        )  # the model is theta_0: MoE-Adapters never changes it
         self.ddas = ddas_state([*autoencoders, ae], [*thresholds.tolist(), threshold])
         self.autoencoders = [*autoencoders, ae]
 
         self.control, self.layers = attach_experts(ctx.model, o)
         routers = load_expert_state(self.layers, ctx.previous_state) if ctx.previous_state else 0
         if routers != ctx.task_index - 1:
-            raise ValueError(f"MoE-Adapters' state of task {ctx.task_index - 1} holds {routers} routers, expected {ctx.task_index - 1}")
+            raise ValueError(
+                f"MoE-Adapters' state of task {ctx.task_index - 1} holds {routers} routers, expected {ctx.task_index - 1}"
+            )
         freeze(ctx.model)
         for layer in self.layers.values():
             layer.add_router()

@@ -15,11 +15,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+from codyra.device import autocast
+from codyra.methods._routing import RoutingTally, class_domains, route_learned
+from codyra.methods.rail import regression as rail
 from codyra.steps.batches import derive_seed
 from codyra.store.cells import cell_record
-from codyra.methods.rail import regression as rail
-from codyra.methods._routing import RoutingTally, class_domains, route_learned
-from codyra.device import autocast
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -28,7 +28,9 @@ def expansion(options, seed: int, feature_dim: int) -> torch.Tensor | None:
     """RAIL-Primal's frozen random expansion: the same for every task of a run (a function of the seed)."""
     if options.variant != "primal" or not options.hidden_dim:
         return None
-    return rail.expansion_weight(feature_dim, options.hidden_dim, torch.Generator().manual_seed(derive_seed(seed, 0, 11)))
+    return rail.expansion_weight(
+        feature_dim, options.hidden_dim, torch.Generator().manual_seed(derive_seed(seed, 0, 11))
+    )
 
 
 def fit(options, previous: dict | None, batches: list, num_classes: int, seed: int) -> dict[str, torch.Tensor]:
@@ -43,7 +45,11 @@ def fit(options, previous: dict | None, batches: list, num_classes: int, seed: i
         return krr.state()
     weight = expansion(options, seed, batches[0][0].shape[1])
     dim = batches[0][0].shape[1] if weight is None else weight.shape[0]
-    ridge = rail.PrimalRidge(dim, options.gamma, dtype) if previous is None else rail.PrimalRidge.from_state(previous, options.gamma)
+    ridge = (
+        rail.PrimalRidge(dim, options.gamma, dtype)
+        if previous is None
+        else rail.PrimalRidge.from_state(previous, options.gamma)
+    )
     ridge.fit_task(((rail.expand(f.to(dtype), weight), y) for f, y in batches), num_classes)
     return ridge.state()
 
@@ -91,7 +97,9 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
     domain_of = class_domains(sizes)
     for j in js:
         test = tasks[j - 1].test_set()
-        loader = torch.utils.data.DataLoader(test, batch_size=cfg["eval"]["batch_size"], num_workers=cfg["data"]["num_workers"])
+        loader = torch.utils.data.DataLoader(
+            test, batch_size=cfg["eval"]["batch_size"], num_workers=cfg["data"]["num_workers"]
+        )
         offset = union.offset(tasks[j - 1].name)
         tally, correct, total = RoutingTally("zero_shot", true_domain=j - 1, learned=i), 0, 0
         for images, labels in loader:
@@ -102,7 +110,9 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
             zero_shot = 100.0 * F.normalize(features, dim=-1) @ classifier.float().cpu().T  # RAIL: logits x 100
             adapter = scores(features)
             if adapter.shape[1] != learned:
-                raise ValueError(f"RAIL's state after task {i} scores {adapter.shape[1]} classes, tasks 1..{i} have {learned}")
+                raise ValueError(
+                    f"RAIL's state after task {i} scores {adapter.shape[1]} classes, tasks 1..{i} have {learned}"
+                )
             fused, _ = rail.fuse(zero_shot, adapter, options.fusion_weight)
             tally.add(route_learned(domain_of[zero_shot.argmax(dim=-1)], i))
             if own_space:
@@ -111,6 +121,11 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
             else:
                 correct += int((fused.argmax(dim=-1) == labels + offset).sum())
             total += len(labels)
-        fields = {"num_classes": sizes[j - 1] if own_space else len(union), "num_samples": total, "label_space": cfg["data"]["label_space"], "routing": tally.to_json()}
+        fields = {
+            "num_classes": sizes[j - 1] if own_space else len(union),
+            "num_samples": total,
+            "label_space": cfg["data"]["label_space"],
+            "routing": tally.to_json(),
+        }
         yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
         started = time.time()

@@ -25,10 +25,16 @@ class RAILOptions(MethodOptions):
     gamma: float = option(0.1, exclusive_minimum=0, doc="RAIL-Primal ridge regularisation (RAIL: regularization)")
     kernel_gamma: float = option(0.1, exclusive_minimum=0, doc="RAIL-Dual Gaussian kernel width (RAIL: gamma)")
     kernel_lambda: float = option(0.001, exclusive_minimum=0, doc="RAIL-Dual ridge term (dual_RAIL.py: lamda)")
-    fusion_weight: float = option(0.8, minimum=0, maximum=1, doc="weight of the adapter in the zero-shot fusion (RAIL configs/analytic_clip.yaml: 0.8)")
+    fusion_weight: float = option(
+        0.8,
+        minimum=0,
+        maximum=1,
+        doc="weight of the adapter in the zero-shot fusion (RAIL configs/analytic_clip.yaml: 0.8)",
+    )
     precision: str = option("float32", choices=("float32", "float64"), doc="working precision (RAIL: float32)")
     prompts: str = option(
-        "rail", choices=("rail", "dataset"),
+        "rail",
+        choices=("rail", "dataset"),
         doc="zero-shot head and domain predictor: rail = 'a photo of a {}.' for every class (RAIL primal_RAIL.py l.234, "
         "dual_RAIL.py l.60); dataset = each dataset's templates (the benchmark's)",
     )
@@ -57,7 +63,12 @@ class RAIL(Method):
         from codyra.store.updates import TaskUpdate
 
         params, memory = extra_params(self.options, self.state, self.feature_dim)
-        summary = {"trainable_params": 0, "stored_params": 0, "inference_extra_params": params, "inference_memory": memory}
+        summary = {
+            "trainable_params": 0,
+            "stored_params": 0,
+            "inference_extra_params": params,
+            "inference_memory": memory,
+        }
         return TaskUpdate("none"), summary
 
     def state_to_store(self):

@@ -144,7 +144,11 @@ class DualKernelRidge:
         return gaussian_kernel(x.to(self.dtype), self.memory, self.gamma) @ self.alpha
 
     def state(self) -> dict[str, torch.Tensor]:
-        return {"memory": self.memory.contiguous(), "labels": self.labels, "num_classes": torch.tensor(self.num_classes)}
+        return {
+            "memory": self.memory.contiguous(),
+            "labels": self.labels,
+            "num_classes": torch.tensor(self.num_classes),
+        }
 
     @classmethod
     def from_state(cls, state: dict[str, torch.Tensor], gamma: float, lam: float) -> DualKernelRidge:
@@ -154,12 +158,16 @@ class DualKernelRidge:
         return krr
 
 
-def fuse(zero_shot_logits: torch.Tensor, adapter_scores: torch.Tensor, fusion_weight: float) -> tuple[torch.Tensor, torch.Tensor]:
+def fuse(
+    zero_shot_logits: torch.Tensor, adapter_scores: torch.Tensor, fusion_weight: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """RAIL's zero-shot domain fusion over every domain's classes (learned ones first, in stream
     order). Returns (scores (B, C_all), mask of the samples routed to the adapter)."""
     learned = adapter_scores.shape[1]
     if learned > zero_shot_logits.shape[1]:
-        raise ValueError(f"the adapter knows {learned} classes, more than the {zero_shot_logits.shape[1]} of the label space")
+        raise ValueError(
+            f"the adapter knows {learned} classes, more than the {zero_shot_logits.shape[1]} of the label space"
+        )
     probs = zero_shot_logits.float().softmax(dim=-1)
     mask = probs.argmax(dim=-1) < learned
     padded = F.pad(adapter_scores.float(), (0, probs.shape[1] - learned))

@@ -144,6 +144,9 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
     seconds = time.time() - started
     log.info(
         "mini TRACE data, tokenizer and theta_0 in %.1fs (corpus %d, final loss %.3f) -> %s",
-        seconds, len(corpus), loss.item(), out,
+        seconds,
+        len(corpus),
+        loss.item(),
+        out,
     )
     return {"seconds": seconds, "corpus": len(corpus), "final_loss": loss.item(), "steps": steps}

@@ -66,8 +66,14 @@ def _lines(rng: random.Random, make: Callable[[], str], low: int = 2, high: int 
 
 # C-STANCE: the verb or adjective of a sentence cues its stance (support, oppose, neutral).
 _STANCE_TARGETS = (
-    "the new stadium", "remote work", "electric cars", "the school reform",
-    "public transport", "the tax plan", "city parks", "online voting",
+    "the new stadium",
+    "remote work",
+    "electric cars",
+    "the school reform",
+    "public transport",
+    "the tax plan",
+    "city parks",
+    "online voting",
 )
 _STANCE_WORDS = (
     (("love", "welcome", "need", "admire"), ("great", "helpful", "wonderful", "fair")),
@@ -185,13 +191,21 @@ def _statement(rng: random.Random) -> str:
     """One statement of the tasks' code, its names drawn independently of any context."""
     name, other, word = rng.choice(_CODE_NAMES), rng.choice(_CODE_OBJECTS), rng.choice(_CODE_WORDS)
     index, argument = rng.choice(_CODE_INDICES), rng.choice(_CODE_ARGUMENTS)
-    return rng.choice((
-        f"def set_{name} ( self , {argument} ) :", f"self . {name} = {argument}",
-        f"def get_{name} ( self ) :", f"return self . {name}",
-        f"tag = <STR_LIT:{word}>", f"{other} = <NUM_LIT>", f"for {index} in range ( {other} ) :",
-        f"print ( <STR_LIT:{word}> , {index} )", f"import {name}",
-        f"{other} = {name} . load ( <STR_LIT:{word}> )", f"{other} . save ( <STR_LIT> , <NUM_LIT> )",
-    ))
+    return rng.choice(
+        (
+            f"def set_{name} ( self , {argument} ) :",
+            f"self . {name} = {argument}",
+            f"def get_{name} ( self ) :",
+            f"return self . {name}",
+            f"tag = <STR_LIT:{word}>",
+            f"{other} = <NUM_LIT>",
+            f"for {index} in range ( {other} ) :",
+            f"print ( <STR_LIT:{word}> , {index} )",
+            f"import {name}",
+            f"{other} = {name} . load ( <STR_LIT:{word}> )",
+            f"{other} . save ( <STR_LIT> , <NUM_LIT> )",
+        )
+    )
 
 
 def _code_text(rng: random.Random) -> str:
@@ -223,8 +237,9 @@ def _scienceqa(rng: random.Random) -> TraceExample:
 
 def _science_text(rng: random.Random) -> str:
     """Facts with their reasons, or a lettered list of facts."""
-    facts = [(member, quality, reason) for quality, (members, reason) in sorted(_SCIENCE_FACTS.items())
-             for member in members]
+    facts = [
+        (member, quality, reason) for quality, (members, reason) in sorted(_SCIENCE_FACTS.items()) for member in members
+    ]
     picked = rng.sample(facts, 3)
     if rng.random() < 0.5:
         return "\n".join(f"{_LETTERS[k]}. {m} {q}." for k, (m, q, _) in enumerate(picked))
@@ -287,8 +302,11 @@ def _math_text(rng: random.Random) -> str:
 # 20Minuten: the simple sentence keeps subject and object and says the plain verb.
 _NEWS_SUBJECTS = ("The city", "The school", "The club", "The museum", "The zoo", "The town")
 _NEWS_VERBS = (
-    ("opens", "officially inaugurates"), ("builds", "is constructing"), ("closes", "permanently shuts down"),
-    ("buys", "has acquired"), ("sells", "is disposing of"),
+    ("opens", "officially inaugurates"),
+    ("builds", "is constructing"),
+    ("closes", "permanently shuts down"),
+    ("buys", "has acquired"),
+    ("sells", "is disposing of"),
 )
 _NEWS_THINGS = ("a new park", "the old bridge", "a small garden", "the main hall", "a large field")
 
@@ -307,6 +325,7 @@ def _20minuten(rng: random.Random) -> TraceExample:
 
 def _news_text(rng: random.Random) -> str:
     """Unrelated long and short news sentences: never one event told both ways."""
+
     def sentence() -> str:
         subject, (plain, fancy), thing = rng.choice(_NEWS_SUBJECTS), rng.choice(_NEWS_VERBS), rng.choice(_NEWS_THINGS)
         return _complex_news(rng, subject, fancy, thing) if rng.random() < 0.5 else f"{subject} {plain} {thing}."
@@ -328,9 +347,19 @@ def _options(rng: random.Random, right: str, wrong: list[str]) -> tuple[str, str
 
 # Tasks of the corpus, none of the benchmark's, in the benchmark's answer formats.
 OTHER_INSTRUCTIONS = (
-    "Repeat the sentence.", "Give the last word.", "Give the first word.", "Count the words.", "Compute.",
-    "Is it true?", "Which one is a number?", "Which one is a name?", "Copy the code.",
-    "Give the last statement.", "Give the second sentence.", "Is the first number larger?", "Which item is it?",
+    "Repeat the sentence.",
+    "Give the last word.",
+    "Give the first word.",
+    "Count the words.",
+    "Compute.",
+    "Is it true?",
+    "Which one is a number?",
+    "Which one is a name?",
+    "Copy the code.",
+    "Give the last statement.",
+    "Give the second sentence.",
+    "Is the first number larger?",
+    "Which item is it?",
 )
 _OTHER_CUES = ("Answer:", "Output:", "Result:")
 
@@ -435,7 +464,9 @@ def general_corpus(seed: int, size: int) -> list[str]:
     instructions, pick = random.Random(f"{seed}:corpus:instructions"), random.Random(f"{seed}:corpus")
     documents = []
     for k in range(size):
-        rng, document = (instructions, _instruction_text) if pick.random() < _INSTRUCTION_SHARE else makers[k % len(makers)]
+        rng, document = (
+            (instructions, _instruction_text) if pick.random() < _INSTRUCTION_SHARE else makers[k % len(makers)]
+        )
         documents.append(document(rng))
     return documents
 
@@ -461,9 +492,7 @@ def _write_task_folder(destination: Path, splits: Mapping[str, list[TraceExample
             shutil.rmtree(staging)
 
 
-def write_mini_trace(
-    root: str | Path, seed: int, sizes: Mapping[str, int] = DEFAULT_SIZES
-) -> list[str]:
+def write_mini_trace(root: str | Path, seed: int, sizes: Mapping[str, int] = DEFAULT_SIZES) -> list[str]:
     """Write every mini task as ``root/<task>/{train,eval,test}.json``; returns the task
     names in TRACE's order. An existing task folder is replaced."""
     root = Path(root)

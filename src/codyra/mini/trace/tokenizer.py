@@ -29,6 +29,7 @@ def _fast_tokenizer_class():
 
     return PreTrainedTokenizerFast
 
+
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
 # Large enough that every mini TRACE prompt stays well under 64 tokens (512 would not).
 MINI_TRACE_VOCAB_SIZE = 1024
@@ -42,10 +43,12 @@ _WORDS_WITH_CUE = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+:?| ?\p{N}+| ?[^\s\p{L}\p{N}
 
 
 def _pre_tokenizer() -> pre_tokenizers.PreTokenizer:
-    return pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(_WORDS_WITH_CUE), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_WORDS_WITH_CUE), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
 
 
 def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -55,9 +58,7 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedToke
     special = list(SPECIAL_TOKENS.values())
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < len(alphabet) + len(special):
-        raise ValueError(
-            f"vocab_size {vocab_size} is below the {len(alphabet)} bytes + {len(special)} special tokens"
-        )
+        raise ValueError(f"vocab_size {vocab_size} is below the {len(alphabet)} bytes + {len(special)} special tokens")
     backend = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
     backend.pre_tokenizer = _pre_tokenizer()
     backend.decoder = decoders.ByteLevel()
@@ -71,9 +72,7 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedToke
     return _fast_tokenizer_class()(tokenizer_object=backend, **SPECIAL_TOKENS)
 
 
-def train_mini_trace_tokenizer(
-    root: str | Path, vocab_size: int = MINI_TRACE_VOCAB_SIZE
-) -> PreTrainedTokenizerFast:
+def train_mini_trace_tokenizer(root: str | Path, vocab_size: int = MINI_TRACE_VOCAB_SIZE) -> PreTrainedTokenizerFast:
     """The mini TRACE tokenizer: trained on the prompts and answers of the train splits
     written by :func:`codyra.mini.trace.tasks.write_mini_trace` under ``root``."""
     texts = [
