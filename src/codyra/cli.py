@@ -147,7 +147,8 @@ def cmd_sync_mlflow(args) -> None:
         )
     counts = sync_mlflow(cfg, tables_dir(cfg))
     print(
-        f"MLflow sync of {cfg['benchmark']}: {counts['created']} run(s) created ({counts['replaced']} replacing incomplete ones), {counts['kept']} already complete"
+        f"MLflow sync of {cfg['benchmark']}: {counts['created']} run(s) created "
+        f"({counts['replaced']} replacing incomplete ones), {counts['kept']} already complete"
     )
 
 

@@ -43,7 +43,8 @@ def sweep_rows(cfg: dict, name: str, runs: dict[str, list[dict]]) -> list[tuple[
 def ablation_table(cfg: dict, name: str, runs: dict[str, list[dict]]) -> Table:
     table = Table(
         f"ablation_{name}",
-        f"{cfg['benchmark']}: ablation {name} ({cfg['ablations'][name]['method']} varying {', '.join(cfg['ablations'][name]['vary'])}), mean ± std over seeds",
+        f"{cfg['benchmark']}: ablation {name} ({cfg['ablations'][name]['method']} varying "
+        f"{', '.join(cfg['ablations'][name]['vary'])}), mean ± std over seeds",
         COLUMNS,
         higher_is_better={"Forgetting": False},
     )
@@ -66,13 +67,14 @@ def plasticity_forgetting(A, j: int) -> tuple[float, float | None]:
 def per_task_table(cfg: dict, name: str, runs: dict[str, list[dict]]) -> Table:
     table = Table(
         f"ablation_{name}_per_task",
-        f"{cfg['benchmark']}: ablation {name}, per task: Delta-plasticity A[j,j] - A[0,j] (higher is better) and Forgetting A[j,j] - A[N,j] (lower is better), mean ± std over seeds",
+        f"{cfg['benchmark']}: ablation {name}, per task: Delta-plasticity A[j,j] - A[0,j] (higher is better) "
+        "and Forgetting A[j,j] - A[N,j] (lower is better), mean ± std over seeds",
         ["Delta-plasticity", "Forgetting"],
         higher_is_better={"Forgetting": False},
     )
     for j, task in enumerate(cfg["tasks"]):
         for method, _ in sweep_rows(cfg, name, runs):
-            plasticity, forgetting = zip(*(plasticity_forgetting(m["A"], j) for m in runs[method]))
+            plasticity, forgetting = zip(*(plasticity_forgetting(m["A"], j) for m in runs[method]), strict=True)
             table.rows.append(
                 (task["name"], method, [list(plasticity), None if None in forgetting else list(forgetting)])
             )

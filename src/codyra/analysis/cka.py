@@ -64,7 +64,8 @@ def cka_table(cfg: dict) -> Table:
     columns = [f"{t}-{t + 1}" for t in range(1, n)] + ["Mean"]
     table = Table(
         "cka",
-        f"{cfg['benchmark']}: linear CKA between consecutive task updates (lower: less interfering; paper: supp_cka), mean ± std over seeds",
+        f"{cfg['benchmark']}: linear CKA between consecutive task updates "
+        "(lower: less interfering; paper: supp_cka), mean ± std over seeds",
         columns,
         higher_is_better=dict.fromkeys(columns, False),
         decimals=4,

@@ -104,13 +104,16 @@ class PlainTable:
         notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
         return (
             f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(self.name)}</title>'
-            "<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
-            f"</head><body>\n<p><b>{escape(self.caption)}</b></p>\n<table><tr>{head}</tr>\n{body}\n</table><ul>{notes}</ul></body></html>\n"
+            "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
+            "td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
+            f"</head><body>\n<p><b>{escape(self.caption)}</b></p>\n<table><tr>{head}</tr>\n{body}\n</table>"
+            f"<ul>{notes}</ul></body></html>\n"
         )
 
 
 def write_any_table(out: Path, table) -> None:
-    """A ``codyra.evaluation.tables.Table`` (mean +- std over seeds) or a ``PlainTable`` in Markdown, CSV, LaTeX and HTML."""
+    """A ``codyra.evaluation.tables.Table`` (mean +- std over seeds) or a ``PlainTable`` in Markdown, CSV, LaTeX
+    and HTML."""
     from codyra.evaluation.tables import Table, write_table
 
     if isinstance(table, Table):

@@ -106,7 +106,8 @@ def paper_setting(cfg: dict) -> Setting:
     name = cfg["analysis"].get("paper_benchmark")
     if name is not None and name not in benchmarks():
         raise ValueError(
-            f"config key analysis.paper_benchmark: {name!r} is not one of the paper's benchmarks ({', '.join(benchmarks())})"
+            f"config key analysis.paper_benchmark: {name!r} is not one of the paper's benchmarks "
+            f"({', '.join(benchmarks())})"
         )
     if name is None and mini:
         name = "trace" if kind == "trace" else "xtail-16shot"
@@ -128,13 +129,15 @@ def paper_setting(cfg: dict) -> Setting:
         return Setting(
             name,
             block,
-            f"the paper's {name} numbers are for the task order {', '.join(bench['tasks'])}; this config trains {', '.join(tasks)}",
+            f"the paper's {name} numbers are for the task order {', '.join(bench['tasks'])}; "
+            f"this config trains {', '.join(tasks)}",
         )
     if blocks and not block:
         return Setting(
             name,
             block,
-            f"the paper's {name} numbers are for the backbones {', '.join(bench['backbones'].values())}; this config's model is {cfg['model'].get('name')}",
+            f"the paper's {name} numbers are for the backbones {', '.join(bench['backbones'].values())}; "
+            f"this config's model is {cfg['model'].get('name')}",
         )
     return Setting(name, block, None)
 
@@ -360,7 +363,8 @@ def comparison_table(cfg: dict, tables_dir: Path) -> PlainTable:
     setting = paper_setting(cfg)
     out = PlainTable(
         "paper_vs_reproduced",
-        f"{cfg['benchmark']}: published (paper, {setting.benchmark or 'no benchmark'}) vs reproduced (mean ± std over seeds {cfg['seeds']}); flagged where |difference| > 2 x spread",
+        f"{cfg['benchmark']}: published (paper, {setting.benchmark or 'no benchmark'}) vs reproduced "
+        f"(mean ± std over seeds {cfg['seeds']}); flagged where |difference| > 2 x spread",
         ["Metric", "Method", "Status", "Paper row", "Paper table", "Published", "Ours", "Difference", "Flag", "Note"],
     )
     labels = dict(method_layout(cfg, cfg["methods"])[0])
@@ -404,7 +408,8 @@ def comparison_table(cfg: dict, tables_dir: Path) -> PlainTable:
         "spread = sqrt(std_ours^2 + std_paper^2); with one seed and no published std any difference is flagged"
     )
     out.notes.append(
-        "paper inconsistent: the paper prints a contradicting number for this cell elsewhere (Note); the difference is shown, not judged"
+        "paper inconsistent: the paper prints a contradicting number for this cell elsewhere (Note); "
+        "the difference is shown, not judged"
     )
     return out
 
@@ -429,7 +434,8 @@ def ordering_table(cfg: dict, tables_dir: Path) -> PlainTable:
     setting = paper_setting(cfg)
     out = PlainTable(
         "paper_vs_reproduced",
-        f"{cfg['benchmark']} (mini: its own theta_0 and tasks): order of the methods per metric, paper ({setting.benchmark}) vs ours (best first)",
+        f"{cfg['benchmark']} (mini: its own theta_0 and tasks): order of the methods per metric, "
+        f"paper ({setting.benchmark}) vs ours (best first)",
         ["Metric", "Paper table", "Paper order", "Our order", "Concordant pairs", "Kendall tau"],
     )
     labels = dict(method_layout(cfg, cfg["methods"])[0])
@@ -451,7 +457,8 @@ def ordering_table(cfg: dict, tables_dir: Path) -> PlainTable:
             )
         if len(common) < 2:
             out.notes.append(
-                f"{metric.name}: fewer than two of our methods have a published value ({', '.join(dict.fromkeys(s.table for s in metric.sources)) or 'no table'})"
+                f"{metric.name}: fewer than two of our methods have a published value "
+                f"({', '.join(dict.fromkeys(s.table for s in metric.sources)) or 'no table'})"
             )
             continue
         concordant, pairs, tau = kendall([c[1] for c in common], [c[2] for c in common])

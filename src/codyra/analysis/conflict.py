@@ -79,7 +79,8 @@ def run_conflict(cfg: dict, *, device=None) -> dict:
     family = family_of(cfg)
     if "conflict" in family.inapplicable_analyses:
         raise ValueError(
-            f"the gradient-conflict probe applies to CLIP benchmarks (model.family: clip), not to {family.name}: {family.inapplicable_analyses['conflict']}"
+            "the gradient-conflict probe applies to CLIP benchmarks (model.family: clip), "
+            f"not to {family.name}: {family.inapplicable_analyses['conflict']}"
         )
     torch.set_num_threads(cfg["eval"]["threads"])
     started = time.time()
@@ -107,12 +108,17 @@ def conflict_table(cfg: dict) -> PlainTable:
         or record.get("probe_batch") != cfg["analysis"]["probe_batch"]
     ):
         raise ResultError(
-            f"{path} was computed with other analysis.conflict_ranks / probe_batch than the config's; rerun: snakemake -f {path}"
+            f"{path} was computed with other analysis.conflict_ranks / probe_batch than the config's; "
+            f"rerun: snakemake -f {path}"
         )
     table = PlainTable(
         "grad_conflict",
-        f"{cfg['benchmark']}: inter-task gradient conflict at theta_0 after SVD truncation to rank rho, mean |cos| over task pairs (paper: supp_grad_conflict)",
+        f"{cfg['benchmark']}: inter-task gradient conflict at theta_0 after SVD truncation to rank rho, "
+        "mean |cos| over task pairs (paper: supp_grad_conflict)",
         ["rank rho", "mean abs. cosine (lower is better)"],
     )
-    table.rows = [["full" if r is None else str(r), fmt(v, 4)] for r, v in zip(record["ranks"], record["mean_abs_cos"])]
+    table.rows = [
+        ["full" if r is None else str(r), fmt(v, 4)]
+        for r, v in zip(record["ranks"], record["mean_abs_cos"], strict=True)
+    ]
     return table

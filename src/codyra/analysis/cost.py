@@ -81,7 +81,8 @@ def cost_table(cfg: dict) -> PlainTable:
         )
         if missing:
             table.notes.append(
-                f"{method}: the task summaries do not report {', '.join(missing)} (n/a); retrain with a codyra version whose method reports them"
+                f"{method}: the task summaries do not report {', '.join(missing)} (n/a); "
+                "retrain with a codyra version whose method reports them"
             )
     if reference not in costs:
         table.notes.append(

@@ -26,7 +26,8 @@ def _check_blocks(keys) -> None:
     for param, blocks in by_param.items():
         if None in blocks and len(blocks) > 1:
             raise ResultError(
-                f"updates change parameter {param} both whole and by row blocks {blocks}: the drift cannot add them blockwise"
+                f"updates change parameter {param} both whole and by row blocks {blocks}: "
+                "the drift cannot add them blockwise"
             )
         spans = sorted(b for b in blocks if b is not None)
         for (_, stop), (start, _) in itertools.pairwise(spans):
@@ -51,7 +52,8 @@ def drift_table(cfg: dict) -> tuple[Table, dict]:
     tasks = [t["name"] for t in cfg["tasks"]]
     table = Table(
         "drift",
-        f"{cfg['benchmark']}: cumulative parameter shift ||theta_t - theta_0||_F after task t (paper: drift table), mean ± std over seeds {cfg['seeds']}",
+        f"{cfg['benchmark']}: cumulative parameter shift ||theta_t - theta_0||_F after task t (paper: drift table), "
+        f"mean ± std over seeds {cfg['seeds']}",
         [f"{t + 1}: {name}" for t, name in enumerate(tasks)],
         higher_is_better=dict.fromkeys([f"{t + 1}: {name}" for t, name in enumerate(tasks)], False),
         decimals=3,

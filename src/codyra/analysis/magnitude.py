@@ -25,7 +25,8 @@ COLUMNS = ["eff. rank", "Frobenius dW (task)", "Frobenius dW (per matrix)", "spe
 
 
 def update_magnitude(update: TaskUpdate) -> dict:
-    """Effective rank (mean per matrix), ||dW||_F (task, mean per matrix), mean ||A||_2, ||B||_2 (None for dense deltas)."""
+    """Effective rank (mean per matrix), ||dW||_F (task, mean per matrix), mean ||A||_2, ||B||_2 (None for dense
+    deltas)."""
     ranks, fro, a_norms, b_norms = [], [], [], []
     for name, (_, _, delta) in sorted(update.dense_deltas().items()):
         fro.append(float(torch.linalg.matrix_norm(delta)) if delta.ndim == 2 else float(delta.norm()))
@@ -57,7 +58,8 @@ def run_magnitude(cfg: dict, method: str, seed: int) -> dict:
 def magnitude_table(cfg: dict) -> Table:
     table = Table(
         "magnitude",
-        f"{cfg['benchmark']}: per-task update magnitude, averaged over tasks (paper: norm tables); mean ± std over seeds {cfg['seeds']}",
+        f"{cfg['benchmark']}: per-task update magnitude, averaged over tasks (paper: norm tables); "
+        f"mean ± std over seeds {cfg['seeds']}",
         COLUMNS,
         mark_best=False,
         decimals=3,

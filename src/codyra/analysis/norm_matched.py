@@ -45,27 +45,30 @@ def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     matched = norm_methods(cfg)
     if not matched:
         raise ValueError(
-            "the norm-matched probe needs a method of kind lora with norm_target and norm_penalty in config key methods (see config/mini_ablations.yaml)"
+            "the norm-matched probe needs a method of kind lora with norm_target and norm_penalty "
+            "in config key methods (see config/mini_ablations.yaml)"
         )
     references = [m for m in cfg["methods"] if any(m in norm_references(cfg["method_configs"][x]) for x in matched)]
     misses = []
     table = Table("norm_matched", "", COLUMNS, mark_best=False, decimals=3)
     for method in dict.fromkeys(references + matched):
         per_seed = []
-        for seed, matrix in zip(cfg["seeds"], runs[method]):
+        for seed, matrix in zip(cfg["seeds"], runs[method], strict=True):
             summaries = run_summaries(cfg, method, seed)
             if any(s.get("dW_fro_total") is None for s in summaries):
                 raise ValueError(
-                    f"norm-matched probe: {method} stores no low-rank adapter updates (no dW_fro_total in its summaries); list only lora methods in norm_target"
+                    f"norm-matched probe: {method} stores no low-rank adapter updates "
+                    "(no dW_fro_total in its summaries); list only lora methods in norm_target"
                 )
             per_seed.append(run_row(summaries, matrix["A"]))
             if method in matched and (tasks := missed(summaries)):
                 misses.append(f"{method} seed {seed} tasks {tasks}")
-        cells = [None if None in col else list(col) for col in zip(*per_seed)]
+        cells = [None if None in col else list(col) for col in zip(*per_seed, strict=True)]
         table.rows.append(("", method, cells))
     table.caption = (
-        f"{cfg['benchmark']}: norm-matched probe (paper: supp_norm_matched): LoRA trained with a penalty pulling the task's "
-        f"||dW||_F to the target, beside the natural runs the target is the median of; means over tasks, mean ± std over seeds"
+        f"{cfg['benchmark']}: norm-matched probe (paper: supp_norm_matched): "
+        "LoRA trained with a penalty pulling the task's ||dW||_F to the target, "
+        "beside the natural runs the target is the median of; means over tasks, mean ± std over seeds"
         + (f". Target missed by more than {MISS:.0%} (raise norm_penalty): {'; '.join(misses)}" if misses else "")
     )
     return table

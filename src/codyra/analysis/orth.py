@@ -26,7 +26,8 @@ def row_cosine(A1: torch.Tensor, A2: torch.Tensor) -> float:
     """Mean |cos| over all pairs of rows of two (r x k) matrices with the same k."""
     if A1.ndim != 2 or A2.ndim != 2 or A1.shape[1] != A2.shape[1] or not len(A1) or not len(A2):
         raise ValueError(
-            f"row cosine needs two non-empty matrices with the same number of columns, got {tuple(A1.shape)} and {tuple(A2.shape)}"
+            "row cosine needs two non-empty matrices with the same number of columns, "
+            f"got {tuple(A1.shape)} and {tuple(A2.shape)}"
         )
     return float((F.normalize(A1.double(), dim=1) @ F.normalize(A2.double(), dim=1).T).abs().mean())
 
@@ -45,7 +46,8 @@ def task_similarity(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> f
 
 
 def per_task_similarity(updates) -> list[float | None]:
-    """Per task t: the mean similarity of its A matrices to those of every other task (None: no other shares a weight)."""
+    """Per task t: the mean similarity of its A matrices to those of every other task (None: no other shares a
+    weight)."""
     tasks = [a_matrices(u) for u in updates]
     out = []
     for t, a in enumerate(tasks):
@@ -68,7 +70,7 @@ def a_cosine_table(cfg: dict) -> Table:
     )
     for method in adapter_methods(cfg):
         per_seed = [per_task_similarity(run_updates(cfg, method, s)) for s in cfg["seeds"]]
-        cells = [None if None in col else list(col) for col in zip(*per_seed)]
+        cells = [None if None in col else list(col) for col in zip(*per_seed, strict=True)]
         means = [
             statistics.fmean(v for v in run if v is not None) if any(v is not None for v in run) else None
             for run in per_seed

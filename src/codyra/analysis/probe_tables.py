@@ -29,7 +29,8 @@ def interpolation_table(cfg: dict) -> Table:
     alphas = cfg["analysis"]["interpolation_alphas"]
     table = Table(
         "interpolation",
-        f"{cfg['benchmark']}: held-out accuracy (%) of theta_alpha = (1 - alpha) theta_0 + alpha theta_N (paper: supp_interp), mean ± std over seeds",
+        f"{cfg['benchmark']}: held-out accuracy (%) of theta_alpha = (1 - alpha) theta_0 + alpha theta_N "
+        "(paper: supp_interp), mean ± std over seeds",
         [f"alpha={a:g}" for a in alphas],
         mark_best=False,
     )
@@ -63,7 +64,8 @@ def removal_table(cfg: dict) -> Table:
     columns = [*stream, "stream avg", "held-out avg"]
     table = Table(
         "remove_modules",
-        f"{cfg['benchmark']}: accuracy (%) of theta_N and of theta_N without the trained modules of one encoder (paper: Fig. prune_motivation), mean ± std over seeds",
+        f"{cfg['benchmark']}: accuracy (%) of theta_N and of theta_N without the trained modules of one encoder "
+        "(paper: Fig. prune_motivation), mean ± std over seeds",
         columns,
         mark_best=False,
     )

@@ -106,7 +106,8 @@ def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
     family = family_of(cfg)
     if "probes" in family.inapplicable_analyses:
         raise ValueError(
-            f"the interpolation and module-removal probes apply to CLIP benchmarks (model.family: clip), not to {family.name}: {family.inapplicable_analyses['probes']}"
+            "the interpolation and module-removal probes apply to CLIP benchmarks (model.family: clip), "
+            f"not to {family.name}: {family.inapplicable_analyses['probes']}"
         )
     if not cfg["heldout_tasks"]:
         raise ValueError("config key heldout_tasks is empty: the probes evaluate on held-out tasks; list some")
@@ -148,6 +149,7 @@ def read_probe(cfg: dict, method: str, seed: int, name: str) -> dict:
     current = [read_json(task_dir(cfg, method, seed, i) / SUMMARY_FILE).get("update_digest") for i in range(1, n + 1)]
     if record.get("update_digests") != current or record.get("probe") != name:
         raise ResultError(
-            f"probe result {path} was computed from other updates than the run's current ones (stale); delete it and rerun: snakemake -f {path}"
+            f"probe result {path} was computed from other updates than the run's current ones (stale); "
+            f"delete it and rerun: snakemake -f {path}"
         )
     return record

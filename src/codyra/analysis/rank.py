@@ -32,8 +32,9 @@ def matrices(summary: dict) -> dict[str, dict]:
     found = summary.get("matrices")
     if not isinstance(found, dict) or not found:
         raise ResultError(
-            f"summary of task {summary.get('task_index')} of {summary.get('method')} seed {summary.get('seed')} has no per-matrix "
-            "active ranks ('matrices'); rank activation applies to adapter methods: retrain that task with the current code"
+            f"summary of task {summary.get('task_index')} of {summary.get('method')} seed {summary.get('seed')} "
+            "has no per-matrix active ranks ('matrices'); rank activation applies to adapter methods: "
+            "retrain that task with the current code"
         )
     return found
 
@@ -60,7 +61,8 @@ def rank_stats_table(cfg: dict, method: str) -> Table:
     groups = list(dict.fromkeys((m["tower"], m["kind"]) for m in matrices(runs[0][0]).values()))
     table = Table(
         f"rank_{method}",
-        f"{cfg['benchmark']} / {method}: mean active rank per encoder and module kind after each task (paper: rank activation statistics), mean ± std over seeds",
+        f"{cfg['benchmark']} / {method}: mean active rank per encoder and module kind after each task "
+        "(paper: rank activation statistics), mean ± std over seeds",
         tasks + ["all tasks"],
         mark_best=False,
         decimals=2,

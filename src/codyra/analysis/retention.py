@@ -56,7 +56,8 @@ def tracking_table(cfg: dict) -> Table:
     curves, n = _curves(cfg), len(cfg["tasks"])
     table = Table(
         "heldout_tracking",
-        f"{cfg['benchmark']}: held-out (zero-shot) accuracy (%) of theta_i after each task i (paper: supp_zs_tracking), mean ± std over seeds",
+        f"{cfg['benchmark']}: held-out (zero-shot) accuracy (%) of theta_i after each task i "
+        "(paper: supp_zs_tracking), mean ± std over seeds",
         ["theta_0"] + [f"after {i}" for i in range(1, n + 1)],
         mark_best=False,
     )
@@ -70,7 +71,8 @@ def general_capability_table(cfg: dict) -> Table:
     curves, n = _curves(cfg), len(cfg["tasks"])
     table = Table(
         "general_capability",
-        f"{cfg['benchmark']}: held-out accuracy (%) after the last task (paper: unseen_transfer), mean ± std over seeds",
+        f"{cfg['benchmark']}: held-out accuracy (%) after the last task (paper: unseen_transfer), "
+        "mean ± std over seeds",
         [*cfg["heldout_tasks"], "Average"],
     )
     for method, per_seed in curves.items():

@@ -53,7 +53,8 @@ def significance_table(cfg: dict, runs: dict[str, list[dict]]) -> PlainTable:
     """``runs``: method -> per-seed matrix.json (codyra.evaluation.tables.load_runs), seeds in config order."""
     table = PlainTable(
         "significance",
-        f"{cfg['benchmark']}: mean, std, 95 % CI over seeds {cfg['seeds']} and paired t-test against the best other method (paper: supp_training_stability)",
+        f"{cfg['benchmark']}: mean, std, 95 % CI over seeds {cfg['seeds']} "
+        "and paired t-test against the best other method (paper: supp_training_stability)",
         ["Metric", "Method", "Mean", "Std", "95% CI", "Best other", "Difference", "p (paired t)"],
     )
     summaries = {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()}

@@ -3,9 +3,10 @@
 Supervised loss (paper setup): image->text cross-entropy over the current task's classes,
 prompts built with the task's first template, logits scaled by the model's logit scale.
 ``loss: official`` adds the official code's text->image term. AdamW with the schedule of
-``train.lr_schedule`` (cosine by default, optional linear warm-up) per optimizer step; ``train.precision`` picks fp32 (the released
-code) or bf16 autocast on a GPU. Batches of augmented images are pure functions of
-(seed, task, step) (:class:`codyra.steps.batches.StepBatches` keys, read by DataLoader workers).
+``train.lr_schedule`` (cosine by default, optional linear warm-up) per optimizer step;
+``train.precision`` picks fp32 (the released code) or bf16 autocast on a GPU. Batches of augmented
+images are pure functions of (seed, task, step) (:class:`codyra.steps.batches.StepBatches` keys,
+read by DataLoader workers).
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ class ZeroBackend:
         from deepspeed.utils import safe_get_full_grad
 
         full = [safe_get_full_grad(p) for p in self.trainables]
-        for p, grad in zip(self.trainables, full):
+        for p, grad in zip(self.trainables, full, strict=True):
             p.grad = None if grad is None else grad.detach().float().clone()
 
     @torch.no_grad()
@@ -171,7 +171,7 @@ class ZeroBackend:
         grads = [p.grad for p in self.trainables]
         for p in self.trainables:
             p.grad = None  # so that safe_set_full_grad writes the partition, not this full copy
-        for p, grad in zip(self.trainables, grads):
+        for p, grad in zip(self.trainables, grads, strict=True):
             if grad is not None:
                 safe_set_full_grad(p, grad)
 
@@ -186,14 +186,14 @@ class ZeroBackend:
         sizes = [p.numel() for p in params]
         flat = torch.zeros(sum(sizes), dtype=torch.float32, device=self.device)
         offset = 0
-        for p, size in zip(params, sizes):
+        for p, size in zip(params, sizes, strict=True):
             mapping = p._hp_mapping
             if mapping is not None:
                 where = mapping.lp_fragment_address
                 flat.narrow(0, offset + where.start, where.numel).copy_(mapping.get_hp_fragment(key))
             offset += size
         torch.distributed.all_reduce(flat)
-        return [chunk.view(p.shape) for p, chunk in zip(params, flat.split(sizes))]
+        return [chunk.view(p.shape) for p, chunk in zip(params, flat.split(sizes), strict=True)]
 
     @staticmethod
     @torch.no_grad()
@@ -211,12 +211,12 @@ class ZeroBackend:
             return
         masters = self.gather(self.gates)
         replicas = [p.data for p in self.gates]
-        for p, master in zip(self.gates, masters):
+        for p, master in zip(self.gates, masters, strict=True):
             p.data = master  # the method's operator runs on the fp32 masters
         try:
             method.after_step(step, total)
         finally:
-            for p, master, replica in zip(self.gates, masters, replicas):
+            for p, master, replica in zip(self.gates, masters, replicas, strict=True):
                 self._write_fragment(p, master)
                 replica.copy_(master)
                 p.data = replica  # back to the view into DeepSpeed's flat buffer
@@ -233,7 +233,7 @@ class ZeroBackend:
                     state[index] = {"step": step_count.clone(), **{k: moments[k][index] for k in MOMENTS}}
                     index += 1
             snapshot = _StateDict({"state": state, "param_groups": self._param_groups()})
-            params = dict(zip(self.names, masters))
+            params = dict(zip(self.names, masters, strict=True))
             save_checkpoint(
                 directory,
                 step=step,
@@ -247,11 +247,11 @@ class ZeroBackend:
 
     @torch.no_grad()
     def load(self, directory, scheduler) -> tuple[int, list]:
-        values = {n: torch.zeros(p.shape) for n, p in zip(self.names, self.trainables)}
+        values = {n: torch.zeros(p.shape) for n, p in zip(self.names, self.trainables, strict=True)}
         loaded = _StateDict()
         step, history = load_checkpoint(directory, params=values, optimizer=loaded, scheduler=scheduler)
         state = loaded.value["state"]
-        for index, (name, p) in enumerate(zip(self.names, self.trainables)):
+        for index, (name, p) in enumerate(zip(self.names, self.trainables, strict=True)):
             full = values[name].to(self.device)
             self._write_fragment(p, full)
             p.data.copy_(full)
@@ -261,7 +261,7 @@ class ZeroBackend:
         for g, params in enumerate(self.groups):
             self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"].copy_(state[index]["step"])
             index += len(params)
-        for group, saved in zip(self.optimizer.param_groups, loaded.value["param_groups"]):
+        for group, saved in zip(self.optimizer.param_groups, loaded.value["param_groups"], strict=True):
             group.update({k: v for k, v in saved.items() if k != "params"})
         return step, history
 
@@ -283,7 +283,7 @@ class ZeroBackend:
     @torch.no_grad()
     def load_moments(self, moments: dict) -> None:
         """Every rank writes its fragments of the moments; a group's step is its parameters' (one value)."""
-        for name, p in zip(self.names, self.trainables):
+        for name, p in zip(self.names, self.trainables, strict=True):
             for key in MOMENTS:
                 self._write_fragment(p, moments[name][key].to(self.device), key)
         index = 0
@@ -291,7 +291,8 @@ class ZeroBackend:
             steps = {float(moments[n]["step"]) for n in self.names[index : index + len(params)]}
             if len(steps) > 1:
                 raise ValueError(
-                    f"train.carry_optimizer: the carried steps of parameter group {g} differ ({sorted(steps)}); ZeRO keeps one per group"
+                    f"train.carry_optimizer: the carried steps of parameter group {g} differ ({sorted(steps)}); "
+                    "ZeRO keeps one per group"
                 )
             if steps:
                 self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"].fill_(steps.pop())
@@ -300,7 +301,7 @@ class ZeroBackend:
     def _param_groups(self) -> list[dict]:
         """The client optimizer's hyperparameters with torch's parameter numbering."""
         out, start = [], 0
-        for group, params in zip(self.optimizer.param_groups, self.groups):
+        for group, params in zip(self.optimizer.param_groups, self.groups, strict=True):
             hyperparameters = {k: v for k, v in group.items() if k != "params"}
             out.append({**hyperparameters, "params": list(range(start, start + len(params)))})
             start += len(params)
@@ -313,7 +314,7 @@ class ZeroBackend:
         masters = self.gather(self.trainables)
         digest = hashlib.sha256()
         consistent = True
-        for p, master in zip(self.trainables, masters):
+        for p, master in zip(self.trainables, masters, strict=True):
             replica = p.data.detach()
             digest.update(replica.float().cpu().numpy().tobytes())
             consistent &= torch.equal(replica, master.to(replica.dtype))
@@ -327,7 +328,7 @@ class ZeroBackend:
             "precision": "bf16" if self.bf16 else "fp32",
             "replica_sha256_by_rank": [d for d, _ in digests],
         }
-        for p, master in zip(self.trainables, masters):
+        for p, master in zip(self.trainables, masters, strict=True):
             p.data = master
 
     def report(self) -> dict:

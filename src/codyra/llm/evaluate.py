@@ -81,7 +81,7 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
         task, predictions, answers, prompts, llm["accuracy_mode"], llm["rouge_mode"], llm["similarity"]
     )
     cell_file = row0_cell_path(cfg, j) if method == PRETRAINED else cell_path(cfg, method, seed, i, j)
-    rows = [{"prompt": p, "answer": a, "prediction": q} for p, a, q in zip(shown, answers, predictions)]
+    rows = [{"prompt": p, "answer": a, "prediction": q} for p, a, q in zip(shown, answers, predictions, strict=True)]
     write_text(predictions_path(cell_file), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return cell_record(
         cfg,

@@ -67,7 +67,7 @@ def generate_answers(
         inputs = {k: v.to(device or "cpu") for k, v in inputs.items()}
         output = model.generate(**inputs, generation_config=config)
         texts = tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
-        for k, text in zip(chunk, texts):
+        for k, text in zip(chunk, texts, strict=True):
             answers[k] = text
         bar.update(len(chunk))
     bar.close()

@@ -138,7 +138,10 @@ def pretrained_lm(cfg: dict) -> LMBundle:
         files = {f"{source}: {f.name}": f for f in local_weight_files(folder)}
     unrecorded = {}
     if is_mini(cfg) and cfg["model"]["pretrained"] is None:
-        fix = f"rerun the mini TRACE pretraining (snakemake -f {folder / 'model.safetensors'}, or codyra pretrain-mini --config <config>)"
+        fix = (
+            f"rerun the mini TRACE pretraining (snakemake -f {folder / 'model.safetensors'}, "
+            "or codyra pretrain-mini --config <config>)"
+        )
         verify_own(list(files.values()), fix)
     else:
         fix = (
@@ -159,6 +162,7 @@ def hub_snapshot(repo_id: str, cache_dir: str | None) -> Path:
     config = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
     if not isinstance(config, str):
         raise WeightsUnavailableError(
-            f"{repo_id} loaded, but its files are not in the cache {cache_dir or 'of huggingface_hub'}: its weights cannot be verified"
+            f"{repo_id} loaded, but its files are not in the cache {cache_dir or 'of huggingface_hub'}: "
+            "its weights cannot be verified"
         )
     return Path(config).parent

@@ -123,5 +123,6 @@ class LMSession:
         return self.model.to("cpu").float()
 
     def keeps_model(self) -> bool:
-        # Under ZeRO the module's frozen weights were cast to the replica's precision: theta_i is rebuilt by the next job.
+        # Under ZeRO the module's frozen weights were cast to the replica's precision:
+        # theta_i is rebuilt by the next job.
         return isinstance(self._backend, PlainBackend)

@@ -64,7 +64,8 @@ def unpack_optimizer_state(state: dict | None, shapes: dict, task_index: int) ->
         for slot in SLOTS[1:]:
             if tuple(slots[slot].shape) != tuple(shapes[name]):
                 raise ValueError(
-                    f"{where}: {name!r} {slot} has shape {tuple(slots[slot].shape)}, the parameter {tuple(shapes[name])}: {retrain}"
+                    f"{where}: {name!r} {slot} has shape {tuple(slots[slot].shape)}, "
+                    f"the parameter {tuple(shapes[name])}: {retrain}"
                 )
         moments[name] = {"step": step, "exp_avg": slots["exp_avg"], "exp_avg_sq": slots["exp_avg_sq"]}
     return moments

@@ -68,7 +68,7 @@ def _check_lengths(predictions: Sequence[str], references: Sequence, sources=Non
 def _match_rate(predictions, references, is_match: Callable[[str, str], bool]) -> float:
     _check_lengths(predictions, references)
     return _mean_percent(
-        [float(not _is_empty(p) and bool(r) and is_match(p, r)) for p, r in zip(predictions, references)]
+        [float(not _is_empty(p) and bool(r) and is_match(p, r)) for p, r in zip(predictions, references, strict=True)]
     )
 
 
@@ -112,7 +112,7 @@ def rouge_l(predictions: Sequence[str], references: Sequence[str], mode: str = "
     :mod:`codyra.trace.rouge`)."""
     _check_lengths(predictions, references)
     return _mean_percent(
-        [0.0 if _is_empty(p) else rouge_l_sentence(p, r, mode) for p, r in zip(predictions, references)]
+        [0.0 if _is_empty(p) else rouge_l_sentence(p, r, mode) for p, r in zip(predictions, references, strict=True)]
     )
 
 
@@ -124,7 +124,7 @@ def sari(
     """Mean SARI x 100. A reference is one string (TRACE) or a list of alternatives."""
     _check_lengths(predictions, references, sources)
     scores = []
-    for prediction, reference, source in zip(predictions, references, sources):
+    for prediction, reference, source in zip(predictions, references, sources, strict=True):
         alternatives = [reference] if isinstance(reference, str) else list(reference)
         scores.append(sari_sentence(source, prediction, alternatives))  # empty too, as TRACE
     return _mean_percent(scores)
@@ -171,7 +171,7 @@ def edit_similarity(predictions: Sequence[str], references: Sequence[str], backe
     empty prediction or reference (after restoration) scores 0."""
     _check_lengths(predictions, references)
     total = 0
-    for prediction, reference in zip(predictions, references):
+    for prediction, reference in zip(predictions, references, strict=True):
         prediction, reference = restore_code_literals(prediction), restore_code_literals(reference)
         if prediction and reference:
             total += fuzz_ratio(prediction, reference, backend)

@@ -55,14 +55,15 @@ def pretrain_mini(cfg: dict, out_path: str | Path) -> dict:
         decay_groups(model.parameters(), 0.1),
         lr=mini["pretrain_lr"],
         betas=(0.9, 0.98),
-        fused=True,  # one kernel over all tensors: unfused, the update of the 3.2 M-entry token embedding takes a fifth of each step
+        # one kernel over all tensors: unfused, the update of the 3.2 M-entry token embedding takes a fifth of each step
+        fused=True,
     )
     steps, batch = mini["pretrain_steps"], mini["pretrain_batch_size"]
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, int(WARMUP_FRACTION * steps)))
     gen = torch.Generator().manual_seed(mini["pretrain_seed"])
     order, cursor = torch.randperm(len(captions), generator=gen), 0
     bar = progress_bar(total=steps, desc="pretrain mini")
-    for step in range(steps):
+    for _step in range(steps):
         if cursor + batch > len(order):
             order, cursor = torch.randperm(len(captions), generator=gen), 0
         idx = order[cursor : cursor + batch]

@@ -97,7 +97,9 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
     torch.set_num_threads(mini["pretrain_threads"])
     started = time.time()
     root = trace_root(cfg)
-    sizes = dict(zip(SPLITS, (mini["train_per_task"], cfg["llm"]["mini"]["eval_per_task"], mini["test_per_task"])))
+    sizes = dict(
+        zip(SPLITS, (mini["train_per_task"], cfg["llm"]["mini"]["eval_per_task"], mini["test_per_task"]), strict=True)
+    )
     write_mini_trace(root, mini["data_seed"], sizes)
     tokenizer = train_mini_trace_tokenizer(root, cfg["llm"]["mini"]["vocab_size"])
     collate = TrainingCollator(tokenizer, length_limits(cfg))  # also sets the pad token and left padding
