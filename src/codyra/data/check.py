@@ -34,7 +34,8 @@ def register_cli(subparsers, handler) -> None:
     check.add_argument(
         "--deep",
         action="store_true",
-        help="also decode every image once, as training and evaluation do, and name each file that fails (reads every image: slow)",
+        help="also decode every image once, as training and evaluation do, and name each file that fails "
+        "(reads every image: slow)",
     )
     check.set_defaults(handler=handler)
 
@@ -100,7 +101,7 @@ def format_reports(reports, protocol: str, root: Path) -> str:
     aligned = [
         "  ".join(
             cell.ljust(width) if column < 2 else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(row, widths))
+            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
         )
         for row in [header, *rows]
     ]

@@ -33,7 +33,8 @@ IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 OBTAIN = {
     IMAGENET_TRAIN: "extract ILSVRC2012_img_train.tar (https://image-net.org/download-images) to "
     "<root>/imagenet/train/ with one folder per WordNet id (n01440764/*.JPEG, ...)",
-    CC_CAPTIONS: "download Validation_GCC-1.1.0-Validation.tsv (https://ai.google.com/research/ConceptualCaptions/download) "
+    CC_CAPTIONS: "download Validation_GCC-1.1.0-Validation.tsv "
+    "(https://ai.google.com/research/ConceptualCaptions/download) "
     "and write it as a tab-separated file with a header and a 'title' column of captions (ZSCL's "
     "Validation_GCC-1.1.0-Validation_output.csv, as img2dataset writes it) to <root>/" + CC_CAPTIONS,
 }

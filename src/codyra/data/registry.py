@@ -131,7 +131,7 @@ class LabelSpace:
 
     def prompts(self) -> list[list[str]]:
         """For each global label, its class name filled into each of its dataset's templates."""
-        templates_of = dict(zip(self.datasets, self.templates))
+        templates_of = dict(zip(self.datasets, self.templates, strict=True))
         return [[t.format(classname) for t in templates_of[dataset]] for dataset, classname in self.entries]
 
     def with_template(self, template: str) -> LabelSpace:
@@ -145,7 +145,7 @@ class LabelSpace:
         ends = (*self.offsets[1:], len(self.entries))
         return [
             (tuple(classname for _, classname in self.entries[start:end]), templates)
-            for start, end, templates in zip(self.offsets, ends, self.templates)
+            for start, end, templates in zip(self.offsets, ends, self.templates, strict=True)
         ]
 
 

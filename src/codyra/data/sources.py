@@ -98,7 +98,7 @@ def _caltech101(root: Path, protocol: str) -> DatasetSplits:
     # torchvision's own file naming: image_0001.jpg ... per category folder.
     paths = [
         root / "caltech101" / "101_ObjectCategories" / dataset.categories[label] / f"image_{index:04d}.jpg"
-        for index, label in zip(dataset.index, dataset.y)
+        for index, label in zip(dataset.index, dataset.y, strict=True)
     ]
     train, test = random_split_80_20(_files(root, paths, dataset.y))
     return DatasetSplits(_hand_written("Caltech101", len(dataset.categories)), train, test)

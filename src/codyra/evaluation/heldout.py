@@ -65,7 +65,7 @@ def evaluate_heldout(cfg: dict, method: str, seed: int | None, i: int, *, device
     else:
         require_updates(cfg, method, seed, i)
         records = _computed(cfg, method, seed, i, device)
-    for record, path in zip(records, paths):
+    for record, path in zip(records, paths, strict=True):
         write_json(path, record)
         log.info("held-out %s after task %d: %.2f (%s)", record["task"], i, record["accuracy"], path)
     return records

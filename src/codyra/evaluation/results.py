@@ -101,8 +101,10 @@ def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:
     if stale:
         raise ResultError(
             "results computed with other settings than this config (a task trained or a cell computed out-of-band, "
-            f"or a config edited since): {'; '.join(stale)}. The tables mix no settings: rerun those jobs from this config "
-            "(e.g. snakemake -f <run>/task<i>/update.safetensors for the first stale row i > 0, or delete the run folder) and run the tables again"
+            f"or a config edited since): {'; '.join(stale)}. The tables mix no settings: "
+            "rerun those jobs from this config "
+            "(e.g. snakemake -f <run>/task<i>/update.safetensors for the first stale row i > 0, "
+            "or delete the run folder) and run the tables again"
         )
 
 

@@ -210,9 +210,13 @@ def to_html(table: Table) -> str:
             for c, s in enumerate(stats)
         )
         rows.append(f"<tr><th>{escape(label)}</th>{cells}</tr>")
-    style = "body{font-family:sans-serif}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}tr.block td{text-align:left}"
+    style = (
+        "body{font-family:sans-serif}table{border-collapse:collapse}"
+        "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}tr.block td{text-align:left}"
+    )
     return (
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(table.name)}</title><style>{style}</style></head><body>\n'
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(table.name)}</title>'
+        f"<style>{style}</style></head><body>\n"
         f"<p><b>{escape(table.caption)}</b></p>\n<table><tr><th></th>{head}</tr>\n"
         + "\n".join(rows)
         + "\n</table></body></html>\n"
@@ -331,7 +335,8 @@ def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
             routing = matrix.get("routing")
             if routing is None:
                 raise ValueError(
-                    f"{run_dir(cfg, method, matrix['seed']) / MATRIX_FILE} has no routing accuracies; rerun its matrix job"
+                    f"{run_dir(cfg, method, matrix['seed']) / MATRIX_FILE} has no routing accuracies; "
+                    "rerun its matrix job"
                 )
             per_seed.append(
                 [float(np.mean([routing[i][j] for i in range(1, len(routing))])) for j in range(len(tasks))]

@@ -64,7 +64,8 @@ def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
     if not path.is_file():
         if _chain:
             raise ConfigError(
-                f"config file {_chain[-1]}: extends {path}, which does not exist; fix the path (relative to {_chain[-1]})"
+                f"config file {_chain[-1]}: extends {path}, which does not exist; "
+                f"fix the path (relative to {_chain[-1]})"
             )
         raise ConfigError(f"config file not found: {path} (pass --config <file>)")
     if path.resolve() in _chain:
@@ -215,7 +216,10 @@ def _schema_errors(instance, sch: dict, prefix: list) -> list[tuple[list, str]]:
 
 def _message(error) -> str:
     if error.validator == "pattern":  # only names have patterns: say what a name may be
-        return f"{error.instance!r} is not a valid name: it becomes a folder under results/, so use letters, digits, '_', '.' and '-', starting with a letter or digit"
+        return (
+            f"{error.instance!r} is not a valid name: it becomes a folder under results/, "
+            "so use letters, digits, '_', '.' and '-', starting with a letter or digit"
+        )
     return error.message
 
 
@@ -313,7 +317,8 @@ def _check_semantics(cfg: dict) -> None:
             for ref in norm_references(options):
                 if ref == m or ref not in cfg["methods"]:
                     raise ConfigError(
-                        f"config key {where}.norm_target: {ref!r} must be another method of the grid (config key methods), whose updates' ||dW||_F set the target"
+                        f"config key {where}.norm_target: {ref!r} must be another method of the grid "
+                        "(config key methods), whose updates' ||dW||_F set the target"
                     )
 
 
@@ -327,7 +332,8 @@ def _check_families(cfg: dict) -> None:
         if family not in cls.families:
             raise ConfigError(
                 f"config key methods: method {m!r} (kind {cls.kind!r}) does not run on model family {family!r}; "
-                f"kind {cls.kind!r} supports {', '.join(cls.families)}: remove it from methods or pick a benchmark of that family"
+                f"kind {cls.kind!r} supports {', '.join(cls.families)}: "
+                "remove it from methods or pick a benchmark of that family"
             )
 
 
@@ -337,7 +343,8 @@ def _check_heldout(cfg: dict, stream: list[str]) -> None:
     for k, name in enumerate(cfg["heldout_tasks"]):
         if name in stream:
             raise ConfigError(
-                f"config key heldout_tasks[{k}]: {name!r} is a task of the stream (tasks); a held-out task is never trained on"
+                f"config key heldout_tasks[{k}]: {name!r} is a task of the stream (tasks); "
+                "a held-out task is never trained on"
             )
         if name not in known:
             raise ConfigError(

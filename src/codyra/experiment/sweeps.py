@@ -49,8 +49,8 @@ def variants(name: str, sweep) -> list[tuple[str, dict]]:
     options = list(sweep["vary"])
     out = []
     for combo in itertools.product(*(sweep["vary"][o] for o in options)):
-        label = "-".join(f"{o}-{value_label(v)}" for o, v in zip(options, combo))
-        out.append((f"{sweep['method']}-{label}", dict(zip(options, combo))))
+        label = "-".join(f"{o}-{value_label(v)}" for o, v in zip(options, combo, strict=True))
+        out.append((f"{sweep['method']}-{label}", dict(zip(options, combo, strict=True))))
     return out
 
 
@@ -68,7 +68,8 @@ def expand_ablations(cfg: dict) -> None:
             spec = {**copy.deepcopy(configs[base]), **copy.deepcopy(options)}
             if variant in configs and configs[variant] != spec:
                 raise ConfigError(
-                    f"config key ablations.{name}: variant {variant!r} is already a different entry of method_configs; rename one"
+                    f"config key ablations.{name}: variant {variant!r} is already a different entry of method_configs; "
+                    "rename one"
                 )
             configs[variant] = spec
             if isinstance(cfg.get("methods"), list) and variant not in cfg["methods"]:

@@ -83,7 +83,8 @@ class RankAllocator:
         missing = [key for key, g in grads.items() if g is None]
         if missing:
             raise RuntimeError(
-                f"adalora: no gradient on {missing[:3]} this step: AdaLoRA needs one on every adapter (did the forward reach them all?)"
+                f"adalora: no gradient on {missing[:3]} this step: AdaLoRA needs one on every adapter "
+                "(did the forward reach them all?)"
             )
         return {key: g.detach() for key, g in grads.items()}
 
@@ -139,7 +140,8 @@ class RankAllocator:
             found = {key: state[name].to(device) for key, name in names.items() if name in state}
             if found and len(found) != len(keys):
                 raise ValueError(
-                    f"adalora: the checkpoint holds {len(found)} of {len(keys)} {prefix} EMAs; delete its checkpoint folder to restart the task"
+                    f"adalora: the checkpoint holds {len(found)} of {len(keys)} {prefix} EMAs; "
+                    "delete its checkpoint folder to restart the task"
                 )
             setattr(self, ema, found)
         self.pattern = {n: state[f"pattern.{n}"].to(device) for n in self.adapters if f"pattern.{n}" in state} or None

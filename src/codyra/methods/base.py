@@ -198,10 +198,13 @@ class Method(ABC):
         return None
 
     def before_optimizer_step(self, ctx: TaskContext) -> None:
-        """Called with the step's gradients accumulated, before clipping and the optimizer step."""
+        """Called with the step's gradients accumulated, before clipping and the optimizer step
+        (default: nothing)."""
+        return
 
     def after_step(self, step: int, total_steps: int) -> None:
-        """Called after optimizer step ``step`` (1-based)."""
+        """Called after optimizer step ``step`` (1-based; default: nothing)."""
+        return
 
     def step_metrics(self) -> dict[str, float]:
         return {}
@@ -216,14 +219,16 @@ class Method(ABC):
         """A closed-form method's fit of one task: ``batches`` of (frozen features, labels over the
         ``num_classes`` classes of tasks 1..i), ``previous_state`` task i-1's stored state."""
         raise TypeError(
-            f"method kind {self.kind!r} does not fit in closed form (its closed_form is False): the engine trains it by steps"
+            f"method kind {self.kind!r} does not fit in closed form (its closed_form is False): "
+            "the engine trains it by steps"
         )
 
     @classmethod
     def routed_cells(cls, row: RowContext):
         """A domain-predicting method's cells A[i, j] (with their ``routing``) of ``row.cell``."""
         raise TypeError(
-            f"method kind {cls.kind!r} has no task-agnostic inference (its predicts_domain is False): its cells come from the family"
+            f"method kind {cls.kind!r} has no task-agnostic inference (its predicts_domain is False): "
+            "its cells come from the family"
         )
 
     def checkpoint_state(self) -> dict[str, torch.Tensor]:
@@ -231,7 +236,9 @@ class Method(ABC):
         return {}
 
     def restore_checkpoint(self, state: dict[str, torch.Tensor], step: int) -> None:
-        """Resume after ``step`` completed steps from ``checkpoint_state()``'s tensors (after ``setup``)."""
+        """Resume after ``step`` completed steps from ``checkpoint_state()``'s tensors (after ``setup``;
+        default: nothing, as the default ``checkpoint_state`` saves nothing)."""
+        return
 
     def state_to_store(self) -> dict[str, torch.Tensor]:
         """Tensors kept beside this task's update for task i+1 and for evaluation ({}: none)."""

@@ -63,8 +63,10 @@ class DualPrompt(Method):
             g_prompt, e_prompts = _stored(ctx.previous_state)
             if (g_prompt.shape[0], e_prompts.shape[:2]) != (o.g_length, (len(ctx.cfg["tasks"]), o.e_length)):
                 raise ValueError(
-                    f"task {ctx.task_index - 1}'s stored DualPrompt state (G {tuple(g_prompt.shape)}, E {tuple(e_prompts.shape)}) does not "
-                    f"match g_length {o.g_length}, e_length {o.e_length} and {len(ctx.cfg['tasks'])} tasks: rerun that task"
+                    f"task {ctx.task_index - 1}'s stored DualPrompt state "
+                    f"(G {tuple(g_prompt.shape)}, E {tuple(e_prompts.shape)}) does not "
+                    f"match g_length {o.g_length}, e_length {o.e_length} and {len(ctx.cfg['tasks'])} tasks: "
+                    "rerun that task"
                 )
         self.e_prompts, self.task = e_prompts.clone(), ctx.task_index - 1
         self.prefix = _prefix_module(g_prompt, e_prompts[self.task]).to(ctx.device)
@@ -104,12 +106,14 @@ def _stored(state):
     """(G-prompt, E-prompts) of a stored DualPrompt task state, checked."""
     if state is None or set(state) != {"g_prompt", "e_prompts"}:
         raise ValueError(
-            f"a DualPrompt task state holds g_prompt and e_prompts, got {sorted(state or {})}: rerun the task's training job"
+            f"a DualPrompt task state holds g_prompt and e_prompts, got {sorted(state or {})}: "
+            "rerun the task's training job"
         )
     g_prompt, e_prompts = state["g_prompt"], state["e_prompts"]
     if g_prompt.dim() != 2 or e_prompts.dim() != 3 or g_prompt.shape[1] != e_prompts.shape[2]:
         raise ValueError(
-            f"corrupt DualPrompt state: G {tuple(g_prompt.shape)}, E {tuple(e_prompts.shape)}: rerun the task's training job"
+            f"corrupt DualPrompt state: G {tuple(g_prompt.shape)}, E {tuple(e_prompts.shape)}: "
+            "rerun the task's training job"
         )
     return g_prompt, e_prompts
 

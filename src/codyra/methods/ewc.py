@@ -117,7 +117,8 @@ class EWCOptions(MethodOptions):
     fisher_gradient: str = option(
         "total",
         choices=("total", "task"),
-        doc="the gradient F squares: 'total' (TRACE: task loss + penalty) or 'task' (the task loss's alone, EWC's Fisher)",
+        doc="the gradient F squares: 'total' (TRACE: task loss + penalty) "
+        "or 'task' (the task loss's alone, EWC's Fisher)",
     )
 
 

@@ -108,7 +108,8 @@ class GEM(FullFineTune):
         for n, m in self.memories.items():
             if m.ndim != 2 or m.shape[1] != self.params[n].numel() or len(m) != ctx.task_index - 1:
                 raise ValueError(
-                    f"stored GEM memory of {n} has shape {tuple(m.shape)}, expected ({ctx.task_index - 1}, {self.params[n].numel()})"
+                    f"stored GEM memory of {n} has shape {tuple(m.shape)}, "
+                    f"expected ({ctx.task_index - 1}, {self.params[n].numel()})"
                 )
         self.total, self.step, self.last = ctx.total_steps, 0, {}
         self.memory_dtype = torch.bfloat16  # TRACE's gradient buffer

@@ -46,7 +46,8 @@ class HiDeLoRAOptions(OLoRAOptions):
     adapter: str = option(
         "stream",
         choices=ADAPTER_MODES,
-        doc="stream: one adapter through all tasks (the reference); per_task_merge: ours, a fresh LoRA merged after each task",
+        doc="stream: one adapter through all tasks (the reference); "
+        "per_task_merge: ours, a fresh LoRA merged after each task",
     )
     previous_subspaces: bool = option(
         False, doc="contrast with earlier tasks' A rows (per_task_merge only); false: the reference as run"
@@ -57,7 +58,10 @@ class HiDeLoRAOptions(OLoRAOptions):
             return [
                 (
                     "previous_subspaces",
-                    "stacks earlier tasks' LoRAs, which adapter: stream does not keep (one adapter continues); use adapter: per_task_merge",
+                    (
+                        "stacks earlier tasks' LoRAs, which adapter: stream does not keep (one adapter continues); "
+                        "use adapter: per_task_merge"
+                    ),
                 )
             ]
         return super().check()

@@ -89,7 +89,8 @@ class L2P(Method):
             pool, keys, _, _ = _stored(ctx.previous_state)
             if tuple(pool.shape[:2]) != (o.pool_size, o.length):
                 raise ValueError(
-                    f"task {ctx.task_index - 1}'s stored L2P pool is {tuple(pool.shape)}, the config asks pool_size {o.pool_size} x length {o.length}: rerun that task"
+                    f"task {ctx.task_index - 1}'s stored L2P pool is {tuple(pool.shape)}, "
+                    f"the config asks pool_size {o.pool_size} x length {o.length}: rerun that task"
                 )
         self.pool = prompt_pool(pool, keys, o.top_k, o.embedding_key).to(ctx.device)
         self.attached = attach_prompts(ctx.model, self.pool)
@@ -130,7 +131,8 @@ def _stored(state):
     """(pool, keys, top_k, embedding_key) of a stored L2P task state, checked."""
     if state is None or set(state) != {"prompt", "keys", "selection"}:
         raise ValueError(
-            f"an L2P task state holds prompt, keys and selection, got {sorted(state or {})}: rerun the task's training job"
+            f"an L2P task state holds prompt, keys and selection, got {sorted(state or {})}: "
+            "rerun the task's training job"
         )
     pool, keys, (top_k, query) = state["prompt"], state["keys"], state["selection"].tolist()
     if (
@@ -140,7 +142,8 @@ def _stored(state):
         or not 0 <= query < len(QUERIES)
     ):
         raise ValueError(
-            f"corrupt L2P state: pool {tuple(pool.shape)}, keys {tuple(keys.shape)}, selection {[top_k, query]}: rerun the task's training job"
+            f"corrupt L2P state: pool {tuple(pool.shape)}, keys {tuple(keys.shape)}, selection {[top_k, query]}: "
+            "rerun the task's training job"
         )
     return pool, keys, top_k, QUERIES[query]
 

@@ -34,7 +34,8 @@ class NormMatchedOptions(LoRAOptions):
         None,
         exclusive_minimum=0,
         min_items=1,
-        doc="the task update's ||dW||_F to match; a list of methods: the median of their ||dW||_F on the same task and seed",
+        doc="the task update's ||dW||_F to match; "
+        "a list of methods: the median of their ||dW||_F on the same task and seed",
     )
     norm_penalty: float = option(0.0, minimum=0, doc="weight of the penalty (||dW||_F - norm_target)^2")
 

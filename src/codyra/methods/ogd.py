@@ -113,7 +113,8 @@ class OGD(SeqLoRA):
         )
         if self.basis.shape[0] != rows:
             raise ValueError(
-                f"stored OGD basis has {self.basis.shape[0]} rows, this adapter {rows} parameters: other placement or rank?"
+                f"stored OGD basis has {self.basis.shape[0]} rows, this adapter {rows} parameters: "
+                "other placement or rank?"
             )
         # TRACE appends the gradients of every step of the task's last epoch
         self.collect_after = max(0, ctx.total_steps - ctx.steps_per_epoch)

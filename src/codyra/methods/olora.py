@@ -20,8 +20,9 @@ rank r_sum plus ``loranew``). Its forward is linear in them, so merging each tas
 the backbone gives the same function; we merge (theta_i = theta_0 + updates 1..i, as every
 method) and report as ``inference_extra_params`` the earlier tasks' LoRAs the reference keeps
 beside the current one, (i - 1) x one task's A and B, as the paper's cost counts them (App.
-"Compute cost": O-LoRA trains 4.4M and keeps 44.32M, 10 x 4.43M after 5-shot MTIL's 11 tasks). The earlier A rows the loss needs are this method's stored state
-(``{target}.A``, all tasks so far), so task i+1 and any rebuild read them from files.
+"Compute cost": O-LoRA trains 4.4M and keeps 44.32M, 10 x 4.43M after 5-shot MTIL's 11 tasks).
+The earlier A rows the loss needs are this method's stored state (``{target}.A``, all tasks so
+far), so task i+1 and any rebuild read them from files.
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ class CarriedAdapter:
         if A.shape != adapter.A.shape or B.shape != adapter.B.shape or not torch.all(w == adapter.scale):
             raise ValueError(
                 f"the previous task's update of {name!r} is not a carried {self.kind} adapter of rank {r} and scale "
-                f"{adapter.scale:g} (A {tuple(A.shape)}, gates {w.tolist()[:3]}...): retrain that task with this method and options"
+                f"{adapter.scale:g} (A {tuple(A.shape)}, gates {w.tolist()[:3]}...): "
+                "retrain that task with this method and options"
             )
         return A, B, w
 

@@ -60,8 +60,8 @@ class TreeNode:
         rows = vectors[depth][tasks]
         similarities = rows @ rows.mean(dim=0)
         self.median = torch.median(similarities).item()
-        left = [t for t, s in zip(tasks, similarities.tolist()) if s >= self.median]
-        right = [t for t, s in zip(tasks, similarities.tolist()) if s < self.median]
+        left = [t for t, s in zip(tasks, similarities.tolist(), strict=True) if s >= self.median]
+        right = [t for t, s in zip(tasks, similarities.tolist(), strict=True) if s < self.median]
         if not left or not right:
             left, right = tasks[: len(tasks) // 2], tasks[len(tasks) // 2 :]
         self.left, self.right = TreeNode(left, depth + 1, vectors), TreeNode(right, depth + 1, vectors)
@@ -118,7 +118,7 @@ class TreeBandit:
 
 def tree_regularizer(A: list, previous: list, picks: list[int]):
     """R = -sum_d <A_d, G_{picks[d]}, d> (the reference's ``tree_lora_loss``)."""
-    terms = [-(a.reshape(-1) * previous[d][k]).sum() for d, (a, k) in enumerate(zip(A, picks))]
+    terms = [-(a.reshape(-1) * previous[d][k]).sum() for d, (a, k) in enumerate(zip(A, picks, strict=True))]
     return sum(terms[1:], terms[0])
 
 
@@ -133,7 +133,8 @@ class TreeLoRAOptions(LoRAOptions):
     adapter: str = option(
         "stream",
         choices=ADAPTER_MODES,
-        doc="stream: one adapter through all tasks (the reference); per_task_merge: ours, a fresh LoRA merged after each task",
+        doc="stream: one adapter through all tasks (the reference); "
+        "per_task_merge: ours, a fresh LoRA merged after each task",
     )
 
 
@@ -191,13 +192,14 @@ class TreeLoRA(CarriedAdapter, LoRA):
         return [state[f"{n}.A_tasks"].double() for n in self.names]
 
     def extra_loss(self, ctx, batch, outputs):
-        """One round per micro-batch: ``step``, ``insert_grad``, then from task 2 on ``tree_search`` and ``get_loss``."""
+        """One round per micro-batch: ``step``, ``insert_grad``, then from task 2 on ``tree_search``
+        and ``get_loss``."""
         epoch = self.steps_done // self.steps_per_epoch
         if epoch != self.epoch:
             self._new_epoch(epoch)
         self.round += 1
         A = [self.adapters[n].A for n in self.names]
-        for acc, a in zip(self.accumulated, A):
+        for acc, a in zip(self.accumulated, A, strict=True):
             acc += len(A) * a.detach().reshape(-1).double().cpu() / self.rounds_per_epoch
         if self.bandit is None:
             return None

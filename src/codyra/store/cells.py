@@ -71,7 +71,8 @@ def read_cells(cfg: dict, method: str, seed: int, *, classifies: bool) -> list[l
         counts = {cells[i][j].get("num_classes") for i in range(n + 1)}
         if len(counts) > 1:
             raise ResultError(
-                f"the cells of column j={j + 1} of {run_dir(cfg, method, seed)} disagree on num_classes {sorted(counts, key=str)}: "
+                f"the cells of column j={j + 1} of {run_dir(cfg, method, seed)} disagree on num_classes "
+                f"{sorted(counts, key=str)}: "
                 "they were not computed with the same label space; rerun that column's cells"
             )
     return cells

@@ -48,7 +48,8 @@ def results_path(cfg: dict, template: str, **fields) -> Path:
     root = os.path.abspath(cfg["results"])
     if os.path.commonpath([root, os.path.abspath(path)]) != root:
         raise ConfigError(
-            f"result path {path} leaves the results folder {root}; a benchmark, method or task name must not contain '..' or '/'"
+            f"result path {path} leaves the results folder {root}; "
+            "a benchmark, method or task name must not contain '..' or '/'"
         )
     return path
 

@@ -64,7 +64,8 @@ def verify_own(files: list[Path], rerun: str) -> None:
         digest = file_sha256(f)
         if digest != recorded[f.name]:
             raise ResultError(
-                f"theta_0 {f} changed since its pretraining wrote it (sha256 {digest}, {record} records {recorded[f.name]}): {rerun}"
+                f"theta_0 {f} changed since its pretraining wrote it "
+                f"(sha256 {digest}, {record} records {recorded[f.name]}): {rerun}"
             )
 
 
@@ -83,7 +84,8 @@ def verify_first_use(cfg: dict, files: dict[str, Path], restore: str) -> dict[st
             raise ResultError(
                 f"pretrained weights {f} ({name}) changed since this benchmark first used them: sha256 {digest}, "
                 f"{record} records {recorded[name]}. If they are corrupt, {restore}. If you replaced them on purpose, "
-                f"delete {record} and rerun every result under {record.parent.parent}: they were computed from the old weights"
+                f"delete {record} and rerun every result under {record.parent.parent}: "
+                "they were computed from the old weights"
             )
     return new
 
@@ -100,5 +102,6 @@ def check_finite(model, source: Path | str, fix: str) -> None:
     bad = [name for name, t in model.state_dict().items() if t.is_floating_point() and not bool(t.isfinite().all())]
     if bad:
         raise ResultError(
-            f"theta_0 {source} holds non-finite values in {len(bad)} tensor(s) (e.g. {bad[0]}): the weights are corrupt; {fix}"
+            f"theta_0 {source} holds non-finite values in {len(bad)} tensor(s) (e.g. {bad[0]}): "
+            f"the weights are corrupt; {fix}"
         )

@@ -120,7 +120,8 @@ def save_update(directory: str | Path, update: TaskUpdate, summary: dict, state:
     bad = stored.non_finite()
     if bad:
         raise ValueError(
-            f"training produced non-finite values in {len(bad)} tensor(s) of {directory / UPDATE_FILE} (e.g. {bad[0]}): "
+            f"training produced non-finite values in {len(bad)} tensor(s) of {directory / UPDATE_FILE} "
+            f"(e.g. {bad[0]}): "
             "the task diverged, nothing was stored; lower train.lr (or check the data) and rerun"
         )
     meta = {
@@ -217,7 +218,8 @@ def task_summary(cfg: dict, method: str, seed: int, i: int) -> dict:
             else ""
         )
         raise ResultError(
-            f"task folder {path.parent} does not belong where it sits: {path.name} claims {claims}; expected {wanted}{chain}; "
+            f"task folder {path.parent} does not belong where it sits: {path.name} claims {claims}; "
+            f"expected {wanted}{chain}; "
             f"{rerun_hint(path.with_name(UPDATE_FILE))}"
         )
     return summary

@@ -1,14 +1,15 @@
 """Prompts prepended to a frozen causal LM's input embeddings (L2P, DualPrompt on TRACE).
 
-A prompt module maps a batch's input embeddings and attention mask to the prefix (B, P, C)
-put in front of them (:mod:`codyra.methods._prompting.pools` holds the selection math). Training
-(:func:`attach_prompts`): the prompt module as a submodule and hooks on the model itself, so the engine's forward, backend and
-loss stay those of every method; the logits of the prefix positions are dropped, so the
-family's loss sees the batch's shapes (the prefix labels are the ignore index in the
-references, which is the same loss). Inference (:class:`PromptedLM`): a wrapper whose
-``generate`` prepends the prefix once, before decoding (a forward hook would prepend it again
-at every cached decoding step), and returns prompt + answer ids like ``generate`` on ids does.
-Positions count from each row's first real token, prefix included, as for every LM job here.
+A prompt module maps a batch's input embeddings and attention mask to the prefix (B, P, C) put
+in front of them (:mod:`codyra.methods._prompting.pools` holds the selection math). Training
+(:func:`attach_prompts`): the prompt module as a submodule and hooks on the model itself, so the
+engine's forward, backend and loss stay those of every method; the logits of the prefix
+positions are dropped, so the family's loss sees the batch's shapes (the prefix labels are the
+ignore index in the references, which is the same loss). Inference (:class:`PromptedLM`): a
+wrapper whose ``generate`` prepends the prefix once, before decoding (a forward hook would
+prepend it again at every cached decoding step), and returns prompt + answer ids like
+``generate`` on ids does. Positions count from each row's first real token, prefix included, as
+for every LM job here.
 """
 
 from __future__ import annotations

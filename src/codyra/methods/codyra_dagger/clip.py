@@ -1,14 +1,14 @@
 """Task-agnostic inference with domain prediction for a CLIP run that kept per-task models
 (CoDyRA-dagger): the cells A[i, j] of one row.
 
-The router (``router``) is the pretrained model's zero-shot classifier over the classes of
-every task of the benchmark (``zero_shot``: RAIL's domain predictor, see
-``codyra.methods._routing``; by default with RAIL's prompt ``a photo of a {}.`` for every
-class), or MoE-Adapters' autoencoders on theta_0's features, one decision per test batch
-(``ddas``). A test image whose predicted domain is a task k <= i is classified by theta_k (the model right after learning
-task k, rebuilt from the stored updates 1..k); every other image by theta_i. So unseen tasks
-get exactly the plain run's predictions (Transfer unchanged, as the paper notes for
-CoDyRA-dagger) and learned tasks escape later tasks' drift as far as the router is right.
+The router (``router``) is the pretrained model's zero-shot classifier over the classes of every
+task of the benchmark (``zero_shot``: RAIL's domain predictor, see ``codyra.methods._routing``;
+by default with RAIL's prompt ``a photo of a {}.`` for every class), or MoE-Adapters'
+autoencoders on theta_0's features, one decision per test batch (``ddas``). A test image whose
+predicted domain is a task k <= i is classified by theta_k (the model right after learning task
+k, rebuilt from the stored updates 1..k); every other image by theta_i. So unseen tasks get
+exactly the plain run's predictions (Transfer unchanged, as the paper notes for CoDyRA-dagger)
+and learned tasks escape later tasks' drift as far as the router is right.
 
 One model is in memory at a time: theta_0 routes every test image, then the updates are
 applied in task order and each theta_k classifies only the images routed to it.

@@ -37,7 +37,8 @@ class CoDyRADaggerOptions(CoDyRAOptions, DDASOptions):
     router: str = option(
         "zero_shot",
         choices=("zero_shot", "ddas"),
-        doc="zero_shot: theta_0's zero-shot argmax per image (RAIL's predictor); ddas: MoE-Adapters' autoencoders per test batch",
+        doc="zero_shot: theta_0's zero-shot argmax per image (RAIL's predictor); "
+        "ddas: MoE-Adapters' autoencoders per test batch",
     )
     router_prompts: str = option(
         "rail",
@@ -72,7 +73,8 @@ class CoDyRADagger(CoDyRA):
         autoencoders, thresholds = load_ddas(ctx.previous_state) if ctx.previous_state else ([], torch.zeros(0))
         if len(autoencoders) != ctx.task_index - 1:
             raise ValueError(
-                f"CoDyRA-dagger's state of task {ctx.task_index - 1} holds {len(autoencoders)} autoencoders: retrain it with router: ddas"
+                f"CoDyRA-dagger's state of task {ctx.task_index - 1} holds {len(autoencoders)} autoencoders: "
+                "retrain it with router: ddas"
             )
         theta_0 = ctx.theta_0().to(ctx.device).requires_grad_(False)
         generator = torch.Generator().manual_seed(derive_seed(ctx.seed, ctx.task_index, DDAS_STREAM))

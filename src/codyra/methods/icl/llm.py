@@ -58,7 +58,10 @@ FORMATS = {
     # TreeLoRA inference/ICL.py TASK_PROMT (TRACE's eight tasks; = TRACE inference/ICL.py at fdbb44a)
     "treelora": Format(
         instructions={
-            "FOMC": "What is the monetary policy stance for the following text? A. dovish, B. hawkish, C. neutral. Choose one from A, B and C.\n",
+            "FOMC": (
+                "What is the monetary policy stance for the following text? "
+                "A. dovish, B. hawkish, C. neutral. Choose one from A, B and C.\n"
+            ),
             "C-STANCE": "判断以下文本对指定对象的态度，选择一项：A.支持，B.反对，C.中立。输出A，B或者C。\n",
             "ScienceQA": "Choose an answer for the following question and give your reasons.\n\n",
             "NumGLUE-cm": "Solve the following math problem.\n",
@@ -73,14 +76,23 @@ FORMATS = {
     # TRACE inference/ICL.py TASK_PROMT and Constrained_PROMPT at a451f6d
     "trace-a451f6d": Format(
         instructions={
-            "FOMC": "What is the monetary policy stance for the following text? A. dovish, B. hawkish, C. neutral. Choose one from A, B and C.\n",
+            "FOMC": (
+                "What is the monetary policy stance for the following text? "
+                "A. dovish, B. hawkish, C. neutral. Choose one from A, B and C.\n"
+            ),
             "C-STANCE": "判断以下文本对指定对象的态度，选择一项：A.支持，B.反对，C.中立。输出A，B或者C。\n",
-            "ScienceQA": "Choose an answer for the following question and give your reasons. Your output should follow this format:\nAnswer: \nBecause \nNow let's begin!\n\n",
+            "ScienceQA": (
+                "Choose an answer for the following question and give your reasons. "
+                "Your output should follow this format:\nAnswer: \nBecause \nNow let's begin!\n\n"
+            ),
             "NumGLUE-cm": "Solve the following math problem.\nQuestion:\n",
             "NumGLUE-ds": "Solve the following math problem.\nQuestion:\n",
             "MeetingBank": "Write a summary of the following meeting transcripts.\nMeeting transcripts:\n",
             "Py150": "Continue writing the following code.\n",
-            "Papyrus-f": "Extract the key words of the following paper according to its title and abstract. Give your answer in French.\n",
+            "Papyrus-f": (
+                "Extract the key words of the following paper according to its title and abstract. "
+                "Give your answer in French.\n"
+            ),
         },
         constraint="Following the above examples to accomplish the task without generate extra examples.\n",
         task_rules=False,
@@ -101,7 +113,8 @@ def instruction(task: str, prompts: list[str], known: dict[str, str]) -> str:
 
 
 def keeps_instruction(task: str, fmt: Format) -> bool:
-    """Py150's prompts keep their instruction in TreeLoRA's format (infer_part.py, data_collator.py: ``task != "Py150"``)."""
+    """Py150's prompts keep their instruction in TreeLoRA's format
+    (infer_part.py, data_collator.py: ``task != "Py150"``)."""
     return fmt.task_rules and task == "Py150"
 
 

@@ -49,7 +49,8 @@ class DDASOptions(MethodOptions):
         "split",
         choices=("split", "trained"),
         doc="what one DDAS epoch counts: split = the batches of the task's whole training split, as the reference "
-        "(few_shot_AutoEncoder.py: len(dataset.train_loader) while it trains on the 5-shot batches); trained = the batches it trains on",
+        "(few_shot_AutoEncoder.py: len(dataset.train_loader) while it trains on the 5-shot batches); "
+        "trained = the batches it trains on",
     )
     ddas_threshold: float | None = option(
         None, doc="zero-shot above this reconstruction loss (null: per task, calibrated)"
@@ -145,7 +146,8 @@ class MoEAdapters(Method):
         routers = load_expert_state(self.layers, ctx.previous_state) if ctx.previous_state else 0
         if routers != ctx.task_index - 1:
             raise ValueError(
-                f"MoE-Adapters' state of task {ctx.task_index - 1} holds {routers} routers, expected {ctx.task_index - 1}"
+                f"MoE-Adapters' state of task {ctx.task_index - 1} holds {routers} routers, "
+                f"expected {ctx.task_index - 1}"
             )
         freeze(ctx.model)
         for layer in self.layers.values():

@@ -35,8 +35,8 @@ class RAILOptions(MethodOptions):
     prompts: str = option(
         "rail",
         choices=("rail", "dataset"),
-        doc="zero-shot head and domain predictor: rail = 'a photo of a {}.' for every class (RAIL primal_RAIL.py l.234, "
-        "dual_RAIL.py l.60); dataset = each dataset's templates (the benchmark's)",
+        doc="zero-shot head and domain predictor: rail = 'a photo of a {}.' for every class "
+        "(RAIL primal_RAIL.py l.234, dual_RAIL.py l.60); dataset = each dataset's templates (the benchmark's)",
     )
 
 
