@@ -165,7 +165,7 @@ def test_sweep_grid_takes_numbers_as_users_write_them(tiny_cfg, monkeypatch):
     launch.sweep(args, tiny_cfg, entry=None)
     names = [argv[2] for argv, _ in ran]
     assert names == ["lora-r4-lr0.0001", "lora-r4-lr0.0005"]
-    assert [cfg["method_configs"][n]["train"]["lr"] for (_, cfg), n in zip(ran, names)] == [1e-4, 5e-4]
+    assert [cfg["method_configs"][n]["train"]["lr"] for (_, cfg), n in zip(ran, names, strict=True)] == [1e-4, 5e-4]
 
 
 @pytest.mark.parametrize(
