@@ -57,7 +57,10 @@ from tests.conftest import TINY, write_yaml
         ),
         (
             lambda c: c["tasks"][0].update(methods={"full-ft": {"rank": 4}}),
-            r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; its options: label_smoothing",
+            (
+                r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; "
+                "its options: label_smoothing"
+            ),
         ),
         (
             lambda c: c["tasks"][1].update(methods={"codyra": {"train": {"lr": "fast"}}}),
