@@ -11,7 +11,8 @@ One process, the same inputs and the same starting weights for every variant:
    The unmerged model (adapters still attached) is timed as a reference.
 3. Size on disk: the stored CoDyRA task update (``update.safetensors`` via
    ``codyra.store.updates.save_update``) with half of each matrix's gates pruned, and as trained
-   (only what the proximal steps pruned), vs a full model checkpoint (``safetensors.torch.save_file`` of the state dict).
+   (only what the proximal steps pruned), vs a full model checkpoint (``safetensors.torch.save_file`` of the
+   state dict).
 
 Variants are interleaved per repetition (order alternating), warm-up steps are discarded;
 reported are the median and the minimum of the timed steps and, the most robust figure on
@@ -210,7 +211,7 @@ def interleaved(variants: dict, run, warmup: int, timed: int):
 
 
 def paired_ratios(records, num, den):
-    return [a[0] / b[0] for a, b in zip(records[num], records[den])]
+    return [a[0] / b[0] for a, b in zip(records[num], records[den], strict=True)]
 
 
 def median(xs):
@@ -319,12 +320,13 @@ def main(argv=None) -> dict:
     base, images, tokens = build_inputs(args)
     n_targets = len(clip_targets(base))
     log(
-        f"{MODEL} random weights, {n_targets} adapted matrices, batch {args.batch}, {args.threads} threads, "
-        f"load average {load_start:.2f}"
+        f"{MODEL} random weights, {n_targets} adapted matrices, batch {args.batch}, "
+        f"{args.threads} threads, load average {load_start:.2f}"
     )
     if load_start > args.threads:
         log(
-            f"WARNING: load average {load_start:.2f} > {args.threads} threads: other processes compete, timings are noisy"
+            f"WARNING: load average {load_start:.2f} > {args.threads} threads: "
+            "other processes compete, timings are noisy"
         )
 
     trainers = {
@@ -346,9 +348,11 @@ def main(argv=None) -> dict:
     for s in train_stats.values():
         s["min_s"] = min(s["steps_s"])
     train_ratio = train_stats["codyra"]["median_s"] / train_stats["lora"]["median_s"]
-    train_paired = [c / l for c, l in zip(train_stats["codyra"]["steps_s"], train_stats["lora"]["steps_s"])]
+    train_paired = [
+        c / l for c, l in zip(train_stats["codyra"]["steps_s"], train_stats["lora"]["steps_s"], strict=True)
+    ]
     cpu_steps = {n: [r[0]["cpu"] for r in recs] for n, recs in train.items()}
-    train_paired_cpu = [c / l for c, l in zip(cpu_steps["codyra"], cpu_steps["lora"])]
+    train_paired_cpu = [c / l for c, l in zip(cpu_steps["codyra"], cpu_steps["lora"], strict=True)]
     for n, s in train_stats.items():
         s["cpu_steps_s"] = cpu_steps[n]
         s["cpu_utilisation"] = sum(cpu_steps[n]) / sum(s["steps_s"])  # ~threads when the cores were ours
@@ -421,8 +425,8 @@ def main(argv=None) -> dict:
     unmerged_ratio = infer_stats["unmerged"]["median_s"] / infer_stats["base"]["median_s"]
     merged_paired = paired_ratios(inf, "merged", "base")
     unmerged_paired = paired_ratios(inf, "unmerged", "base")
-    merge_err = max(float((a - b).abs().max()) for a, b in zip(outputs["merged"], outputs["unmerged"]))
-    moved = max(float((a - b).abs().max()) for a, b in zip(outputs["merged"], outputs["base"]))
+    merge_err = max(float((a - b).abs().max()) for a, b in zip(outputs["merged"], outputs["unmerged"], strict=True))
+    moved = max(float((a - b).abs().max()) for a, b in zip(outputs["merged"], outputs["base"], strict=True))
     # CoDyRA-specific work, timed alone and repeated (robust to machine load): the AdamW step
     # (CoDyRA has 144 more, tiny, parameters: the gates) and the proximal step. After finish
     # the adapters are detached from the model but keep their grads, so nothing measured
@@ -516,7 +520,8 @@ def print_table(r):
         )
     verdict = "OK" if tr["meets_target"] else "ABOVE TARGET"
     print(
-        f"   codyra / lora: paired median {tr['paired_ratio_median']:.3f}x, of medians {tr['ratio_codyra_vs_lora']:.3f}x, "
+        f"   codyra / lora: paired median {tr['paired_ratio_median']:.3f}x, "
+        f"of medians {tr['ratio_codyra_vs_lora']:.3f}x, "
         f"of minima {tr['ratio_codyra_vs_lora_of_min']:.3f}x  (target <= {tr['target']:.2f}x: {verdict})"
     )
     print(
@@ -531,7 +536,8 @@ def print_table(r):
     ov = r["overheads_ms"]
     print(
         f"   timed alone (min of 20, ms): AdamW step lora {ov['lora']['adamw_step']:.1f} / codyra "
-        f"{ov['codyra']['adamw_step']:.1f} ({ov['lora']['optimizer_tensors']} / {ov['codyra']['optimizer_tensors']} tensors; "
+        f"{ov['codyra']['adamw_step']:.1f} "
+        f"({ov['lora']['optimizer_tensors']} / {ov['codyra']['optimizer_tensors']} tensors; "
         f"fused=True: {ov['lora']['adamw_fused_step']:.1f} / {ov['codyra']['adamw_fused_step']:.1f}); "
         f"proximal step {ov['codyra']['after_step']:.2f}"
     )

@@ -134,7 +134,7 @@ def main() -> None:
         for rep in range(args.repetitions):
             for v in names[rep % len(names) :] + names[: rep % len(names)]:
                 times[v].append(run_variant(v, model, args))
-        ratios = {v: [t / p for t, p in zip(times[v], times["pinned"])] for v in names if v != "pinned"}
+        ratios = {v: [t / p for t, p in zip(times[v], times["pinned"], strict=True)] for v in names if v != "pinned"}
         report[model] = {
             "step_ms_median": {v: round(1000 * statistics.median(t), 2) for v, t in times.items()},
             "ratio_to_pinned": {

@@ -71,7 +71,8 @@ def compare_tensors(a: Path, b: Path) -> list[str]:
 
 def compare_text(a: Path, b: Path) -> list[str]:
     x, y = a.read_text().splitlines(), b.read_text().splitlines()
-    diffs = [n for n, (s, t) in enumerate(zip(x, y), 1) if s != t]
+    # strict=False: the common lines are compared here, a difference in length is reported below
+    diffs = [n for n, (s, t) in enumerate(zip(x, y, strict=False), 1) if s != t]
     problems = [f"line {n} differs" for n in diffs[:3]] + (
         [f"... {len(diffs) - 3} more lines"] if len(diffs) > 3 else []
     )

@@ -226,7 +226,8 @@ def report(files: list[Path]) -> str:
         "",
         (
             f"Rendered {time.strftime('%Y-%m-%d')} by `scripts/cpu-numerics.py report` from {len(runs)} files of "
-            "`scripts/cpu-numerics.py ops|pipeline` (in `cpu-numerics/`). Kernels the platform avoids are counted apart."
+            "`scripts/cpu-numerics.py ops|pipeline` (in `cpu-numerics/`). "
+            "Kernels the platform avoids are counted apart."
         ),
         "",
         "| file | MKL_CBWR | kernels | torch |",

@@ -103,7 +103,8 @@ def render(
         "",
         (
             f"Rendered {time.strftime('%Y-%m-%d')} by `scripts/render-results.py` from `{folder}` on {cpu_name()} "
-            f"({os.cpu_count()} cores, {platform.system()}); seeds {', '.join(map(str, seeds))}; theta_0 sha256 {theta0_digest(folder)}."
+            f"({os.cpu_count()} cores, {platform.system()}); seeds {', '.join(map(str, seeds))}; "
+            f"theta_0 sha256 {theta0_digest(folder)}."
         ),
         *([f"The grid: `{made_by}`."] if made_by else []),
         "",
@@ -131,7 +132,10 @@ def render(
             "",
             "Difference of the first method minus the second, seed by seed: mean and 95 % t-interval.",
             "",
-            "| comparison | seeds | Last | Last: the interval supports | Forgetting | Forgetting: the interval supports |",
+            (
+                "| comparison | seeds | Last | Last: the interval supports "
+                "| Forgetting | Forgetting: the interval supports |"
+            ),
             "|---|---|---|---|---|---|",
         ]
         for a, b in pairs:

@@ -299,5 +299,5 @@ def test_update_roundtrip_applies_the_same_delta(tmp_path):
     update, summary = method.finish(model)
     save_update(tmp_path, update, summary)
     apply_update(reference, load_update(tmp_path))
-    for (n, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items()):
+    for (n, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items(), strict=True):
         assert torch.equal(a, b), n

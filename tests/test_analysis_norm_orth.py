@@ -124,7 +124,7 @@ def test_norm_matched_table_by_hand(tiny_cfg_dict):
     cfg["methods"] = ["lora-r4", "nm"]
     cfg = load_config(cfg)
     summaries = lambda norms, targets, rank: [
-        {"active_rank_mean": rank, "dW_fro_total": n, "norm_target": t} for n, t in zip(norms, targets)
+        {"active_rank_mean": rank, "dW_fro_total": n, "norm_target": t} for n, t in zip(norms, targets, strict=True)
     ]
     store_run(
         cfg, "lora-r4", 0, [lora(t=([[1.0]], [[1.0]], [1.0], "p", None))] * 3, summaries([2.0, 4.0, 6.0], [None] * 3, 4)

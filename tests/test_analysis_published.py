@@ -77,7 +77,7 @@ def test_kendall_counts_concordant_pairs():
 
 
 def _write(out, name, cells: dict[tuple[str, str, str], list[float]]):
-    """Our table ``name`` (as codyra.evaluation.tables writes it) with the per-seed values of (block, row, column) cells."""
+    """Our table ``name`` (as codyra.evaluation.tables writes it) with per-seed values of (block, row, column) cells."""
     columns = list(dict.fromkeys(c for _, _, c in cells))
     table = Table(name, name, columns)
     for block, row in dict.fromkeys((b, r) for b, r, _ in cells):
@@ -198,7 +198,8 @@ def test_the_papers_inconsistencies_are_marked():
         return {(label, block, row, c) for c in published()[label]["columns"]}
 
     assert marked == (
-        {("few_mtil", "CLIP zero-shot reference", "Zero-shot", "Average"), ("full_mtil", "CLIP zero-shot reference", "Zero-shot", "Average")}
+        {("few_mtil", "CLIP zero-shot reference", "Zero-shot", "Average"),
+         ("full_mtil", "CLIP zero-shot reference", "Zero-shot", "Average")}
         | whole("full_mtil", "Transfer", "ZSCL") | whole("full_mtil", "Transfer", "L2P†")
         | whole("few_xtail", "Last", "LwF") | whole("few_xtail", "Last", "iCaRL")
     )  # fmt: skip
@@ -232,8 +233,10 @@ def test_xtail_comparison_lists_every_method_with_its_status(tiny_cfg, tmp_path)
     methods = ["zeroshot", "codyra", "lwf", "codyra-dagger", "rail-dual", "moe-adapters", "full-ft", "lora-r16"]
     cfg = _paper_cfg(tiny_cfg, "xtail", 16, XTAIL, methods, heldout_tasks=["CIFAR100", "Places365", "ImageNet"])
     _write(tmp_path, "table1", {
-        ("Last", "zeroshot", "Average"): [58.0, 59.0], ("Last", "codyra", "Average"): [79.0, 79.4], ("Last", "lwf", "Average"): [60.0, 60.0],
-        ("Last", "codyra-dagger†", "Average"): [80.0, 81.0], ("Last", "codyra-dagger", "Average"): [10.0, 10.0],  # the bare name is not the row
+        ("Last", "zeroshot", "Average"): [58.0, 59.0], ("Last", "codyra", "Average"): [79.0, 79.4],
+        ("Last", "lwf", "Average"): [60.0, 60.0],
+        ("Last", "codyra-dagger†", "Average"): [80.0, 81.0],
+        ("Last", "codyra-dagger", "Average"): [10.0, 10.0],  # the bare name is not the row
         ("Last", "rail-dual†", "Average"): [82.0, 83.0], ("Last", "full-ft", "Average"): [50.0, 50.0],
         ("Last", "codyra", "Aircraft"): [37.0, 38.0],
     })  # fmt: skip
@@ -329,7 +332,8 @@ def test_xtail_comparison_lists_every_method_with_its_status(tiny_cfg, tmp_path)
 def test_mtil_compares_with_its_own_tables_and_has_no_published_forgetting(tiny_cfg, tmp_path):
     cfg = _paper_cfg(tiny_cfg, "mtil", 5, MTIL, ["zeroshot", "codyra", "olora", "inflora"])
     _write(tmp_path, "table1", {
-        ("Average", "zeroshot", "Average"): [65.3, 65.3], ("Last", "olora", "Average"): [75.0, 75.2], ("Last", "inflora", "Average"): [70.0, 70.0],
+        ("Average", "zeroshot", "Average"): [65.3, 65.3], ("Last", "olora", "Average"): [75.0, 75.2],
+        ("Last", "inflora", "Average"): [70.0, 70.0],
         ("Last", "codyra", "StanfordCars"): [70.0, 71.0],
     })  # fmt: skip
     _write(tmp_path, "forgetting", {("", "codyra", "Forgetting"): [1.9, 1.9]})

@@ -63,7 +63,10 @@ def test_reference_data_is_a_setting_of_zscl_only(tiny_cfg_dict):
         ),
         (
             lambda c: c["method_configs"]["codyra"].update(kappa=1),
-            "config key method_configs.codyra.kappa: method kind 'codyra' has no option 'kappa'; its options: alpha, dense_ratio",
+            (
+                "config key method_configs.codyra.kappa: method kind 'codyra' has no option 'kappa'; "
+                "its options: alpha, dense_ratio"
+            ),
         ),
         (lambda c: c.pop("tasks"), "'tasks' is a required property"),
         (lambda c: c.update(tasks=[]), "config key tasks: .*non-empty|should be non-empty|too short"),

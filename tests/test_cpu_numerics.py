@@ -34,7 +34,10 @@ def _cpu_has(flag: str) -> bool:
 pytestmark = pytest.mark.skipif(not _cpu_has("avx2"), reason="the pin names AVX2: this CPU has none")
 needs_avx512 = pytest.mark.skipif(not _cpu_has("avx512f"), reason="without AVX-512, unpinned kernels are AVX2 too")
 
-CAPABILITY = "import codyra, torch; from codyra.device import pick_device; pick_device('cpu'); print(torch.backends.cpu.get_cpu_capability())"
+CAPABILITY = (
+    "import codyra, torch; from codyra.device import pick_device; pick_device('cpu'); "
+    "print(torch.backends.cpu.get_cpu_capability())"
+)
 
 
 def test_importing_codyra_pins_the_cpu_kernels_to_avx2_without_a_warning():
@@ -71,7 +74,9 @@ EMULATED_CPUS = ("Haswell", "EPYC-Rome")
 QEMU = shutil.which("qemu-x86_64")
 needs_qemu = pytest.mark.skipif(
     QEMU is None and os.environ.get("CODYRA_QEMU_TESTS") != "1",
-    reason="QEMU's user-mode emulator is not installed (apt-get install qemu-user); CI runs these with CODYRA_QEMU_TESTS=1",
+    reason=(
+        "QEMU's user-mode emulator is not installed (apt-get install qemu-user); CI runs these with CODYRA_QEMU_TESTS=1"
+    ),
 )
 
 
@@ -99,7 +104,8 @@ def test_the_environment_is_the_one_the_golden_numbers_were_recorded_with():
     here = {pkg: version(pkg) for pkg in ("torch", "numpy", "open_clip_torch", "transformers", "tokenizers")}
     differing = {pkg: (recorded[pkg], v) for pkg, v in here.items() if recorded[pkg] != v}
     assert not differing, (
-        f"golden CPU numbers were recorded with other versions (recorded, here): {differing}; install with `pip install -c constraints.txt ...`"
+        f"golden CPU numbers were recorded with other versions (recorded, here): {differing}; "
+        "install with `pip install -c constraints.txt ...`"
     )
 
 

@@ -87,7 +87,10 @@ def test_the_probes_and_the_gradient_conflict_are_clip_analyses():
     assert {"probes", "conflict"} <= set(available(clip))
     assert not {"probes", "conflict"} & set(available(lm))
     assert {name: why for name, why in skipped(lm).items() if name in ("probes", "conflict")} == {
-        "probes": "the paper reports it for CLIP only (interpolation on unseen zero-shot data, removal of one encoder's updates)",
+        "probes": (
+            "the paper reports it for CLIP only "
+            "(interpolation on unseen zero-shot data, removal of one encoder's updates)"
+        ),
         "conflict": "the paper reports it for CLIP only (gradients at the pretrained CLIP, appendix supp_norm_matched)",
     }
     assert "probes" not in skipped(clip) and "conflict" not in skipped(clip)

@@ -14,7 +14,10 @@ from codyra.methods.icl import llm as icl
 TREE = icl.FORMATS["treelora"]
 A451 = icl.FORMATS["trace-a451f6d"]
 EXAMPLES_LINE = "We will give you several examples and you should follow them to accomplish the task.\n Examples:\n"
-FOMC_LINE = "What is the monetary policy stance for the following text? A. dovish, B. hawkish, C. neutral. Choose one from A, B and C.\n"
+FOMC_LINE = (
+    "What is the monetary policy stance for the following text? "
+    "A. dovish, B. hawkish, C. neutral. Choose one from A, B and C.\n"
+)
 
 
 def words(text: str) -> int:
@@ -61,11 +64,10 @@ def test_c_stance_repeats_as_fomc():
     line = "判断以下文本对指定对象的态度，选择一项：A.支持，B.反对，C.中立。输出A，B或者C。\n"
     pool = [{"prompt": line + f"文本：{k}\n态度：", "answer": a} for k, a in enumerate("AABBCC")]
     shown = build("C-STANCE", TREE, pool, line + "文本：q\n态度：", 6, Draws(5, 4, 3, 2, 1, 0))
-    assert (
-        shown
-        == line
-        + EXAMPLES_LINE
-        + "文本：5\n态度：C\n\n文本：4\n态度：C\n\n文本：3\n态度：B\n\n文本：2\n态度：B\n\n文本：1\n态度：A\n\n文本：0\n态度：A\n\n文本：q\n态度："
+    assert shown == line + EXAMPLES_LINE + (
+        "文本：5\n态度：C\n\n文本：4\n态度：C\n\n文本：3\n态度：B\n\n"
+        "文本：2\n态度：B\n\n文本：1\n态度：A\n\n文本：0\n态度：A\n\n"
+        "文本：q\n态度："
     )
 
 

@@ -173,10 +173,13 @@ def test_each_rule_names_the_imports_that_break_it(tmp_path):
     assert violations(import_graph(root)) == {
         "no two packages import each other": [
             (
-                "clip <-> methods: codyra.clip.evaluate -> codyra.methods.rail.clip | codyra.methods.lwf -> codyra.clip.model, "
-                "codyra.methods.rail.clip -> codyra.clip.model"
+                "clip <-> methods: codyra.clip.evaluate -> codyra.methods.rail.clip | "
+                "codyra.methods.lwf -> codyra.clip.model, codyra.methods.rail.clip -> codyra.clip.model"
             ),
-            "tracking <-> training: codyra.tracking.mirror -> codyra.training.loop | codyra.training.loop -> codyra.tracking.mirror",
+            (
+                "tracking <-> training: codyra.tracking.mirror -> codyra.training.loop | "
+                "codyra.training.loop -> codyra.tracking.mirror"
+            ),
         ],
         "store imports only store and errors": ["codyra.store.cells -> codyra"],
         "training imports neither experiment nor tracking": ["codyra.training.loop -> codyra.tracking.mirror"],

@@ -145,7 +145,10 @@ def test_config_validation_rejects_a_method_on_a_family_it_does_not_support(tiny
     cfg = copy.deepcopy(tiny_cfg_dict if family == "clip" else {**TINY_TRACE, "results": tiny_cfg_dict["results"]})
     cfg["method_configs"]["odd"] = {"kind": kind}
     cfg["methods"] = [*cfg["methods"], "odd"]
-    message = f"config key methods: method 'odd' (kind '{kind}') does not run on model family '{family}'; kind '{kind}' supports {supported}"
+    message = (
+        f"config key methods: method 'odd' (kind '{kind}') does not run on model family '{family}'; "
+        f"kind '{kind}' supports {supported}"
+    )
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_config(cfg)
     cfg["methods"].remove("odd")  # configured but not in the grid: nothing runs it

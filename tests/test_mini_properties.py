@@ -50,7 +50,7 @@ def streams(tmp_path_factory):
 
 def _gains(result) -> dict[str, float]:
     A = result["A"]
-    return dict(zip(result["tasks"], (A[j + 1][j] - A[0][j] for j in range(len(A[0])))))
+    return dict(zip(result["tasks"], (A[j + 1][j] - A[0][j] for j in range(len(A[0]))), strict=True))
 
 
 def _mean(row) -> float:
@@ -63,7 +63,7 @@ def test_no_task_is_saturated_and_the_designed_ones_are_partly_known(streams):
     from codyra.data.tasks import ImageConfig
 
     tasks = build_tasks(cfg, ImageConfig(32, (0.5,) * 3, (0.25,) * 3))
-    zero_shot = dict(zip(results["full-ft"]["tasks"], results["full-ft"]["A"][0]))
+    zero_shot = dict(zip(results["full-ft"]["tasks"], results["full-ft"]["A"][0], strict=True))
     assert max(zero_shot.values()) <= 85, zero_shot
     for task in tasks:
         if task.name in PARTLY_KNOWN:

@@ -90,7 +90,7 @@ def test_xtail_adjusts_eurosat_and_mnist_names_like_rail(data_root):
 def test_labels_follow_the_image_folders(data_root, name, protocol):
     splits = load_splits(name, protocol, data_root)
     folder_of = {}
-    for key, label in zip(splits.train.keys + splits.test.keys, splits.train.labels + splits.test.labels):
+    for key, label in zip(splits.train.keys + splits.test.keys, splits.train.labels + splits.test.labels, strict=True):
         folder = PurePosixPath(key).parent.as_posix()
         assert folder_of.setdefault(label, folder) == folder
     assert len(set(folder_of.values())) == len(splits.classnames)
@@ -98,7 +98,7 @@ def test_labels_follow_the_image_folders(data_root, name, protocol):
 
 def test_pet_and_cars_labels_match_their_annotations(data_root):
     pet = load_splits("OxfordPet", "mtil", data_root)
-    label_1 = [key for key, label in zip(pet.train.keys, pet.train.labels) if label == 1]
+    label_1 = [key for key, label in zip(pet.train.keys, pet.train.labels, strict=True) if label == 1]
     breeds = {PurePosixPath(key).name.rsplit("_", 1)[0] for key in label_1}
     assert breeds == {"american_bulldog"}
     cars = load_splits("StanfordCars", "mtil", data_root)
@@ -135,7 +135,7 @@ def _torchvision_order(name, root) -> list[str]:
     if name == "EuroSAT":
         return [_last_two_parts(path) for path, _ in datasets.EuroSAT(str(root)).samples]
     caltech = datasets.Caltech101(str(root))
-    return [f"{caltech.categories[y]}/image_{i:04d}.jpg" for i, y in zip(caltech.index, caltech.y)]
+    return [f"{caltech.categories[y]}/image_{i:04d}.jpg" for i, y in zip(caltech.index, caltech.y, strict=True)]
 
 
 @pytest.mark.parametrize("name", ["EuroSAT", "Caltech101"])

@@ -241,7 +241,7 @@ def test_generation_batch_ends_every_row_with_its_prompt(tokenizer):
     prompts = [EXAMPLE, TraceExample("Answer:", "unused")]
     batch = GenerationCollator(tokenizer, LengthLimits(max_prompt_len=6))(prompts)
     assert set(batch) == {"input_ids", "attention_mask"}
-    for row, mask, example in zip(batch["input_ids"], batch["attention_mask"], prompts):
+    for row, mask, example in zip(batch["input_ids"], batch["attention_mask"], prompts, strict=True):
         expected = encode_prompt(tokenizer, example.prompt, LengthLimits(max_prompt_len=6))
         assert row[-len(expected) :].tolist() == expected
         assert mask.tolist() == [0] * (len(row) - len(expected)) + [1] * len(expected)

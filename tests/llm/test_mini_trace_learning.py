@@ -76,7 +76,7 @@ def test_the_tasks_cues_stay_apart_in_theta_0(mini_trace):
 
 
 def test_every_task_is_new_to_the_pretrained_lm(zero_shot):
-    scores = dict(zip(TRACE_TASKS, zero_shot))
+    scores = dict(zip(TRACE_TASKS, zero_shot, strict=True))
     # measured: 0, 0, 0, 41, 0, 0, 0, 41 (a copied sentence earns SARI for its kept words)
     assert all(scores[task] < 25 for task in ("C-STANCE", "FOMC", "ScienceQA", "NumGLUE-cm", "NumGLUE-ds")), scores
     assert max(zero_shot) < 50 and sum(zero_shot) / N < 20, scores

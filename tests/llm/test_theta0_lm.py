@@ -52,7 +52,10 @@ def test_given_model_folder_is_recorded_at_first_use_and_checked_after(tiny_trac
     overwrite_value(weights, TENSOR, 7, math.nan)
     with pytest.raises(
         ResultError,
-        match=rf"pretrained weights {weights} .* changed since this benchmark first used them.*restore the model folder {given}.*delete {record}",
+        match=(
+            rf"pretrained weights {weights} .* changed since this benchmark first used them"
+            rf".*restore the model folder {given}.*delete {record}"
+        ),
     ):
         pretrained_lm(cfg)
     record.unlink()
@@ -90,6 +93,9 @@ def test_hub_model_is_recorded_at_first_use_by_repository_and_file(
     overwrite_value(snapshot / "model.safetensors", TENSOR, 2, 0.5)
     with pytest.raises(
         ResultError,
-        match=rf"\(org/tiny-llama: model.safetensors\) changed since this benchmark first used them.*delete {snapshot} and download org/tiny-llama again",
+        match=(
+            r"\(org/tiny-llama: model.safetensors\) changed since this benchmark first used them"
+            rf".*delete {snapshot} and download org/tiny-llama again"
+        ),
     ):
         pretrained_lm(cfg)

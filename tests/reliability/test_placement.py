@@ -47,7 +47,11 @@ def test_task_folder_copied_over_another_task_is_refused_by_cells_summarize_trai
     cell = cell_path(cfg, METHOD, 0, 1, 1)
     computed = cell.read_text()  # A[1,1] of the true task 1, computed before the copy
 
-    claim = rf"task folder {task1} does not belong where it sits: summary.json claims task_index 2, previous_updates \['[0-9a-f]{{64}}'\]; expected task_index 1, previous_updates \[\]"
+    claim = (
+        rf"task folder {task1} does not belong where it sits: "
+        r"summary.json claims task_index 2, previous_updates \['[0-9a-f]{64}'\]; "
+        r"expected task_index 1, previous_updates \[\]"
+    )
     with pytest.raises(ResultError, match=claim):
         evaluate_cell(cfg, METHOD, 0, 1, 1)
     assert main(["cell", "--config", config_file, "--method", METHOD, "--seed", "0", "--i", "1", "--j", "1"]) == 2
@@ -73,7 +77,10 @@ def test_update_trained_from_other_earlier_updates_is_refused(grid):
     assert [retrained] != recorded
     with pytest.raises(
         ResultError,
-        match=r"task2 does not belong where it sits: summary.json claims previous_updates .* \(the updates of the tasks before it changed",
+        match=(
+            r"task2 does not belong where it sits: summary.json claims previous_updates .* "
+            r"\(the updates of the tasks before it changed"
+        ),
     ):
         evaluate_cell(cfg, METHOD, 0, 2, 1)
     evaluate_cell(cfg, METHOD, 0, 1, 1)  # task 1 itself sits where it belongs

@@ -44,7 +44,10 @@ def test_poisoned_mini_theta_0_is_refused_by_every_job(own_mini, capsys):
     train_task(cfg, "codyra", 0, 1)
     weights = results_path(cfg, MINI_PRETRAINED)
     overwrite_value(weights, TENSOR, 0, math.nan)  # the header stays valid: the file still parses
-    message = rf"theta_0 {weights} changed since its pretraining wrote it .*rerun the mini pretraining \(snakemake -f {weights}, or codyra pretrain-mini"
+    message = (
+        rf"theta_0 {weights} changed since its pretraining wrote it "
+        rf".*rerun the mini pretraining \(snakemake -f {weights}, or codyra pretrain-mini"
+    )
     with pytest.raises(ResultError, match=message):
         pretrained_clip(cfg)
     for cell in (["--method", "codyra", "--seed", "0", "--i", "1"], ["--method", "pretrained", "--i", "0"]):
@@ -85,7 +88,10 @@ def test_given_weights_are_recorded_at_first_use_and_checked_after(tiny_run, tmp
     overwrite_value(weights, TENSOR, 0, 0.25)  # finite, but not the weights the results were computed from
     with pytest.raises(
         ResultError,
-        match=rf"pretrained weights {weights} \({weights}\) changed since this benchmark first used them.*delete {record}",
+        match=(
+            rf"pretrained weights {weights} \({weights}\) changed since this benchmark first used them"
+            rf".*delete {record}"
+        ),
     ) as err:
         pretrained_clip(tiny_run)
     assert f"restore {weights}" in str(err.value)
@@ -117,6 +123,9 @@ def test_open_clip_tag_weights_are_recorded_at_first_use_and_checked_after(tiny_
     overwrite_value(cached, TENSOR, 1, -3.0)
     with pytest.raises(
         ResultError,
-        match=rf"pretrained weights {cached} \({name}\) changed.*delete the cached file {cached} and fetch it again \(codyra fetch-weights --model codyra-mini --pretrained mytag",
+        match=(
+            rf"pretrained weights {cached} \({name}\) changed.*delete the cached file {cached} and fetch it again "
+            r"\(codyra fetch-weights --model codyra-mini --pretrained mytag"
+        ),
     ):
         pretrained_clip(tiny_run)

@@ -57,7 +57,10 @@ from tests.conftest import TINY, write_yaml
         ),
         (
             lambda c: c["tasks"][0].update(methods={"full-ft": {"rank": 4}}),
-            r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; its options: label_smoothing",
+            (
+                r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; "
+                "its options: label_smoothing"
+            ),
         ),
         (
             lambda c: c["tasks"][1].update(methods={"codyra": {"train": {"lr": "fast"}}}),
@@ -165,7 +168,7 @@ def test_sweep_grid_takes_numbers_as_users_write_them(tiny_cfg, monkeypatch):
     launch.sweep(args, tiny_cfg, entry=None)
     names = [argv[2] for argv, _ in ran]
     assert names == ["lora-r4-lr0.0001", "lora-r4-lr0.0005"]
-    assert [cfg["method_configs"][n]["train"]["lr"] for (_, cfg), n in zip(ran, names)] == [1e-4, 5e-4]
+    assert [cfg["method_configs"][n]["train"]["lr"] for (_, cfg), n in zip(ran, names, strict=True)] == [1e-4, 5e-4]
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def job_counts(output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="session")
 def finished_grid(tmp_path_factory):
-    """The tiny grid run once by a bare `snakemake --cores 2` (the default target is all_tables; shared by several tests)."""
+    """The tiny grid run once by a bare `snakemake --cores 2` (default target all_tables; shared by several tests)."""
     workdir = tmp_path_factory.mktemp("grid")
     cfg = grid_config(workdir)
     result = snakemake(workdir, cfg, "--cores", "2")
