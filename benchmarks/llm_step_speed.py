@@ -3,7 +3,7 @@
 One process, the same starting weights, adapter initialisation and batch for both variants.
 A step is the LM training loop's: forward with left-padding position ids, the loss on the
 answer tokens (the last quarter of each sequence here), backward, gradient clipping, AdamW
-step and ``method.after_step`` (``codyra.training.backends.PlainBackend``). CoDyRA's steps are
+step and ``method.after_step`` (``codyra.steps.backends.PlainBackend``). CoDyRA's steps are
 steps of the sparse phase (kappa > 0: the proximal operator runs on every gate), LoRA's gates
 are the constant ones of fixed-rank LoRA; both have rank --rank on q, k, v, o, gate, up and
 down projections of every layer. Target: CoDyRA / LoRA step time <= 1.05.
@@ -33,9 +33,9 @@ from codyra.llm.family import CAUSAL_LM
 from codyra.llm.loss import answer_loss_sum, position_ids
 from codyra.methods import build_method
 from codyra.methods.base import standalone_context
+from codyra.steps.backends import PlainBackend
 from codyra.store.io import write_json
 from codyra.trace.data import IGNORE_INDEX
-from codyra.training.backends import PlainBackend
 
 TARGET = 1.05
 NOMINAL_STEPS = 1000  # CoDyRA's steps pretend to be steps 900.. of this schedule: deep in the sparse phase

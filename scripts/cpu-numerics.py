@@ -123,7 +123,7 @@ def kernels() -> dict:
 def avoided_kernels() -> dict:
     """Kernels the platform keeps out of its CPU computations because their rounding depends on
     the processor: ``torch.sqrt`` (MKL's vector math; ``codyra.device.portable_sqrt``) and with it
-    the unfused AdamW step (``codyra.training.backends.PlainBackend`` runs the fused one)."""
+    the unfused AdamW step (``codyra.steps.backends.PlainBackend`` runs the fused one)."""
     rows = _randn(2048, 128, seed=7)
     return {"sqrt (avoided)": lambda: rows.abs().sqrt(), "adamw unfused (avoided)": lambda: _adamw_steps(False)}
 

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
+from codyra.steps.backends import PlainBackend
 from codyra.steps.optim import pack_optimizer_state, unpack_optimizer_state
-from codyra.training.backends import PlainBackend
 
 HP = {"lr": 0.1, "betas": [0.9, 0.95], "eps": 1e-8, "precision": "fp32"}
 

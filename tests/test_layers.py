@@ -74,6 +74,32 @@ def two_way_pairs(edges: dict[str, set[str]]) -> list[str]:
     ]
 
 
+def package_cycles(edges: dict[str, set[str]]) -> list[str]:
+    """Each group of packages that import one another through a chain (a strongly connected
+    component of more than one package), with the imports between its members."""
+    graph: dict[str, set[str]] = {}
+    for a, targets in edges.items():
+        graph.setdefault(node(a), set()).update(node(b) for b in targets if node(b) != node(a))
+    reach = {x: set(ys) for x, ys in graph.items()}
+    for k in graph:  # transitive closure (Floyd-Warshall): a few dozen nodes
+        for x in graph:
+            if k in reach[x]:
+                reach[x] |= reach.get(k, set())
+    groups = {frozenset({x} | {y for y in reach[x] if x in reach.get(y, set())}) for x in graph if x in reach[x]}
+    return [
+        f"{' -> '.join(sorted(group))}: "
+        + ", ".join(
+            sorted(
+                f"{a} -> {b}"
+                for a, bs in edges.items()
+                for b in bs
+                if node(a) in group and node(b) in group and node(a) != node(b)
+            )
+        )
+        for group in sorted(groups, key=sorted)
+    ]
+
+
 def family_file(module: str) -> bool:
     """``methods/<kind>/<family>.py`` or a private helper's ``methods/_<name>/<family>.py``."""
     parts = module.split(".")
@@ -84,6 +110,7 @@ def violations(edges: dict[str, set[str]]) -> dict[str, list[str]]:
     """Each rule with the imports that break it."""
     found = {
         "no two packages import each other": two_way_pairs(edges),
+        "no packages import one another through a chain": package_cycles(edges),
         "store imports only store and errors": [],
         "training imports neither experiment nor tracking": [],
         "clip and llm never import methods": [],
@@ -168,6 +195,12 @@ def test_each_rule_names_the_imports_that_break_it(tmp_path):
             "llm/__init__.py": "",
             "llm/loss.py": "",
             "clip/model.py": "",
+            "data/__init__.py": "",  # a chain of three: no two of them import each other
+            "data/x.py": "from codyra.trace.y import f\n",
+            "trace/__init__.py": "",
+            "trace/y.py": "from codyra.mini.z import g\n",
+            "mini/__init__.py": "",
+            "mini/z.py": "from codyra.data.x import h\n",
         },
     )
     assert violations(import_graph(root)) == {
@@ -178,6 +211,20 @@ def test_each_rule_names_the_imports_that_break_it(tmp_path):
             ),
             (
                 "tracking <-> training: codyra.tracking.mirror -> codyra.training.loop | "
+                "codyra.training.loop -> codyra.tracking.mirror"
+            ),
+        ],
+        "no packages import one another through a chain": [
+            (
+                "clip -> methods: codyra.clip.evaluate -> codyra.methods.rail.clip, "
+                "codyra.methods.lwf -> codyra.clip.model, codyra.methods.rail.clip -> codyra.clip.model"
+            ),
+            (
+                "data -> mini -> trace: codyra.data.x -> codyra.trace.y, codyra.mini.z -> codyra.data.x, "
+                "codyra.trace.y -> codyra.mini.z"
+            ),
+            (
+                "tracking -> training: codyra.tracking.mirror -> codyra.training.loop, "
                 "codyra.training.loop -> codyra.tracking.mirror"
             ),
         ],

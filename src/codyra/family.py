@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 class Backend(Protocol):
-    """How an optimizer step runs: :class:`codyra.training.backends.PlainBackend` (one process) or
+    """How an optimizer step runs: :class:`codyra.steps.backends.PlainBackend` (one process) or
     ``codyra.llm.deepspeed_backend.ZeroBackend`` (DeepSpeed ZeRO-2 ranks)."""
 
     optimizer: torch.optim.Optimizer

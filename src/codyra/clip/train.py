@@ -20,8 +20,8 @@ from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.streams import build_tasks
 from codyra.clip.zeroshot import encode_prompts
 from codyra.device import autocast, pick_device
+from codyra.steps.backends import PlainBackend
 from codyra.steps.batches import StepBatches
-from codyra.training.backends import PlainBackend
 
 
 def supervised_loss(logits, labels, variant: str, seen_classes: int = 0, image_trains: bool = True):

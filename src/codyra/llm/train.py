@@ -11,7 +11,7 @@ step, gradient clipping (``llm.gradient_clipping``).
 The schedule is set in epochs (``train.epochs``, per task through ``tasks[i].train`` or
 ``tasks[i].methods[m].train``), or in ``train.iterations`` when ``epochs`` is null.
 
-Two backends: one process with torch AdamW (:class:`codyra.training.backends.PlainBackend`: CPU,
+Two backends: one process with torch AdamW (:class:`codyra.steps.backends.PlainBackend`: CPU,
 tests, one GPU), or DeepSpeed ZeRO-2 with ``llm.deepspeed.enabled`` (:mod:`codyra.llm.deepspeed_backend`),
 for which ``codyra train`` re-executes itself under torchrun (:mod:`codyra.llm.torchrun`).
 Adapter dropout draws from its own generator reseeded from (seed, task, step, rank).
@@ -28,9 +28,9 @@ from codyra.llm.collate import TrainingCollator
 from codyra.llm.loss import answer_loss_sum, answer_tokens, position_ids
 from codyra.llm.model import length_limits, task_folder
 from codyra.llm.rebuild import rebuild_lm
+from codyra.steps.backends import PlainBackend
 from codyra.steps.batches import StepBatches
 from codyra.trace.data import load_split
-from codyra.training.backends import PlainBackend
 
 
 def step_examples(hp: dict) -> int:

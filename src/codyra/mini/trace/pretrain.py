@@ -109,7 +109,7 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
         decay_groups(model.parameters(), 0.1),
         lr=mini["pretrain_lr"],
         betas=(0.9, 0.98),
-        fused=True,  # its square root rounds alike on every CPU (codyra.training.backends.PlainBackend)
+        fused=True,  # its square root rounds alike on every CPU (codyra.steps.backends.PlainBackend)
     )
     steps, batch = mini["pretrain_steps"], mini["pretrain_batch_size"]
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(steps, int(WARMUP_FRACTION * steps)))
