@@ -133,11 +133,13 @@ def test_moe_adapters_ddas_epoch_is_the_whole_splits_loader():
     3,334 training images, 53, though the chooser trains on the 5-shot subset."""
     from types import SimpleNamespace
 
+    from codyra.experiment.config import resolve_job
     from codyra.methods.moe_adapters.method import MoEAdapters, ddas_epoch_batches
 
     cfg = paper("mtil_5shot")
     options = MoEAdapters(cfg["method_configs"]["moe-adapters"]).options
-    ctx = SimpleNamespace(task=SimpleNamespace(full_train_size=3334), cfg=cfg, method_name="moe-adapters", task_index=1)
+    train = resolve_job(cfg, "moe-adapters", 1)["train"]  # the context's resolved training settings
+    ctx = SimpleNamespace(task=SimpleNamespace(full_train_size=3334), train=train)
     assert ddas_epoch_batches(ctx, options) == 53
     assert (
         ddas_epoch_batches(ctx, MoEAdapters({**cfg["method_configs"]["moe-adapters"], "ae_epoch": "trained"}).options)
