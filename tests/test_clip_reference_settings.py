@@ -148,3 +148,38 @@ def test_moe_adapters_ddas_epoch_is_the_whole_splits_loader():
     assert (
         ddas_epoch_batches(SimpleNamespace(task=SimpleNamespace(full_train_size=None)), options) is None
     )  # the whole split trains
+
+
+def test_cl_lora_trains_45_epochs_of_32_on_x_tail():
+    """JiangpengHe/CL-LoRA exps/vtab.json: init_epochs = later_epochs = 45, batch_size 32, weight_decay 1e-4,
+    ffn_num 10, msa [1, 0, 1]; X-TAIL trains 16 images per class."""
+    import math
+
+    from codyra.data.catalog import EXPECTED, XTAIL
+
+    cfg = paper("xtail_16shot")
+    for k, task in enumerate(cfg["tasks"], start=1):
+        job = resolve_job(cfg, "cl-lora", k)
+        images = 16 * EXPECTED[XTAIL][task["name"]].num_classes
+        assert job["train"]["iterations"] == 45 * math.ceil(images / 32), task["name"]
+        assert (job["train"]["batch_size"], job["train"]["weight_decay"]) == (32, 0.0001)
+        assert (job["method"]["rank"], job["method"]["projections"], job["method"]["kd_weight"]) == (
+            10,
+            ["q", "v"],
+            5.0,
+        )
+
+
+def test_sprompts_trains_30_epochs_of_128_on_full_shot_mtil():
+    """iamwangyabin/S-Prompts configs/domainnet_slip.json: init_epoch = epochs = 30, batch_size 128,
+    init_weight_decay 5e-4 (first task), weight_decay 2e-4, prompt_length 10; KMeans(n_clusters=5)."""
+    import math
+
+    from codyra.data.catalog import EXPECTED, MTIL
+
+    cfg = paper("mtil_full")
+    for k, task in enumerate(cfg["tasks"], start=1):
+        job = resolve_job(cfg, "sprompts", k)
+        assert job["train"]["iterations"] == 30 * math.ceil(EXPECTED[MTIL][task["name"]].train / 128), task["name"]
+        assert (job["train"]["batch_size"], job["train"]["weight_decay"]) == (128, 0.0005 if k == 1 else 0.0002)
+        assert (job["method"]["prompt_length"], job["method"]["clusters"]) == (10, 5)
