@@ -15,7 +15,7 @@ from codyra.evaluation.evaluate import evaluate_row
 from codyra.experiment.config import ConfigError, load_config
 from codyra.experiment.train_job import train_task
 from codyra.methods.cl_lora.clip import random_orthonormal
-from codyra.methods.cl_lora.method import kd_loss, orthogonality, reassign, reassignment_weights
+from codyra.methods.cl_lora.losses import kd_loss, orthogonality, reassign, reassignment_weights
 from codyra.store.cells import read_cell
 from codyra.store.paths import cell_path, task_dir
 from codyra.store.updates import load_method_state, load_update

@@ -13,7 +13,7 @@ import torch
 from codyra.evaluation.evaluate import evaluate_row
 from codyra.experiment.config import ConfigError, load_config
 from codyra.experiment.train_job import train_task
-from codyra.methods.sprompts.method import kmeans, select_domains
+from codyra.methods.sprompts.selector import kmeans, select_domains
 from codyra.store.paths import task_dir
 from codyra.store.updates import load_method_state, load_update
 

@@ -21,7 +21,7 @@ from codyra.adapters.attach import attach_adapters, detach_adapters
 from codyra.adapters.lora import RankSelectiveLoRA
 from codyra.device import autocast
 from codyra.methods._routing import RoutingTally, class_domains, route_learned
-from codyra.methods.cl_lora.method import PROJECTIONS
+from codyra.methods.cl_lora.losses import PROJECTIONS
 from codyra.store.cells import cell_record
 
 ROUTER = "argmax"  # the task of the argmax class (the reference logs its accuracy as "Task correct")

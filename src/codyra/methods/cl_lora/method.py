@@ -40,12 +40,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from codyra.methods.base import Method, freeze
+from codyra.methods.cl_lora.losses import PROJECTIONS
 from codyra.methods.options import MethodOptions, option
 
 if TYPE_CHECKING:
     import torch
-
-PROJECTIONS = ("q", "k", "v")
 
 
 @dataclass(frozen=True)
@@ -82,39 +81,6 @@ class CLLoRAOptions(MethodOptions):
         return []
 
 
-def kd_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
-    """The reference's ``_KD_loss``: -sum(softmax(teacher / T) * log_softmax(student / T)) / batch
-    (no T^2 factor)."""
-    return -(teacher.div(temperature).softmax(dim=1) * student.div(temperature).log_softmax(dim=1)).sum() / len(student)
-
-
-def reassignment_weights(previous_up: torch.Tensor) -> torch.Tensor:
-    """(out,) the gradient reassignment of a shared up-projection (out x rank): each row's L2 norm
-    in the previous task's up-projection, scaled to mean 1 (``cllora.py``: ``len(w) * w / sum(w)``).
-    An all-zero previous up-projection (nothing learned) gives no importance: every weight is 1,
-    where the reference would divide by zero."""
-    import torch
-
-    norms = previous_up.float().norm(dim=1)
-    total = norms.sum()
-    if total == 0:
-        return torch.ones_like(norms)
-    return len(norms) * norms / total
-
-
-def reassign(grad: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """The distillation gradient of a shared up-projection (out x rank), each row times its weight."""
-    return weights.to(grad)[:, None] * grad
-
-
-def orthogonality(previous: list[torch.Tensor], current: torch.Tensor, epsilon: float = 1e-8) -> torch.Tensor:
-    """``compute_orthogonality_loss``: the mean over earlier tasks of |cos| between the flattened
-    block weights, each divided by its norm + ``epsilon``."""
-    unit = current.flatten() / (current.norm() + epsilon)
-    terms = [(unit * (p.flatten() / (p.norm() + epsilon))).sum().abs() for p in previous]
-    return sum(terms) / len(terms)
-
-
 class CLLoRA(Method):
     kind = "cl_lora"
     families = ("clip",)
@@ -125,6 +91,7 @@ class CLLoRA(Method):
 
     def setup(self, ctx):
         from codyra.methods.cl_lora.clip import attach
+        from codyra.methods.cl_lora.losses import reassignment_weights
 
         freeze(ctx.model)
         self.task_index = ctx.task_index
@@ -151,6 +118,7 @@ class CLLoRA(Method):
         import torch
 
         from codyra.methods.cl_lora.clip import shared_logits
+        from codyra.methods.cl_lora.losses import kd_loss, orthogonality, reassign
 
         m, o = self.lora, self.options
         if not m.teacher:  # task 1: the cross-entropy alone

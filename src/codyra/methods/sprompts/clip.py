@@ -18,7 +18,7 @@ from torch import nn
 
 from codyra.device import autocast
 from codyra.methods._routing import RoutingTally
-from codyra.methods.sprompts.method import select_domains
+from codyra.methods.sprompts.selector import select_domains
 from codyra.store.cells import cell_record
 
 ROUTER = "kmeans"
