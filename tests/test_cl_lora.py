@@ -135,3 +135,14 @@ def test_an_unseen_task_is_scored_by_the_shared_lora_or_the_last_branch(tiny_run
         options = build_method({**SPEC, "unseen_branch": unseen}).options
         cell = next(clip.cl_lora_row(cfg, "cl-lora", options, 0, 1, [2], torch.device("cpu"), state))
         assert set(used) == {branch} and cell["routing"]["routes"] == {"-1": 40}
+
+
+def test_the_reassigned_distillation_gradient_is_added_to_the_cross_entropys_before_the_step():
+    from codyra.methods import build_method
+
+    method = build_method(SPEC)
+    up = torch.nn.Parameter(torch.zeros(2, 1))
+    up.grad = torch.tensor([[1.0], [2.0]])  # the cross-entropy's
+    method.shared_up, method.pending = {"t": up}, {"t": torch.tensor([[0.5], [0.0]])}
+    method.before_optimizer_step(None)
+    assert up.grad.tolist() == [[1.5], [2.0]] and method.pending == {}
