@@ -129,6 +129,7 @@ class ICaRL(FullFineTune):
     kind = "icarl"
     families = ("clip",)
     paper_row = "iCaRL"
+    after_step_rewrites_parameters = False  # after_step counts steps
     Options = ICaRLOptions
 
     def setup(self, ctx):
