@@ -147,8 +147,8 @@ def test_significance_against_hand_values():
     assert mean_ci([4.0])[2] is None
 
 
-def test_rank_grid_lays_out_kind_by_layer():
-    from codyra.analysis.rank import rank_grid
+def test_kind_layer_grid_lays_out_kind_by_layer():
+    from codyra.analysis.rank import kind_layer_grid
 
     summary = {"matrices": {
         "visual.transformer.resblocks.0.attn.q": {"tower": "vision", "kind": "q", "active_rank": 3, "rank_init": 4},
@@ -156,11 +156,12 @@ def test_rank_grid_lays_out_kind_by_layer():
         "visual.transformer.resblocks.1.mlp.c_fc": {"tower": "vision", "kind": "fc", "active_rank": 0, "rank_init": 4},
         "transformer.resblocks.0.attn.q": {"tower": "text", "kind": "q", "active_rank": 4, "rank_init": 4},
     }}  # fmt: skip
-    kinds, layers, grid = rank_grid(summary, "vision")
+    ranks = {name: m["active_rank"] for name, m in summary["matrices"].items()}
+    kinds, layers, grid = kind_layer_grid(summary, "vision", ranks)
     assert kinds == ["q", "fc"] and layers == [0, 1]
     np.testing.assert_array_equal(grid, [[3, 1], [np.nan, 0]])
     with pytest.raises(ResultError, match="no per-matrix active ranks"):
-        rank_grid({"task_index": 1}, "vision")
+        kind_layer_grid({"task_index": 1}, "vision", ranks)
 
 
 def test_cost_reports_missing_summary_keys_and_measures_stored_bytes(tiny_cfg):
@@ -181,9 +182,12 @@ def test_cost_reports_missing_summary_keys_and_measures_stored_bytes(tiny_cfg):
     table = cost_table(cfg)
     files = [task_dir(cfg, "lora-r4", 0, i) / "update.safetensors" for i in (1, 2, 3)]
     assert table.rows == [
-        ["lora-r4", "20", f"{np.mean([f.stat().st_size for f in files]):.0f}", "n/a", "n/a", "n/a", "n/a"]
+        ["lora-r4", "20", f"{np.mean([f.stat().st_size for f in files]):.0f}", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a"]
     ]
-    assert any("step_seconds, inference_extra_params, inference_memory" in note for note in table.notes)
+    assert any(
+        "step_seconds, inference_extra_params, inference_memory, steps x step_seconds, seconds" in note
+        for note in table.notes
+    )
 
 
 def test_cost_reports_inference_extras_after_the_last_task(tiny_cfg):
@@ -205,13 +209,16 @@ def test_cost_reports_inference_extras_after_the_last_task(tiny_cfg):
                 "step_seconds": 0.5 * scale,
                 "inference_extra_params": 100 * (i - 1) * scale,
                 "inference_memory": 7 * i * scale,
+                "steps": 4,
+                "seconds": 10 * scale,
             }
             for i in (1, 2, 3)
         ]
         store_run(cfg, "lora-r4", seed, [U1, U2, U1], summaries)
     row = cost_table(cfg).rows[0]
-    # task 3: extras 200 (seed 0) and 600 (seed 1) -> 400; memory 21 and 63 -> 42; step time (0.5 + 1.5) / 2
-    assert row[0:2] == ["lora-r4", "10"] and row[3:] == ["400", "42", "1.0000", "1.00"]
+    # task 3: extras 200 (seed 0) and 600 (seed 1) -> 400; memory 21 and 63 -> 42; step time (0.5 + 1.5) / 2;
+    # per run, 3 tasks: steps 3 x 4 x 0.5 = 6 s and 3 x 4 x 1.5 = 18 s -> 12; job time 30 s and 90 s -> 60
+    assert row[0:2] == ["lora-r4", "10"] and row[3:] == ["400", "42", "1.0000", "1.00", "12.0", "60.0"]
 
 
 def test_heldout_reader_refuses_a_mislabelled_file(tiny_cfg):

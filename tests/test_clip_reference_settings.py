@@ -150,6 +150,44 @@ def test_moe_adapters_ddas_epoch_is_the_whole_splits_loader():
     )  # the whole split trains
 
 
+@pytest.mark.parametrize("name", ["mtil_full", "xtail_16shot"])
+def test_icarl_runs_zscls_icarl_code(name):
+    """Thunderbeee/ZSCL mtil/src/models/icarl.py: lr 5e-5 on Aircraft and MNIST, 1e-5 otherwise; args.py
+    --memory_size 10000, --T 2, --ls 0 (icarl.sh passes none); 1,000 iterations as ZSCL's MTIL scripts."""
+    cfg = paper(name)
+    assert "icarl" in cfg["methods"]
+    for k, task in enumerate(cfg["tasks"], start=1):
+        job = resolve_job(cfg, "icarl", k)
+        assert job["train"]["lr"] == (5e-5 if task["name"] in ("Aircraft", "MNIST") else 1e-5), task["name"]
+        assert (job["train"]["iterations"], job["train"]["warmup_steps"], job["train"]["weight_decay"]) == (
+            1000,
+            100,
+            0,
+        )
+        options = job["method"]
+        assert (options["memory_size"], options["candidates"], options["herding"]) == (10000, 30000, "reference")
+        assert (options["temperature"], options["label_smoothing"]) == (2.0, 0.0)
+        assert (options["image_weight"], options["text_weight"]) == (1.0, 1.0)
+
+
+def test_lae_runs_its_vit_lora_config_on_xtail():
+    """gqk/LAE config/vit_lora.yaml over config/base/cifar100_order1.yaml: rank 5, learnable scale,
+    blocks 0-4, EMA decay 0.9999; Adam lr 0.0028125, weight decay 0, batch 24, no LR schedule."""
+    cfg = paper("xtail_16shot")
+    assert "lae" in cfg["methods"]
+    for k in range(1, len(cfg["tasks"]) + 1):
+        job = resolve_job(cfg, "lae", k)
+        options, train = job["method"], job["train"]
+        assert (options["rank"], options["scale"], options["blocks"], options["ema_decay"]) == (5, None, 5, 0.9999)
+        assert (train["lr"], train["batch_size"], train["weight_decay"], train["lr_schedule"]) == (
+            0.0028125,
+            24,
+            0.0,
+            "constant",
+        )
+        assert (train["betas"], train["warmup_steps"], train["iterations"]) == ([0.9, 0.999], 0, 500)
+
+
 def test_cl_lora_trains_45_epochs_of_32_on_x_tail():
     """JiangpengHe/CL-LoRA exps/vtab.json: init_epochs = later_epochs = 45, batch_size 32, weight_decay 1e-4,
     ffn_num 10, msa [1, 0, 1]; X-TAIL trains 16 images per class."""

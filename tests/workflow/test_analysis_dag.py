@@ -33,6 +33,7 @@ def test_paper_target_of_the_default_config(tmp_path):
     assert {k: v for k, v in counts.items() if k.startswith("analysis_")} == {
         **{f"analysis_{a}": 1 for a in analyses},
         "analysis_rank": len(adapters),
+        "analysis_amplification": 1,
     }
     assert counts["probe"] == len(trained) * seeds  # one forward job per run: every alpha and removed encoder
     assert counts["grad_conflict"] == 1  # at theta_0, shared by the methods

@@ -255,6 +255,7 @@ def test_report_of_the_paper_target_shows_every_analysis_with_its_caption(finish
         "significance.html",
     } <= files
     assert {"heldout_tracking.html", "general_capability.html", "paper_vs_reproduced.html", "rank_codyra.html"} <= files
+    assert {"amplification.html", "amplification_codyra_seed1.png"} <= files
     assert "cost_reference</tt> (full-ft)" in html
     alphas = load_config(cfg)["analysis"]["interpolation_alphas"]  # ... and one only its default gives
     assert str(alphas) in html

@@ -38,6 +38,7 @@ ANALYSIS_INPUTS = {
     "magnitude": update_files(TRAINED_METHODS),
     "cka": update_files(TRAINED_METHODS),
     "orth": update_files(adapter_methods(CFG)),
+    "amplification": update_files(adapter_methods(CFG)) + ([PRETRAINED_WEIGHTS] if PRETRAINED_WEIGHTS else []),
     "cost": update_files(TRAINED_METHODS),
     "retention": HELDOUT_FILES,
     "probes": [PROBE_PATTERN.format(method=m, seed=s, probe=p) for m in TRAINED_METHODS for s in CFG["seeds"] for p in PROBES]

@@ -5,7 +5,10 @@ step), each averaged over tasks and seeds; ``inference_extra_params`` (parameter
 merged backbone at inference) and ``inference_memory`` (stored sample values read at inference)
 after the last task, averaged over seeds: the model the stream ends with, which the paper's
 "Add. Inf. Params. / Mem." column describes (RAIL-Dual's memory of every class, O-LoRA's 44.32M
-after 11 tasks). Stored bytes per task are measured on disk: the task folder's safetensors
+after 11 tasks). Training time per run, summed over its tasks and averaged over seeds: the
+optimizer steps' (``steps`` x ``step_seconds``) and the training jobs' wall time (``seconds``:
+building the models, the steps, storing the update; a task resumed after a kill counts from its
+resume). Stored bytes per task are measured on disk: the task folder's safetensors
 files (update and method state). The step-time ratio divides by
 the mean step time of ``analysis.cost_reference`` (paper: LoRA r = 16). A key no summary of a
 method reports is ``n/a`` with a note naming it: nothing is estimated.
@@ -20,6 +23,13 @@ from codyra.store.paths import task_dir
 
 KEYS = ("trainable_params", "step_seconds")  # mean over tasks and seeds
 FINAL_KEYS = ("inference_extra_params", "inference_memory")  # after the last task, mean over seeds
+TOTALS = {  # per run, summed over its tasks, mean over seeds: (what the summaries report, a task's seconds)
+    "train_seconds": (
+        "steps x step_seconds",
+        lambda s: None if None in (s.get("steps"), s.get("step_seconds")) else s["steps"] * s["step_seconds"],
+    ),
+    "job_seconds": ("seconds", lambda s: s.get("seconds")),
+}
 
 
 def stored_bytes(cfg: dict, method: str, seed: int, i: int) -> int:
@@ -41,6 +51,13 @@ def method_cost(cfg: dict, method: str) -> tuple[dict, list[str]]:
             cost[key] = None
         else:
             cost[key] = statistics.fmean(values)
+    for key, (reported, per_task) in TOTALS.items():
+        times = [[per_task(s) for s in run] for run in runs]
+        if any(t is None for run in times for t in run):
+            missing.append(reported)
+            cost[key] = None
+        else:
+            cost[key] = statistics.fmean(sum(run) for run in times)
     n = len(cfg["tasks"])
     cost["stored_bytes"] = statistics.fmean(
         stored_bytes(cfg, method, s, i) for s in cfg["seeds"] for i in range(1, n + 1)
@@ -63,6 +80,8 @@ def cost_table(cfg: dict) -> PlainTable:
             "Add. inf. memory (after task N)",
             "Step time (s)",
             f"Step time / {reference}",
+            "Train time / run (s)",
+            "Job time / run (s)",
         ],
     )
     ref_time = costs[reference][0]["step_seconds"] if reference in costs else None
@@ -77,6 +96,8 @@ def cost_table(cfg: dict) -> PlainTable:
                 fmt(cost["inference_memory"], 0),
                 fmt(cost["step_seconds"], 4),
                 fmt(ratio, 2),
+                fmt(cost["train_seconds"], 1),
+                fmt(cost["job_seconds"], 1),
             ]
         )
         if missing:

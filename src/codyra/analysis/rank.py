@@ -39,14 +39,15 @@ def matrices(summary: dict) -> dict[str, dict]:
     return found
 
 
-def rank_grid(summary: dict, tower: str) -> tuple[list[str], list[int], np.ndarray]:
-    """(module kinds, layers, active rank [kind, layer]; NaN where a kind has no matrix in a layer)."""
+def kind_layer_grid(summary: dict, tower: str, values: dict[str, float]) -> tuple[list[str], list[int], np.ndarray]:
+    """(module kinds, layers, ``values`` of the tower's matrices laid out [kind, layer]; NaN where a
+    kind has no matrix in a layer)."""
     entries = {name: m for name, m in matrices(summary).items() if m["tower"] == tower}
     kinds = list(dict.fromkeys(m["kind"] for m in entries.values()))
     layers = sorted({layer_of(name) for name in entries})
     grid = np.full((len(kinds), len(layers)), np.nan)
     for name, m in entries.items():
-        grid[kinds.index(m["kind"]), layers.index(layer_of(name))] = m["active_rank"]
+        grid[kinds.index(m["kind"]), layers.index(layer_of(name))] = values[name]
     return kinds, layers, grid
 
 
@@ -82,9 +83,9 @@ def rank_stats_table(cfg: dict, method: str) -> Table:
     return table
 
 
-def write_rank_figures(cfg: dict, method: str, seed: int) -> None:
-    """Heatmaps (rows: tasks, columns: encoders) and the active-rank distribution per module kind."""
-    summaries = run_summaries(cfg, method, seed)
+def write_heatmaps(summaries: list[dict], values: list[dict[str, float]], *, vmax: float, label: str, stem) -> None:
+    """Heatmaps of per-matrix ``values`` (target -> value, one dict per task), module kind x layer;
+    rows: tasks, columns: encoders; saved as ``stem``.png / .pdf."""
     names = towers(summaries[0])
     fig, axes = new_figure(
         len(summaries),
@@ -93,10 +94,9 @@ def write_rank_figures(cfg: dict, method: str, seed: int) -> None:
         squeeze=False,
         layout="constrained",
     )
-    vmax = max(m["rank_init"] for s in summaries for m in matrices(s).values())
-    for t, summary in enumerate(summaries):
+    for t, (summary, task_values) in enumerate(zip(summaries, values, strict=True)):
         for c, tower in enumerate(names):
-            kinds, layers, grid = rank_grid(summary, tower)
+            kinds, layers, grid = kind_layer_grid(summary, tower, task_values)
             ax = axes[t][c]
             image = ax.imshow(grid, vmin=0, vmax=vmax, cmap="viridis", aspect="auto")
             ax.set_yticks(range(len(kinds)), kinds, fontsize=7)
@@ -104,8 +104,20 @@ def write_rank_figures(cfg: dict, method: str, seed: int) -> None:
             ax.set_title(f"task {t + 1} ({summary['task']}), {tower}", fontsize=8)
             if t == len(summaries) - 1:
                 ax.set_xlabel("layer", fontsize=8)
-    fig.colorbar(image, ax=axes, shrink=0.6, label="active rank")
-    save_figure(fig, figures_dir(cfg) / f"rank_heatmap_{method}_seed{seed}")
+    fig.colorbar(image, ax=axes, shrink=0.6, label=label)
+    save_figure(fig, stem)
+
+
+def write_rank_figures(cfg: dict, method: str, seed: int) -> None:
+    """Heatmaps (rows: tasks, columns: encoders) and the active-rank distribution per module kind."""
+    summaries = run_summaries(cfg, method, seed)
+    write_heatmaps(
+        summaries,
+        [{name: m["active_rank"] for name, m in matrices(s).items()} for s in summaries],
+        vmax=max(m["rank_init"] for s in summaries for m in matrices(s).values()),
+        label="active rank",
+        stem=figures_dir(cfg) / f"rank_heatmap_{method}_seed{seed}",
+    )
     fig, ax = new_figure(figsize=(6, 3.5))
     groups = list(dict.fromkeys((m["tower"], m["kind"]) for m in matrices(summaries[0]).values()))
     data = [

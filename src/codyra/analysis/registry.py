@@ -22,7 +22,7 @@ def available(cfg: dict) -> list[str]:
     if trained_methods(cfg):
         names += ["drift", "magnitude", "cost"] + (["cka"] if len(cfg["tasks"]) > 1 else [])
     if adapter_methods(cfg):
-        names.append("rank")
+        names += ["rank", "amplification"]
         if len(cfg["tasks"]) > 1:
             names.append("orth")
     if cfg["heldout_tasks"]:
@@ -61,6 +61,8 @@ def outputs(cfg: dict, name: str, method: str | None = None) -> tuple[list[str],
         ]
     if name == "ablations":
         return ablation_outputs(cfg)
+    if name == "amplification":
+        return ["amplification"], [f"amplification_{m}_seed{s}" for m in adapter_methods(cfg) for s in cfg["seeds"]]
     return {
         "drift": (["drift"], ["drift"]),
         "magnitude": (["magnitude"], []),
@@ -99,6 +101,10 @@ def write(cfg: dict, name: str, method: str | None = None) -> None:
         from codyra.analysis.drift import write_drift
 
         write_drift(cfg, out)
+    elif name == "amplification":
+        from codyra.analysis.amplification import write_amplification
+
+        write_amplification(cfg, out)
     elif name == "probes":
         from codyra.analysis.probe_tables import interpolation_table, removal_table, write_interpolation_figure
 

@@ -49,6 +49,7 @@ JOBS: dict[str, Job] = {
             ("magnitude", "magnitude"),
             ("cka", "cka"),
             ("rank", "rank"),
+            ("amplification", "amplification"),
             ("orth", "orth"),
         )
     },
