@@ -74,7 +74,7 @@ def _tiny_clip():
     return build_clip("codyra-mini", None, {}).model  # random weights: the computations, not accuracy
 
 
-def test_l2p_prompts_go_in_front_of_the_encoder_tokens_and_their_mean_is_the_feature():
+def test_l2p_prompts_go_in_front_of_the_encoder_tokens_and_their_outputs_mean_is_the_feature():
     model = _tiny_clip()
     images = torch.randn(3, 3, 32, 32)
     prompts = torch.randn(3, 4, model.visual.transformer.width)
@@ -101,9 +101,9 @@ def test_l2p_prompts_go_in_front_of_the_encoder_tokens_and_their_mean_is_the_fea
     assert prompted.shape == (3, 4 + tokens.shape[1], tokens.shape[2])
     assert torch.equal(prompted[:, :4], prompts) and torch.equal(prompted[:, 4:], tokens)
     out = seen["outputs"][2]  # the prompted transformer's output, before the pooling hook
-    expected = model.visual.ln_post(out[:, :4].mean(dim=1)) @ model.visual.proj
+    expected = model.visual.ln_post(out[:, :4]).mean(dim=1) @ model.visual.proj  # normalised, then averaged
     assert torch.allclose(feature, expected, atol=1e-6)
-    assert torch.equal(again, plain) and not hasattr(model, PromptedImages.NAME)  # removed: the model as it was
+    assert torch.equal(again, plain) and not hasattr(model.visual, PromptedImages.NAME)  # removed: the model as it was
 
 
 def _identity_attention(width: int = 2) -> nn.MultiheadAttention:

@@ -20,7 +20,8 @@ cells): each forward first runs the frozen encoder unprompted (the query: its im
 the reference's ``cls_features`` of the original model), hands it to the prompt module, which
 returns this batch's input prompts and per-block prefixes, then runs prompted. The image
 feature is the [CLS] token's (``pool: token``) or the mean of the prompt tokens' outputs
-(``pool: prompt``, L2P's ``vit_classifier = "prompt"``), through CLIP's ``ln_post`` and projection.
+(``pool: prompt``, L2P's ``vit_classifier = "prompt"``: the mean of the encoder's normalised
+outputs at the prompt positions, ``models/vit.py``), through CLIP's ``ln_post`` and projection.
 """
 
 from __future__ import annotations
@@ -125,8 +126,9 @@ class PromptedImages:
     """``model.encode_image`` prompted by ``prompts``, a module whose call on the frozen image
     embedding (B, embed_dim) returns the batch's :class:`Plan`; ``prefix_blocks``: the vision
     blocks its prefixes may go to; ``pool``: which output becomes the image feature. The module
-    becomes the model's submodule ``codyra_prompts`` (its parameters train, checkpoint and resume
-    with the model's); ``remove()`` leaves the model as it was."""
+    becomes the image encoder's submodule ``codyra_prompts`` (its parameters train, checkpoint and
+    resume with the model's, and count as the image tower's: the frozen text tower's class
+    embeddings are computed once); ``remove()`` leaves the model as it was."""
 
     NAME = "codyra_prompts"
 
@@ -136,10 +138,10 @@ class PromptedImages:
             raise ValueError(f"unknown prompt pooling {pool!r}; choose from {', '.join(POOLS)}")
         if getattr(visual, "attn_pool", None) is not None or getattr(visual, "pool_type", None) != "tok":
             raise ValueError("prompting needs a ViT image encoder pooling its [CLS] token (open_clip pool_type 'tok')")
-        if hasattr(model, self.NAME):
-            raise ValueError(f"the model already has prompts attached ({self.NAME}): remove them first")
-        self.model, self.pool, self.querying, self.plan = model, pool, False, Plan()
-        model.add_module(self.NAME, prompts)
+        if hasattr(visual, self.NAME):
+            raise ValueError(f"the image encoder already has prompts attached ({self.NAME}): remove them first")
+        self.visual, self.pool, self.querying, self.plan, self.prompt_outputs = visual, pool, False, Plan(), None
+        visual.add_module(self.NAME, prompts)
         self.blocks = visual.transformer.resblocks
         self.wrapped = wrap_attention(self.blocks, sorted(set(prefix_blocks)), "concat")
         self.hooks = [
@@ -157,12 +159,15 @@ class PromptedImages:
             query = visual(*args)  # the frozen encoder: no plan is set
         finally:
             self.querying = False
-        self.plan = getattr(self.model, self.NAME)(query.float())
+        self.plan = getattr(visual, self.NAME)(query.float())
         for i, attention in self.wrapped.items():
             attention.prefix = self.plan.prefixes.get(i)
 
     def _clear(self, visual, args, output):
-        self.plan = Plan()
+        if self.plan.inputs is not None and self.pool == "prompt":
+            # the reference normalises every output token (encoder_norm), then averages the prompt positions
+            output = visual.ln_post(self.prompt_outputs).mean(dim=1) @ visual.proj
+        self.plan, self.prompt_outputs = Plan(), None
         for attention in self.wrapped.values():
             attention.prefix = None
         return output
@@ -177,15 +182,14 @@ class PromptedImages:
         if self.plan.inputs is None:
             return output
         length = self.plan.inputs.shape[1]
-        first = output[:, :length].mean(dim=1) if self.pool == "prompt" else output[:, length]
-        # the encoder pools position 0 ([CLS]); the prompt positions leave the sequence
-        return torch.cat([first.unsqueeze(1), output[:, length + 1 :]], dim=1)
+        self.prompt_outputs = output[:, :length]  # pool "prompt": the feature, once the encoder returns
+        return output[:, length:]  # the encoder's own sequence: [CLS] first, then the patches
 
     def remove(self) -> None:
         for hook in self.hooks:
             hook.remove()
         unwrap_attention(self.blocks, self.wrapped)
-        delattr(self.model, self.NAME)
+        delattr(self.visual, self.NAME)
 
 
 def uniform_init(shape, generator: torch.Generator) -> torch.Tensor:

@@ -16,7 +16,6 @@ dataset) by the batch's mean weight.
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass, replace
@@ -125,15 +124,22 @@ def calibrated_routes(log_probs: torch.Tensor, options) -> tuple[torch.Tensor, t
 
 
 def task_gaussian(ctx, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The task's Gaussian of the frozen model's normalised image embeddings over one epoch of its training batches."""
+    """The task's Gaussian of the frozen model's normalised image embeddings of every training image
+    under the evaluation transform (DIKI.py: one pass of its training loader, whose images get CLIP's
+    test preprocessing, ``get_transform``)."""
     model = ctx.model
     was_training = model.training
     model.eval()
+    loader = torch.utils.data.DataLoader(
+        ctx.task.train_eval_set(),
+        batch_size=ctx.train["batch_size"],
+        num_workers=ctx.cfg["data"]["num_workers"],
+        pin_memory=ctx.device.type == "cuda",
+    )
     with torch.no_grad():
-        batches = itertools.islice(ctx.task_batches(), ctx.steps_per_epoch)
-        features = torch.cat([F.normalize(model.encode_image(b["images"]).float(), dim=-1) for b in batches])
+        features = [F.normalize(model.encode_image(x.to(ctx.device)).float(), dim=-1) for x, _ in loader]
     model.train(was_training)
-    return fit_gaussian(features, eps)
+    return fit_gaussian(torch.cat(features), eps)
 
 
 def _depths(options) -> dict[str, tuple[int, int]]:

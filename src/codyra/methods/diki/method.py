@@ -4,8 +4,9 @@ inference. Defaults: ``configs/MTIL.yaml`` (what ``main.py --config-path configs
 runs, the paper's Table 1), ``DIKI/DIKI.py``, ``clip/attention.py``, ``clip/model.py``.
 
 Per task t (``DIKI.train_one_task``):
-1. the frozen model's normalised image embeddings of the task's training images give its
-   Gaussian (mean, unbiased covariance + ``covariance_eps`` I);
+1. the frozen model's normalised image embeddings of the task's training images (under the
+   evaluation transform, as the reference's CLIP preprocessing) give its Gaussian (mean,
+   unbiased covariance + ``covariance_eps`` I);
 2. task t's prefix (keys U(-1, 1), values 0: the model starts as the frozen one) in the first
    ``vision_depth`` image blocks and ``text_depth`` text blocks trains on the image->text
    cross-entropy over the task's classes, its prefix attention weighted 1.
@@ -18,8 +19,8 @@ weight, the class prompts the batch's mean weight. The CLIP side:
 :mod:`codyra.methods.diki.clip`.
 
 Where we differ (the config says so too): the training loop's AdamW, not the reference's SGD at
-lr 5 (``optim.name: SGD``); one pass of the training batches for the statistics (the reference:
-its training loader with its augmentation, the same); no validation-based choice of the epoch
+lr 5 (``optim.name: SGD``); training on the platform's augmented training batches (the
+reference applies CLIP's test preprocessing to its training images too); no validation-based choice of the epoch
 (``use_validation: True`` keeps the best of 10 epochs on a held-out split); fp32 prefixes (the
 reference's are fp16); the likelihood in float64.
 """
