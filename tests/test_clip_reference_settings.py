@@ -221,3 +221,20 @@ def test_sprompts_trains_30_epochs_of_128_on_full_shot_mtil():
         assert job["train"]["iterations"] == 30 * math.ceil(EXPECTED[MTIL][task["name"]].train / 128), task["name"]
         assert (job["train"]["batch_size"], job["train"]["weight_decay"]) == (128, 0.0005 if k == 1 else 0.0002)
         assert (job["method"]["prompt_length"], job["method"]["clusters"]) == (10, 5)
+
+
+@pytest.mark.parametrize(
+    ("method", "epochs", "batch"),
+    [("l2p", 5, 128), ("dualprompt", 5, 192), ("diki", 10, 128)],
+)
+def test_prompt_baselines_train_their_references_epochs_on_full_shot_mtil(method, epochs, batch):
+    """google-research/l2p cifar100_l2p.py (5 epochs, 16 per device x 8) and cifar100_dualprompt.py (24 x 8);
+    lloongx/DIKI configs/MTIL.yaml (max_epoch 10, batch_size 128): epochs over the benchmark's training sets."""
+    import math
+
+    from codyra.data.catalog import EXPECTED, MTIL
+
+    cfg = paper("mtil_full")
+    for k, task in enumerate(cfg["tasks"], start=1):
+        iterations = resolve_job(cfg, method, k)["train"]["iterations"]
+        assert iterations == epochs * math.ceil(EXPECTED[MTIL][task["name"]].train / batch), task["name"]
