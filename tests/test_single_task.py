@@ -19,11 +19,15 @@ def study_cfg(cfg: dict, **study) -> dict:
     return cfg
 
 
-PLACEMENT_RANK = [{"method": "lora-r4", "vary": {"placement": ["attn", "mlp"]}, "zip": {"rank": [1, 2], "alpha": [1, 2]}}]
+PLACEMENT_RANK = [
+    {"method": "lora-r4", "vary": {"placement": ["attn", "mlp"]}, "zip": {"rank": [1, 2], "alpha": [1, 2]}}
+]
 
 
 def test_zip_varies_options_together_and_crosses_vary():
-    out = variants("s", {"method": "m", "vary": {"placement": ["attn", "mlp"]}, "zip": {"rank": [1, 8], "alpha": [2, 16]}})
+    out = variants(
+        "s", {"method": "m", "vary": {"placement": ["attn", "mlp"]}, "zip": {"rank": [1, 8], "alpha": [2, 16]}}
+    )
     assert out == [
         ("m-placement-attn-rank-1-alpha-2", {"placement": "attn", "rank": 1, "alpha": 2}),
         ("m-placement-attn-rank-8-alpha-16", {"placement": "attn", "rank": 8, "alpha": 16}),
@@ -50,7 +54,11 @@ def test_zip_errors_name_the_key(tiny_cfg_dict):
 
 def test_a_zip_sweep_expands_into_methods(tiny_cfg_dict):
     tiny_cfg_dict["ablations"] = {
-        "pm": {"method": "codyra", "zip": {"placement": ["attn", "mlp"], "rank": [9, 7]}, "table": "supp_placement_matched"}
+        "pm": {
+            "method": "codyra",
+            "zip": {"placement": ["attn", "mlp"], "rank": [9, 7]},
+            "table": "supp_placement_matched",
+        }
     }
     cfg = load_config(tiny_cfg_dict)
     assert cfg["methods"][-2:] == ["codyra-placement-attn-rank-9", "codyra-placement-mlp-rank-7"]
@@ -76,7 +84,9 @@ def test_single_task_config_trains_one_task_from_the_benchmarks_theta_0(tiny_cfg
         "lora-r4-placement-mlp-rank-1-alpha-1",
         "lora-r4-placement-mlp-rank-2-alpha-2",
     ]
-    with_labels = study_cfg(copy.deepcopy(tiny_cfg_dict), sweeps=[{**PLACEMENT_RANK[0], "label": "{placement} r={rank}"}])
+    with_labels = study_cfg(
+        copy.deepcopy(tiny_cfg_dict), sweeps=[{**PLACEMENT_RANK[0], "label": "{placement} r={rank}"}]
+    )
     runs = study_runs(load_config(with_labels), "probe")
     assert [label for _, label in runs] == ["attn r=1", "attn r=2", "mlp r=1", "mlp r=2"]
 
@@ -88,9 +98,21 @@ def test_single_task_config_trains_one_task_from_the_benchmarks_theta_0(tiny_cfg
         ({"methods": ["lora-r4"]}, [], "single_task.reference_tasks: empty"),
         ({"task": "shape", "methods": ["lora-r4"]}, ["shape"], "'shape' is a reference task"),
         ({"methods": ["nope"]}, ["shape"], "studies.probe.methods: 'nope' is not an entry of method_configs"),
-        ({"sweeps": PLACEMENT_RANK, "pivot": {"rows": "placement", "columns": "kappa_max"}}, ["shape"], "pivot.columns"),
-        ({"methods": ["lora-r4"], "remove_modules": [["vision", "qq"]]}, ["shape"], r"remove_modules\[0\]: unknown placement"),
-        ({"sweeps": [{**PLACEMENT_RANK[0], "label": "r={ranks}"}]}, ["shape"], r"sweeps\[0\].label: 'r=\{ranks\}' names ranks"),
+        (
+            {"sweeps": PLACEMENT_RANK, "pivot": {"rows": "placement", "columns": "kappa_max"}},
+            ["shape"],
+            "pivot.columns",
+        ),
+        (
+            {"methods": ["lora-r4"], "remove_modules": [["vision", "qq"]]},
+            ["shape"],
+            r"remove_modules\[0\]: unknown placement",
+        ),
+        (
+            {"sweeps": [{**PLACEMENT_RANK[0], "label": "r={ranks}"}]},
+            ["shape"],
+            r"sweeps\[0\].label: 'r=\{ranks\}' names ranks",
+        ),
         ({"sweeps": [{**PLACEMENT_RANK[0], "table": "x"}]}, ["shape"], r"sweeps\[0\].table: a study's table"),
         ({"sweeps": [{"method": "lora-r4", "zip": {"rank": [1, 2], "alpha": [1]}}]}, ["shape"], "unequal lengths"),
     ],
@@ -108,7 +130,9 @@ def test_delta_plasticity_and_forgetting_as_the_paper_defines_them():
     # task: zero-shot 40.0, after training 71.5 -> gained 31.5
     assert delta_plasticity(40.0, 71.5) == pytest.approx(31.5)
     # references: (66 - 60) and (30 - 31) averaged -> 2.5 lost; a gain is negative forgetting
-    assert forgetting({"ImageNet": 66.0, "Places365": 30.0}, {"ImageNet": 60.0, "Places365": 31.0}) == pytest.approx(2.5)
+    assert forgetting({"ImageNet": 66.0, "Places365": 30.0}, {"ImageNet": 60.0, "Places365": 31.0}) == pytest.approx(
+        2.5
+    )
     record = {
         "task": [25.0, 50.0],
         "reference": [{"ImageNet": 66.72}, {"ImageNet": 64.22}],

@@ -15,7 +15,11 @@ def test_single_task_jobs_of_a_tiny_study(tmp_path):
                 "sweeps": [{"method": "lora-r4", "vary": {"placement": ["attn", "mlp"]}, "zip": {"rank": [1, 2]}}],
                 "pivot": {"rows": "placement", "columns": "rank"},
             },
-            "prune_motivation": {"task": "hue", "methods": ["lora-r4"], "remove_modules": [["vision", "v"], ["text", "mlp"]]},
+            "prune_motivation": {
+                "task": "hue",
+                "methods": ["lora-r4"],
+                "remove_modules": [["vision", "v"], ["text", "mlp"]],
+            },
             "other": {"task": "position", "methods": ["lora-r4"]},
         },
     }

@@ -4,6 +4,7 @@
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
 from codyra.analysis.common import FIGURES_DIR, adapter_methods, trained_methods
 from codyra.analysis.registry import available, outputs, skipped
+from codyra.analysis.compare import named_tables
 from codyra.analysis.probes import probe_names
 from codyra.experiment.jobs import method_kinds
 from codyra.store.paths import GRAD_CONFLICT, PROBE
@@ -52,6 +53,7 @@ ANALYSIS_INPUTS["single_task"] = SINGLE_TASK_FILES  # single_task.smk: every stu
 # the comparison reads our tables' CSVs: the paper's headline tables and the analyses it compares
 COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG)]
 COMPARED += [f"{TABLES}/{t}.csv" for a in ("drift", "magnitude", "cka", "retention") if a in ANALYSES for t in outputs(CFG, a)[0]]
+COMPARED += [f"{TABLES}/{t}.csv" for t in named_tables(CFG)]  # single-task studies and ablation tables named as the paper's
 ANALYSIS_INPUTS["compare"] = COMPARED
 # analyses of small files (tables, summaries, JSON) run in the Snakemake process; the others are CPU jobs
 LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations", "norm_matched", "single_task")]

@@ -116,9 +116,7 @@ def runs_table(cfg: dict, name: str, records, table_name: str) -> Table:
         table.rows.append(("", label, [_cell([c[col] for c in cells]) for col in columns]))
         if cfg["method_configs"][method].get("norm_target") is not None:
             misses += [
-                f"{label} seed {seed}"
-                for seed, r in zip(cfg["seeds"], per_seed, strict=True)
-                if missed([r["summary"]])
+                f"{label} seed {seed}" for seed, r in zip(cfg["seeds"], per_seed, strict=True) if missed([r["summary"]])
             ]
     if misses:
         table.caption += f". Norm target missed by more than {MISS:.0%} (raise norm_penalty): {'; '.join(misses)}"

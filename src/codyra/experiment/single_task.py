@@ -165,7 +165,9 @@ def check_single_task(cfg: dict) -> None:
     for name, study in studies(cfg).items():
         where = f"config key single_task.studies.{name}"
         if known is not None and study["task"] not in known:
-            raise ConfigError(f"{where}.task: {study['task']!r} is not a dataset of {kind}; choose from {', '.join(known)}")
+            raise ConfigError(
+                f"{where}.task: {study['task']!r} is not a dataset of {kind}; choose from {', '.join(known)}"
+            )
         if study["task"] in references:
             raise ConfigError(f"{where}.task: {study['task']!r} is a reference task; a reference is never trained on")
         for m in study.get("methods", []):
@@ -179,7 +181,8 @@ def check_single_task(cfg: dict) -> None:
             for axis in ("rows", "columns"):
                 if pivot[axis] not in varied:
                     raise ConfigError(
-                        f"{where}.pivot.{axis}: {pivot[axis]!r} is not an option its sweeps vary ({', '.join(sorted(varied))})"
+                        f"{where}.pivot.{axis}: {pivot[axis]!r} is not an option its sweeps vary "
+                        f"({', '.join(sorted(varied))})"
                     )
         for k, placement in enumerate(study.get("remove_modules", [])):
             try:
