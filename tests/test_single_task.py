@@ -208,3 +208,98 @@ def test_removing_one_module_type_keeps_the_others():
         without_modules(tiny_update(), ["text", "attn"])  # the update trained no text attention
     with pytest.raises(ValueError, match="low-rank modules"):
         without_modules(TaskUpdate("delta", {"fc.weight": torch.ones(3, 2)}), ["text", "fc"])
+
+
+def record(zero_shot, after, ref_zero_shot, ref_after, **summary) -> dict:
+    return {
+        "task": [zero_shot, after],
+        "reference": [{"shape": ref_zero_shot}, {"shape": ref_after}],
+        "summary": summary,
+    }
+
+
+def test_study_tables_by_hand(tiny_cfg_dict, monkeypatch):
+    from codyra.analysis import single_task as st
+
+    tiny_cfg_dict["seeds"] = [0, 1]
+    cfg = load_config(
+        study_cfg(
+            tiny_cfg_dict,
+            sweeps=PLACEMENT_RANK,
+            pivot={"rows": "placement", "columns": "rank"},
+            remove_modules=[["vision", "v"]],
+        )
+    )
+    options = single_task_config(cfg, "hue")["method_configs"]
+    # two seeds per run: Delta-plasticity (after - zero-shot), Forgetting (reference zero-shot - after)
+    runs = [
+        st.Run(m, m, options[m], [record(20.0, 20.0 + dp, 60.0, 60.0 - f) for dp, f in values])
+        for m, values in (
+            ("lora-r4-placement-attn-rank-1-alpha-1", [(10.0, 1.0), (12.0, 3.0)]),
+            ("lora-r4-placement-attn-rank-2-alpha-2", [(14.0, 2.0), (14.0, 2.0)]),
+            ("lora-r4-placement-mlp-rank-1-alpha-1", [(9.0, -1.0), (11.0, -3.0)]),
+            ("lora-r4-placement-mlp-rank-2-alpha-2", [(8.0, 4.0), (8.0, 6.0)]),
+        )
+    ]
+    pivot = {label: stats for _, label, stats in st.pivot_table(cfg, "probe", runs).stats()}
+    assert st.pivot_table(cfg, "probe", runs).columns == [
+        "Delta-plasticity rank=1",
+        "Delta-plasticity rank=2",
+        "Forgetting rank=1",
+        "Forgetting rank=2",
+    ]
+    assert [s[0] for s in pivot["attn"]] == pytest.approx([11.0, 14.0, 2.0, 2.0])
+    assert [s[0] for s in pivot["mlp"]] == pytest.approx([10.0, 8.0, -2.0, 5.0])
+    assert pivot["attn"][0][1] == pytest.approx(2**0.5)  # sample std of 10 and 12
+    rows = {label: stats for _, label, stats in st.runs_table(cfg, "probe", runs, "probe_runs").stats()}
+    assert rows["lora-r4-placement-mlp-rank-2-alpha-2"][1][0] == pytest.approx(5.0)
+    assert rows["lora-r4-placement-mlp-rank-2-alpha-2"][2] is None  # no effective rank in these summaries
+
+    # removal: theta_1 without the vision V modules scored 25 on the task and 59 on the reference
+    probe = {"tasks": {"hue": 25.0}, "heldout": {"shape": 59.0}}
+    monkeypatch.setattr("codyra.analysis.probes.read_probe", lambda *a: probe)
+    removal = {(b, label): s for b, label, s in st.removal_table(cfg, "probe", {}, runs[:1]).stats()}
+    without = removal[("lora-r4-placement-attn-rank-1-alpha-1", "without vision_v")]
+    assert [s[0] for s in without] == pytest.approx([25.0, 59.0, 5.0, 1.0])
+    full = removal[("lora-r4-placement-attn-rank-1-alpha-1", "all modules")]
+    assert [s[0] for s in full] == pytest.approx([31.0, 58.0, 11.0, 2.0])
+
+
+def test_norm_targets_missed_are_named(tiny_cfg_dict):
+    from codyra.analysis import single_task as st
+
+    cfg = load_config(study_cfg(tiny_cfg_dict, methods=["lora-r4"]))
+    options = {"kind": "lora", "norm_target": 3.0, "norm_penalty": 1.0}
+    runs = [
+        st.Run("nm", "LoRA r=4", options, [record(0, 1, 1, 0, dW_fro_total=3.5, norm_target=3.0, task_index=1)]),
+        st.Run("nm2", "LoRA r=8", options, [record(0, 1, 1, 0, dW_fro_total=3.1, norm_target=3.0, task_index=1)]),
+    ]
+    table = st.runs_table(cfg, "probe", runs, "probe")
+    assert table.columns[-1] == "target" and "LoRA r=4 seed 0" in table.caption and "LoRA r=8" not in table.caption
+
+
+def test_named_tables_are_compared_cell_by_cell(tmp_path):
+    from codyra.analysis.compare import COMPARED, NOT_RUN, named_table_rows, named_tables
+    from codyra.experiment.config import read_config_file
+
+    cfg = load_config(read_config_file("config/xtail_16shot.yaml"))
+    assert named_tables(cfg) == [
+        "supp_dtd",
+        "supp_eurosat",
+        "supp_flowers",
+        "supp_norm_matched",
+        "supp_placement_matched",
+    ]
+    header = "block,row,column,mean,std,n_seeds\n"
+    for name in named_tables(cfg):
+        (tmp_path / f"{name}.csv").write_text(header)
+    (tmp_path / "supp_dtd.csv").write_text(header + ",attn,Delta-plasticity rank=4,31.3,0.5,3\n")
+    (tmp_path / "supp_placement_matched.csv").write_text(
+        header + ',"placement=mlp, rank=29, alpha=29",Last,76.0,0.3,3\n'
+    )
+    rows = {(r[0], r[1]): r for r in named_table_rows(cfg, tmp_path)}
+    dtd = rows[("supp_dtd / DeltaP r4", "attn")]  # paper: 30.3 ± 0.5; spread sqrt(0.5^2 + 0.5^2)
+    assert dtd[2] == COMPARED and dtd[5] == "30.30 ± 0.50" and dtd[7] == "+1.00" and dtd[8] == "ok"
+    matched = rows[("supp_placement_matched / Last", "placement=mlp, rank=29, alpha=29")]  # paper: 75.5, no std
+    assert matched[2] == COMPARED and matched[3] == "MLP-only r=29" and matched[7] == "+0.50" and matched[8] == "ok"
+    assert rows[("supp_norm_matched / Forgetting", "LoRA r=1")][2] == NOT_RUN

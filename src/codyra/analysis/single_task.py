@@ -23,6 +23,7 @@ the reference tasks when there are several). Per study (mean ± std over seeds):
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from codyra.analysis.common import figures_dir, new_figure, save_figure
 from codyra.analysis.norm_matched import MISS, missed
@@ -78,16 +79,24 @@ def _cell(values: list) -> list[float] | None:
     return None if any(v is None for v in values) else [float(v) for v in values]
 
 
-def study_records(cfg: dict, name: str) -> tuple[dict, list[tuple[str, str, list[dict]]]]:
-    """(the task's derived config, [(method, label, [record per seed])]) of study ``name``."""
+@dataclass
+class Run:
+    """A study's run: its method, row label, method options and one :func:`read_run` record per seed."""
+
+    method: str
+    label: str
+    options: dict
+    records: list[dict]
+
+
+def study_records(cfg: dict, name: str) -> tuple[dict, list[Run]]:
+    """(the task's derived config, the runs of study ``name`` with their records)."""
     cfg_task = single_task_config(cfg, studies(cfg)[name]["task"])
-    runs = study_runs(_with_studies(cfg, cfg_task), name)
-    return cfg_task, [(m, label, [read_run(cfg_task, m, s) for s in cfg["seeds"]]) for m, label in runs]
-
-
-def _with_studies(cfg: dict, cfg_task: dict) -> dict:
-    """The derived config with the benchmark's studies (for :func:`study_runs`)."""
-    return {**cfg_task, "single_task": cfg["single_task"]}
+    runs = study_runs({**cfg_task, "single_task": cfg["single_task"]}, name)
+    return cfg_task, [
+        Run(m, label, cfg_task["method_configs"][m], [read_run(cfg_task, m, s) for s in cfg["seeds"]])
+        for m, label in runs
+    ]
 
 
 def _caption(cfg: dict, name: str, what: str) -> str:
@@ -100,8 +109,8 @@ def _caption(cfg: dict, name: str, what: str) -> str:
     )
 
 
-def runs_table(cfg: dict, name: str, records, table_name: str) -> Table:
-    norm = any(cfg["method_configs"][m].get("norm_target") is not None for m, _, _ in records)
+def runs_table(cfg: dict, name: str, runs: list[Run], table_name: str) -> Table:
+    norm = any(run.options.get("norm_target") is not None for run in runs)
     columns = COLUMNS + ([TARGET] if norm else [])
     table = Table(
         table_name,
@@ -111,27 +120,25 @@ def runs_table(cfg: dict, name: str, records, table_name: str) -> Table:
         decimals=2,
     )
     misses = []
-    for method, label, per_seed in records:
-        cells = [run_cells(r) for r in per_seed]
-        table.rows.append(("", label, [_cell([c[col] for c in cells]) for col in columns]))
-        if cfg["method_configs"][method].get("norm_target") is not None:
-            misses += [
-                f"{label} seed {seed}" for seed, r in zip(cfg["seeds"], per_seed, strict=True) if missed([r["summary"]])
-            ]
+    for run in runs:
+        cells = [run_cells(r) for r in run.records]
+        table.rows.append(("", run.label, [_cell([c[col] for c in cells]) for col in columns]))
+        if run.options.get("norm_target") is not None:
+            seeds = zip(cfg["seeds"], run.records, strict=True)
+            misses += [f"{run.label} seed {seed}" for seed, r in seeds if missed([r["summary"]])]
     if misses:
         table.caption += f". Norm target missed by more than {MISS:.0%} (raise norm_penalty): {'; '.join(misses)}"
     return table
 
 
-def pivot_table(cfg: dict, name: str, records) -> Table:
+def pivot_table(cfg: dict, name: str, runs: list[Run]) -> Table:
     """The paper's layout (supp_dtd): a row per value of pivot.rows; per value of pivot.columns,
     Delta-plasticity, then per value Forgetting."""
     pivot = studies(cfg)[name]["pivot"]
     rows, cols = {}, {}
-    for method, _, per_seed in records:
-        options = cfg["method_configs"][method]
-        row, col = value_label(options[pivot["rows"]]), value_label(options[pivot["columns"]])
-        rows.setdefault(row, {})[col] = [run_cells(r) for r in per_seed]
+    for run in runs:
+        row, col = value_label(run.options[pivot["rows"]]), value_label(run.options[pivot["columns"]])
+        rows.setdefault(row, {})[col] = [run_cells(r) for r in run.records]
         cols[col] = None
     metrics = ("Delta-plasticity", "Forgetting")
     columns = [f"{metric} {pivot['columns']}={col}" for metric in metrics for col in cols]
@@ -157,7 +164,7 @@ def pivot_table(cfg: dict, name: str, records) -> Table:
     return table
 
 
-def removal_table(cfg: dict, name: str, cfg_task: dict, records) -> Table:
+def removal_table(cfg: dict, name: str, cfg_task: dict, runs: list[Run]) -> Table:
     """Each run with all its trained modules and without each removed module type (probe files)."""
     from codyra.analysis.probes import module_label, read_probe, without_name
 
@@ -171,10 +178,11 @@ def removal_table(cfg: dict, name: str, cfg_task: dict, records) -> Table:
         mark_best=False,
         decimals=2,
     )
-    for method, label, per_seed in records:
+    for run in runs:
+        per_seed = run.records
         variants = {"all modules": [(r["task"][1], r["reference"][1]) for r in per_seed]}
         for modules in studies(cfg)[name]["remove_modules"]:
-            probes = [read_probe(cfg_task, method, s, without_name(modules)) for s in cfg["seeds"]]
+            probes = [read_probe(cfg_task, run.method, s, without_name(modules)) for s in cfg["seeds"]]
             variants[f"without {module_label(modules)}"] = [(p["tasks"][task], p["heldout"]) for p in probes]
         for variant, values in variants.items():
             cells = [
@@ -183,18 +191,39 @@ def removal_table(cfg: dict, name: str, cfg_task: dict, records) -> Table:
                 [delta_plasticity(r["task"][0], acc) for r, (acc, _) in zip(per_seed, values, strict=True)],
                 [forgetting(r["reference"][0], ref) for r, (_, ref) in zip(per_seed, values, strict=True)],
             ]
-            table.rows.append((label, variant, cells))
+            table.rows.append((run.label, variant, cells))
     return table
 
 
-def write_study_figure(cfg: dict, name: str, table: Table) -> None:
-    """Forgetting against Delta-plasticity per run (paper Fig. lora_forgetting)."""
+def _encoder_module(placement) -> tuple[str, str]:
+    """(encoder, module types) a placement trains: vision / text / both; attn / mlp / all (or its kinds, e.g. v)."""
+    from codyra.clip.targets import CLIP_VOCABULARY
+
+    tokens = [placement] if isinstance(placement, str) else list(placement)
+    towers = [t for t in tokens if t in CLIP_VOCABULARY.towers]
+    modules = [t for t in tokens if t not in CLIP_VOCABULARY.towers and t != "all"]
+    return "+".join(towers) or "both", "+".join(modules) or "all"
+
+
+MARKERS = {"vision": "o", "text": "s", "both": "^"}
+
+
+def write_study_figure(cfg: dict, name: str, table: Table, runs: list[Run]) -> None:
+    """Forgetting against Delta-plasticity per run (paper Fig. lora_forgetting: shapes are the
+    encoders, colours the module types, sizes the ranks)."""
     fig, ax = new_figure(figsize=(5.5, 4))
-    for _, label, stats in table.stats():
+    colours: dict[str, str] = {}
+    for run, (_, label, stats) in zip(runs, table.stats(), strict=True):
         if stats[0] is None or stats[1] is None:
             continue
-        ax.scatter(stats[0][0], stats[1][0])
-        ax.annotate(label, (stats[0][0], stats[1][0]), fontsize=6)
+        encoder, module = _encoder_module(run.options.get("placement", "all"))
+        colour = colours.setdefault(module, f"C{len(colours)}")
+        size = 12 * (1 + run.options.get("rank", 4)) ** 0.75
+        ax.scatter(stats[0][0], stats[1][0], marker=MARKERS.get(encoder, "D"), s=size, color=colour, alpha=0.7)
+        ax.annotate(label, (stats[0][0], stats[1][0]), fontsize=5)
+    for module, colour in colours.items():
+        ax.scatter([], [], color=colour, label=module)
+    ax.legend(fontsize=6, title="modules (shape: encoder, size: rank)", title_fontsize=6)
     ax.set_xlabel("Delta-plasticity (%): task accuracy after - zero-shot")
     ax.set_ylabel("Forgetting (%): reference zero-shot - after")
     ax.set_title(f"{cfg['benchmark']}: {name} ({studies(cfg)[name]['task']})")
@@ -222,14 +251,14 @@ def write_single_task(cfg: dict, out) -> None:
     from codyra.analysis.common import write_any_table
 
     for name, study in studies(cfg).items():
-        cfg_task, records = study_records(cfg, name)
-        runs = runs_table(cfg, name, records, f"{name}_runs" if study.get("pivot") else name)
-        write_any_table(out, runs)
+        cfg_task, runs = study_records(cfg, name)
+        table = runs_table(cfg, name, runs, f"{name}_runs" if study.get("pivot") else name)
+        write_any_table(out, table)
         if study.get("pivot"):
-            write_any_table(out, pivot_table(cfg, name, records))
-        write_study_figure(cfg, name, runs)
+            write_any_table(out, pivot_table(cfg, name, runs))
+        write_study_figure(cfg, name, table, runs)
         if study.get("remove_modules"):
-            table = removal_table(cfg, name, cfg_task, records)
+            table = removal_table(cfg, name, cfg_task, runs)
             write_any_table(out, table)
             write_removal_figure(cfg, name, table)
 
