@@ -303,3 +303,20 @@ def test_named_tables_are_compared_cell_by_cell(tmp_path):
     matched = rows[("supp_placement_matched / Last", "placement=mlp, rank=29, alpha=29")]  # paper: 75.5, no std
     assert matched[2] == COMPARED and matched[3] == "MLP-only r=29" and matched[7] == "+0.50" and matched[8] == "ok"
     assert rows[("supp_norm_matched / Forgetting", "LoRA r=1")][2] == NOT_RUN
+
+
+def test_the_cli_runs_a_command_on_a_single_task_study(tiny_cfg_dict, tmp_path):
+    import yaml
+
+    from codyra.cli import _config, build_parser
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(study_cfg(tiny_cfg_dict, methods=["lora-r4"])))
+    argv = ["train", "--config", str(path), "--single-task", "hue", "--method", "lora-r4", "--seed", "0", "--task", "1"]
+    args = build_parser().parse_args(argv)
+    args.config_dict = None
+    cfg = _config(args)
+    assert cfg["benchmark"] == "tiny-single-hue" and [t["name"] for t in cfg["tasks"]] == ["hue"]
+    args.single_task = "digits"
+    with pytest.raises(ConfigError, match="no single-task study trains 'digits'"):
+        _config(args)
