@@ -320,3 +320,20 @@ def test_the_cli_runs_a_command_on_a_single_task_study(tiny_cfg_dict, tmp_path):
     args.single_task = "digits"
     with pytest.raises(ConfigError, match="no single-task study trains 'digits'"):
         _config(args)
+
+
+def test_a_mini_study_is_ranked_against_the_paper(tmp_path):
+    from codyra.analysis.compare import named_table_orders
+    from codyra.experiment.config import read_config_file
+
+    cfg = load_config(read_config_file("config/mini_ablations.yaml"))
+    header = "block,row,column,mean,std,n_seeds\n"
+    for name in ("supp_eurosat", "supp_flowers", "supp_norm_matched", "supp_placement_matched"):
+        (tmp_path / f"{name}.csv").write_text(header)
+    # paper supp_dtd Fgt r4: vision 14.78 > mlp 5.50 > all 5.04 > text 3.52 > attn 2.25 (lower is better)
+    ours = {"attn": 1.0, "mlp": 4.0, "vision": 9.0, "text": 2.0, "all": 3.0}
+    lines = "".join(f",{row},Forgetting rank=4,{v},0.1,3\n" for row, v in ours.items())
+    (tmp_path / "supp_dtd.csv").write_text(header + lines)
+    (row,) = named_table_orders(cfg, tmp_path)
+    assert row[0] == "supp_dtd / Fgt r4" and row[2] == row[3] == "attn > text > all > mlp > vision"
+    assert row[4] == "10/10" and row[5] == "1.00"

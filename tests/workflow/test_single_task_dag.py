@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import grid_config, job_counts, snakemake
 
 
@@ -52,3 +54,39 @@ def test_a_bad_study_stops_the_dag_before_any_job(tmp_path):
     cfg["single_task"] = {"reference_tasks": ["shape"], "studies": {"s": {"task": "hue", "methods": ["nope"]}}}
     result = snakemake(tmp_path, cfg, "-n", "paper", check=False)
     assert result.returncode != 0 and "single_task.studies.s.methods: 'nope'" in result.stdout + result.stderr
+
+
+def test_a_tiny_study_end_to_end(tmp_path):
+    """Train one task from theta_0 per run, evaluate, probe, tabulate: the table's numbers are the files'."""
+    import csv
+    import json
+    from pathlib import Path
+
+    def read(path):
+        return json.loads(Path(path).read_text())
+
+    cfg = grid_config(tmp_path, methods=["zeroshot", "lora-r4"], seeds=[0], tracking={"enabled": False})
+    cfg["single_task"] = {
+        "reference_tasks": ["shape"],
+        "studies": {
+            "supp_dtd": {
+                "task": "hue",
+                "sweeps": [{"method": "lora-r4", "vary": {"placement": ["attn", "all"]}, "zip": {"rank": [2]}}],
+                "pivot": {"rows": "placement", "columns": "rank"},
+            },
+            "prune_motivation": {"task": "hue", "methods": ["lora-r4"], "remove_modules": [["vision", "v"]]},
+        },
+    }
+    results = cfg["results"]
+    snakemake(tmp_path, cfg, "--cores", "1", f"{results}/tables/tiny/supp_dtd.csv")
+    run = f"{results}/tiny-single-hue/lora-r4-placement-attn-rank-2/seed0"
+    summary = read(f"{run}/task1/summary.json")
+    assert summary["benchmark"] == "tiny-single-hue" and summary["previous_updates"] == []  # trained from theta_0
+    cell = [read(f"{run}/cells/A_{i}_1.json")["accuracy"] for i in (0, 1)]
+    held = [read(f"{run}/heldout/H_{i}_shape.json")["accuracy"] for i in (0, 1)]
+    with open(f"{results}/tables/tiny/supp_dtd.csv") as f:
+        rows = {(r["row"], r["column"]): float(r["mean"]) for r in csv.DictReader(f)}
+    assert rows[("attn", "Delta-plasticity rank=2")] == pytest.approx(cell[1] - cell[0])
+    assert rows[("attn", "Forgetting rank=2")] == pytest.approx(held[0] - held[1])
+    probe = read(f"{results}/tiny-single-hue/lora-r4/seed0/probes/without-vision_v.json")
+    assert set(probe["tasks"]) == {"hue"} and set(probe["heldout"]) == {"shape"}

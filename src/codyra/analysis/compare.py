@@ -476,6 +476,7 @@ def ordering_table(cfg: dict, tables_dir: Path) -> PlainTable:
         out.rows.append(
             [metric.name, sources, *orders, f"{concordant}/{pairs}", "n/a" if tau is None else f"{tau:.2f}"]
         )
+    out.rows += named_table_orders(cfg, tables_dir)
     return out
 
 
@@ -595,4 +596,26 @@ def named_table_rows(cfg: dict, tables_dir: Path) -> list[list[str]]:
                 flag = "DIFFERS" if abs(diff) > 2 * math.hypot(ours[1], stat[1] or 0.0) else "ok"
             note = why or ""
             out.append([f"{name} / {column}", key[1], status, paper_row_name, *cells, flag, note])
+    return out
+
+
+def named_table_orders(cfg: dict, tables_dir: Path) -> list[list[str]]:
+    """ordering_table rows of the named tables: per published column, the order of the rows both
+    tables have (a mini study stands in for the paper's task: the comparison is qualitative)."""
+    out = []
+    for name in named_tables(cfg):
+        ours_table = read_csv_table(tables_dir / f"{name}.csv")
+        by_column: dict[str, list[tuple[str, float, float]]] = {}
+        for paper_row_name, column, key in cell_pairs(cfg, name)[0]:
+            stat, ours = _published_cell(name, paper_row_name, column), ours_table.get(key)
+            if stat is not None and ours is not None:
+                by_column.setdefault(column, []).append((paper_row_name, stat[0], ours[0]))
+        for column, common in by_column.items():
+            if len(common) < 2:
+                continue
+            higher = not column.startswith(("Fgt", "Forgetting"))
+            concordant, pairs, tau = kendall([c[1] for c in common], [c[2] for c in common])
+            orders = [_order(common, k, higher) for k in (1, 2)]
+            tau_text = "n/a" if tau is None else f"{tau:.2f}"
+            out.append([f"{name} / {column}", table(name)["source"], *orders, f"{concordant}/{pairs}", tau_text])
     return out
