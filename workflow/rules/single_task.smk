@@ -14,6 +14,7 @@ from codyra.store.paths import HELDOUT, PROBE
 
 SINGLE = {t: single_task_config(CFG, t) for t in targets(CFG)}
 REFERENCES = CFG["single_task"]["reference_tasks"]
+PROBED = {t: removal_methods(CFG, t) for t in SINGLE}  # the runs the module-removal probe takes apart
 _single = dict(results=RESULTS, benchmark=f"{BENCHMARK}{INFIX}{{target}}")
 SINGLE_RUN = RUN_DIR.format(**_single, method="{method}", seed="{seed}")
 SINGLE_GROUP = "single-{target}-{method}-seed{seed}"  # on a cluster, a run's training, evaluation and probe: one job
@@ -21,13 +22,13 @@ SINGLE_LOGS = f"{LOGS}/single_task/{{target}}"
 SINGLE_METHODS = "|".join(map(re.escape, dict.fromkeys(m for cfg in SINGLE.values() for m in cfg["methods"])))
 
 
-def single_files(target, method, seed, *, probes=True):
+def single_files(target, method, seed):
     """The files a single-task run leaves: its cells and held-out files (and its probes, if it is probed)."""
     cfg = SINGLE[target]
     run = SINGLE_RUN.format(target=target, method=method, seed=seed)
     files = [f"{run}/cells/A_{i}_1.json" for i in (0, 1)]
     files += [HELDOUT.format(**_single, method=method, seed=seed, i=i, name=h).format(target=target) for i in (0, 1) for h in REFERENCES]
-    if probes and method in removal_methods(CFG, target):
+    if method in PROBED[target]:
         files += [PROBE.format(**_single, method=method, seed=seed, probe=p).format(target=target) for p in probe_names(cfg)]
     return files
 

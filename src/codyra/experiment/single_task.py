@@ -76,11 +76,6 @@ def study_runs(cfg: dict, name: str) -> list[tuple[str, str]]:
     return runs
 
 
-def run_options(cfg: dict, method: str) -> dict:
-    """A run's method options (base options with the variant's)."""
-    return cfg["method_configs"][method]
-
-
 def single_task_config(cfg: dict, task: str) -> dict:
     """The validated config of the single-task runs on ``task``: ``task`` its one task (with the
     stream's per-task settings when it is one of the stream), the reference tasks held out, the
