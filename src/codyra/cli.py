@@ -27,6 +27,10 @@ def _config(args) -> dict:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set train.lr=1e-4)")
         set_key(cfg, key, parse_value(value))
     cfg = load_config(cfg)
+    if getattr(args, "single_task", None):  # a single-task study's runs on this task (config key single_task)
+        from codyra.experiment.single_task import single_task_config
+
+        cfg = single_task_config(cfg, args.single_task)
     if getattr(args, "threads", None):  # the scheduler's allotment wins over the config's thread counts
         _set_threads(cfg, args.threads)
     return cfg
@@ -225,6 +229,14 @@ def build_parser() -> argparse.ArgumentParser:
             add_launch_options(p)
         return p
 
+    def single_task_option(p):
+        p.add_argument(
+            "--single-task",
+            metavar="TASK",
+            help="a run of the single-task studies (config key single_task) that train TASK from theta_0: "
+            "the command runs on their config, benchmark <benchmark>-single-TASK (its one task is task 1)",
+        )
+
     def run_options(p, seed_help="training seed of the run"):
         p.add_argument(
             "--method", required=True, help="method name from the config's `methods` (e.g. codyra, lora-r16)"
@@ -257,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
         launchable=True,
     )
     run_options(p)
+    single_task_option(p)
     p.add_argument("--task", type=int, required=True, help="task index i, 1-based")
     p = command(
         "cell",
@@ -268,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
         launchable=True,
     )
     row_options(p)
+    single_task_option(p)
     p.add_argument(
         "--j", type=int, help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)"
     )
@@ -281,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
         launchable=True,
     )
     row_options(p)
+    single_task_option(p)
     p = command(
         "summarize",
         cmd_summarize,
@@ -298,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         launchable=True,
     )
     run_options(p)
+    single_task_option(p)
     p = command(
         "sweep",
         cmd_sweep,
@@ -341,7 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
         "codyra analysis drift",
     )
     p.add_argument(
-        "name", help="drift, magnitude, cka, cost, rank, retention, probes, conflict, significance, ablations, compare"
+        "name",
+        help="drift, magnitude, cka, cost, rank, retention, probes, conflict, significance, ablations, norm_matched, "
+        "single_task, compare",
     )
     p.add_argument("--method", help="the adapter method (analysis rank only)")
     p = command(
@@ -353,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
         device=True,
     )
     run_options(p)
+    single_task_option(p)
     command(
         "grad-conflict",
         cmd_grad_conflict,
