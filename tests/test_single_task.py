@@ -337,3 +337,60 @@ def test_a_mini_study_is_ranked_against_the_paper(tmp_path):
     (row,) = named_table_orders(cfg, tmp_path)
     assert row[0] == "supp_dtd / Fgt r4" and row[2] == row[3] == "attn > text > all > mlp > vision"
     assert row[4] == "10/10" and row[5] == "1.00"
+
+
+def test_a_summary_table_spans_studies_with_accuracy_and_kept_parameters(tiny_cfg_dict, monkeypatch):
+    """Paper table peft: a column per study's task; zero-shot, then per method accuracy / kept parameters."""
+    from codyra.analysis import single_task as st
+
+    tiny_cfg_dict["seeds"] = [0, 1]
+    tiny_cfg_dict["single_task"] = {
+        "reference_tasks": ["shape"],
+        "studies": {
+            "peft_hue": {"task": "hue", "methods": ["lora-r4", "codyra"], "summary": "peft"},
+            "peft_count": {"task": "count", "methods": ["lora-r4"], "summary": "peft"},
+            "other": {"task": "hue", "methods": ["lora-r4"]},
+        },
+    }
+    cfg = load_config(tiny_cfg_dict)
+    assert st.summaries(cfg) == {"peft": ["peft_hue", "peft_count"]}
+    assert st.single_task_outputs(cfg)[0][-1] == "peft"
+
+    def lora(rank: int, d_in: int = 8, d_out: int = 6) -> TaskUpdate:
+        tensors = {"t.A": torch.ones(rank, d_in), "t.B": torch.ones(d_out, rank), "t.w": torch.ones(rank)}
+        return TaskUpdate("lora", tensors, {"t": {"param": "p", "rows": None}})
+
+    assert st.kept_params(lora(4)) == 4 * (8 + 6)  # A and B; the gates are not counted
+    assert st.kept_params(TaskUpdate("delta", {"p": torch.ones(3, 5)})) == 15
+    accuracy = {("hue", "lora-r4"): (70.0, 72.0), ("hue", "codyra"): (75.0, 77.0), ("count", "lora-r4"): (50.0, 50.0)}
+    ranks = {("hue", "lora-r4"): 4, ("hue", "codyra"): 3, ("count", "lora-r4"): 4}
+
+    def study_records(cfg, name):
+        task = cfg["single_task"]["studies"][name]["task"]
+        methods = cfg["single_task"]["studies"][name]["methods"]
+        return {"task": task}, [
+            st.Run(m, m, {}, [record(40.0 + s, a, 60.0, 60.0) for s, a in enumerate(accuracy[task, m])])
+            for m in methods
+        ]
+
+    monkeypatch.setattr(st, "study_records", study_records)
+    monkeypatch.setattr(
+        "codyra.store.updates.stored_update",
+        lambda cfg_task, method, seed, i: lora(ranks[cfg_task["task"], method] + seed),  # ranks 4, 5 / 3, 4
+    )
+    table = st.summary_table(cfg, "peft", st.summaries(cfg)["peft"])
+    assert table.columns == ["Method", "hue", "count"]
+    assert table.rows == [
+        ["Zero-shot", "40.50 ± 0.71", "40.50 ± 0.71"],
+        ["lora-r4", "71.00 ± 1.41 / 63", "50.00 ± 0.00 / 63"],  # mean of 4 x 14 and 5 x 14 parameters
+        ["codyra", "76.00 ± 1.41 / 49", "n/a"],  # 3 x 14 and 4 x 14
+    ]
+
+
+def test_a_summary_table_may_not_take_a_studys_name(tiny_cfg_dict):
+    tiny_cfg_dict["single_task"] = {
+        "reference_tasks": ["shape"],
+        "studies": {"peft": {"task": "hue", "methods": ["lora-r4"], "summary": "peft"}},
+    }
+    with pytest.raises(ConfigError, match="summary: 'peft' is a study's table"):
+        load_config(tiny_cfg_dict)

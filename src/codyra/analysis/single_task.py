@@ -18,6 +18,11 @@ the reference tasks when there are several). Per study (mean ± std over seeds):
   prune_motivation);
 - figures: Forgetting against Delta-plasticity per run (Fig. lora_forgetting), and the removal
   probe's accuracies.
+
+Studies naming one ``summary`` table make a table over tasks (paper table "peft": single-task
+16-shot accuracy and the final parameter count): a column per study (its task), the zero-shot
+accuracy, and per method its accuracy after training / the parameters its stored update keeps
+(a LoRA update's surviving A and B factors: CoDyRA's pruned components are gone).
 """
 
 from __future__ import annotations
@@ -261,6 +266,62 @@ def write_single_task(cfg: dict, out) -> None:
             table = removal_table(cfg, name, cfg_task, runs)
             write_any_table(out, table)
             write_removal_figure(cfg, name, table)
+    for table_name, names in summaries(cfg).items():
+        write_any_table(out, summary_table(cfg, table_name, names))
+
+
+def summaries(cfg: dict) -> dict[str, list[str]]:
+    """Summary table name -> the studies naming it, in config order."""
+    found: dict[str, list[str]] = {}
+    for name, study in studies(cfg).items():
+        if study.get("summary"):
+            found.setdefault(study["summary"], []).append(name)
+    return found
+
+
+def kept_params(update) -> int:
+    """Parameters a stored update keeps: a LoRA update's A and B factors (its surviving components;
+    the gates fold into them at merge), every entry of a dense one."""
+    if update.kind == "lora":
+        return sum(t.numel() for name, t in update.tensors.items() if name.endswith((".A", ".B")))
+    return update.num_stored()
+
+
+def _count(n: float) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}K" if n >= 1e3 else f"{n:.0f}"
+
+
+def _mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def summary_table(cfg: dict, table_name: str, names: list[str]):
+    """A column per study: zero-shot accuracy on its task; per method, accuracy after training /
+    parameters kept (mean ± std over seeds / mean)."""
+    from codyra.analysis.common import PlainTable
+    from codyra.store.updates import stored_update
+
+    tasks = [studies(cfg)[n]["task"] for n in names]
+    table = PlainTable(
+        table_name,
+        f"{cfg['benchmark']}: one task trained from theta_0 per column: accuracy (%) on it, mean ± std over seeds "
+        f"{cfg['seeds']} / the parameters the stored update keeps (paper: peft)",
+        ["Method", *tasks],
+    )
+    columns, methods = [], {}
+    for name in names:
+        cfg_task, runs = study_records(cfg, name)
+        column = {"Zero-shot": _mean_std([r["task"][0] for r in runs[0].records])}
+        for run in runs:
+            params = [kept_params(stored_update(cfg_task, run.method, s, 1)) for s in cfg["seeds"]]
+            column[run.label] = f"{_mean_std([r['task'][1] for r in run.records])} / {_count(statistics.fmean(params))}"
+            methods[run.label] = None
+        columns.append(column)
+    for label in ["Zero-shot", *methods]:
+        table.rows.append([label, *(column.get(label, "n/a") for column in columns)])
+    return table
 
 
 def single_task_outputs(cfg: dict) -> tuple[list[str], list[str]]:
@@ -272,4 +333,4 @@ def single_task_outputs(cfg: dict) -> tuple[list[str], list[str]]:
         if study.get("remove_modules"):
             tables.append(f"{name}_removal")
             figures.append(f"{name}_removal")
-    return tables, figures
+    return tables + list(summaries(cfg)), figures

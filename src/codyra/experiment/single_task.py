@@ -184,5 +184,11 @@ def check_single_task(cfg: dict) -> None:
                 parse_placement(placement, vocabulary)
             except ValueError as err:
                 raise ConfigError(f"{where}.remove_modules[{k}]: {err}") from None
+    for name, study in studies(cfg).items():
+        if study.get("summary") in studies(cfg):
+            raise ConfigError(
+                f"config key single_task.studies.{name}.summary: {study['summary']!r} is a study's table; "
+                "name the summary table otherwise"
+            )
     for task in targets(cfg):
         single_task_config(cfg, task)
