@@ -234,6 +234,7 @@ def test_codyra_rail_and_the_dagger_train_and_evaluate_through_the_real_loop(tmp
             "unknown placement token 'q_proj'",
         ),
         ({"data": {"kind": "trace"}}, "a blip model classifies images"),
+        ({"heldout_tasks": ["shape"]}, "held-out evaluation runs CLIP models only"),
         ({"blip": {"temperature": 0}}, r"blip.temperature: 0 is less than or equal to the minimum of 0"),
         ({"train": {"gradient_accumulation": 2}}, "takes each batch in one pass"),
     ],
@@ -244,3 +245,49 @@ def test_config_validation_names_the_problem(tmp_path, change, message):
         raw[key] = {**raw[key], **value} if isinstance(value, dict) and key != "data" else value
     with pytest.raises(ConfigError, match=message):
         load_config(raw)
+
+
+def test_the_blip_table_holds_each_methods_means_over_tasks(tmp_path):
+    from codyra.evaluation.tables import means_table, table_names
+
+    raw = blip_cfg(tmp_path, tmp_path / "model", methods=["zeroshot", "codyra", "rail-primal"], seeds=[0, 1])
+    cfg = load_config(raw)
+    assert "blip" in table_names(cfg)
+    # A[i][j]: rows i = 0 (pretrained), 1, 2; columns tasks 1, 2
+    runs = {
+        "zeroshot": [{"A": [[40, 50], [40, 50], [40, 50]]}] * 2,
+        "codyra": [{"A": [[40, 50], [80, 54], [70, 90]]}, {"A": [[40, 50], [82, 52], [72, 88]]}],
+        "rail-primal": [{"A": [[40, 50], [90, 50], [88, 94]]}] * 2,
+    }
+    table = means_table(cfg, runs)
+    assert table.name == "blip" and table.columns == ["Transfer", "Average", "Last"]
+    rows = {label: [s[0] for s in stats] for _, label, stats in table.stats()}
+    # Transfer = A[1, 2]; Average = mean over tasks of the mean over rows 1..2; Last = mean of row 2
+    assert rows["zeroshot"] == [50.0, 45.0, 45.0]
+    assert rows["codyra"] == pytest.approx([53.0, ((75 + 72) + (77 + 70)) / 2 / 2, (80 + 80) / 2])
+    assert rows["rail-primal†"] == pytest.approx([50.0, (89 + 72) / 2, 91.0])  # the paper's dagger and groups
+    assert table.groups["rail-primal†"] == "Model complementation"
+
+
+def test_a_blip_config_is_compared_with_the_papers_blip_table():
+    from codyra.analysis.compare import metrics, paper_row, paper_setting
+
+    cfg = load_config("config/blip_xtail_16shot.yaml")
+    setting = paper_setting(cfg)
+    assert (setting.benchmark, setting.why_not) == ("xtail-16shot-blip", None)
+    found = {m.name: m for m in metrics(cfg, setting)}
+    published = {
+        (method, block): found[block].published(paper_row(cfg, method)[0]).mean
+        for method in ("zeroshot", "codyra-dagger", "rail-primal")
+        for block in ("Transfer", "Last")
+    }
+    assert published == {  # codyra.tex table tab:blip
+        ("zeroshot", "Transfer"): 51.03,
+        ("zeroshot", "Last"): 46.45,
+        ("codyra-dagger", "Transfer"): 51.59,
+        ("codyra-dagger", "Last"): 76.36,
+        ("rail-primal", "Transfer"): 51.03,
+        ("rail-primal", "Last"): 75.72,
+    }
+    clip = load_config("config/xtail_16shot.yaml")
+    assert paper_setting(clip).benchmark == "xtail-16shot"  # a CLIP config keeps CLIP's tables

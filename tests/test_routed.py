@@ -70,6 +70,7 @@ def _cfg(methods, kinds, kind="mini"):
         "benchmark": "b",
         "seeds": [0, 1],
         "tasks": [{"name": "a"}, {"name": "b"}],
+        "model": {"family": "causal_lm" if kind == "trace" else "clip"},
         "data": {"kind": kind},
         "methods": methods,
         "method_configs": {m: {"kind": k} for m, k in zip(methods, kinds, strict=True)},

@@ -3,9 +3,10 @@
 Each family package exposes one object satisfying :class:`Family` (``codyra.clip.family.CLIP``,
 ``codyra.llm.family.CAUSAL_LM``, ``codyra.blip.family.BLIP``); :func:`family_of` picks it from
 ``model.family``. The loop, the evaluation, the CLI, the job table, the fingerprints, the
-analyses and the workflow ask it: only this module and config validation read ``model.family``. Config validation, which every
-Snakemake start runs, reads the placement vocabulary from the families' light modules instead;
-the stored results (:mod:`codyra.store`) are told what they need (``read_cell(classifies=...)``).
+analyses and the workflow ask it: only this module and config validation read
+``model.family``. Config validation, which every Snakemake start runs, reads the placement
+vocabulary from the families' light modules instead; the stored results (:mod:`codyra.store`)
+are told what they need (``read_cell(classifies=...)``).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class Family(Protocol):
     classifies: bool  # cells score classification over class labels (a cell records ``num_classes``)
     has_heldout_tasks: bool  # theta_i is evaluated on held-out tasks (config key ``heldout_tasks``)
     inapplicable_analyses: dict[str, str]  # the paper's analyses that do not apply, each with the reason
+    means_table: str | None  # the paper's table of Transfer / Average / Last means that the family's runs fill, or None
 
     def settings(self, cfg: dict) -> dict:
         """The config blocks only this family reads, part of every settings fingerprint."""

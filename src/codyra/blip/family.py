@@ -29,6 +29,8 @@ class BlipFamily:
         )
     }
 
+    means_table = "blip"  # the paper's "Averaged performance using BLIP" (appendix, Evaluation with Other VLMs)
+
     def settings(self, cfg: dict) -> dict:
         return {"blip": cfg["blip"]}
 

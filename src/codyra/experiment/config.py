@@ -368,10 +368,17 @@ IMAGE_FAMILIES = ("clip", "blip")  # classify images by class prompts (data kind
 
 
 def _check_family_data(cfg: dict) -> None:
-    if cfg["model"]["family"] == "blip" and cfg["data"]["kind"] == "trace":
+    if cfg["model"]["family"] != "blip":
+        return
+    if cfg["data"]["kind"] == "trace":
         raise ConfigError(
             "config key data.kind: 'trace' is text generation; a blip model classifies images: "
             "use data.kind mini, mtil or xtail"
+        )
+    if cfg["heldout_tasks"]:
+        raise ConfigError(
+            "config key heldout_tasks: held-out evaluation runs CLIP models only (model.family: clip); "
+            "set heldout_tasks: [] for a blip model"
         )
 
 
