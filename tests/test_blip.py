@@ -291,3 +291,15 @@ def test_a_blip_config_is_compared_with_the_papers_blip_table():
     }
     clip = load_config("config/xtail_16shot.yaml")
     assert paper_setting(clip).benchmark == "xtail-16shot"  # a CLIP config keeps CLIP's tables
+
+
+def test_blip_jobs_take_clips_rules_and_its_settings_enter_the_fingerprints(tmp_path):
+    from codyra.experiment.fingerprints import train_fingerprint
+    from codyra.experiment.jobs import eval_rule, job_group, train_rule
+    from codyra.family import family_of
+
+    cfg = load_config(blip_cfg(tmp_path, tmp_path / "model"))
+    assert (train_rule(cfg), eval_rule(cfg), job_group(cfg)) == ("train_task", "eval_row", "run-{method}-seed{seed}")
+    assert family_of(cfg).settings(cfg) == {"blip": {"temperature": TEMPERATURE, "max_text_len": 35}}
+    hotter = load_config(blip_cfg(tmp_path, tmp_path / "model", blip={"temperature": 0.1}))
+    assert train_fingerprint(cfg, "codyra", 1) != train_fingerprint(hotter, "codyra", 1)

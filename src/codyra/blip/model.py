@@ -59,7 +59,6 @@ class BlipTokenizer:
 
     def __init__(self, tokenizer, max_length: int):
         self.tokenizer, self.max_length = tokenizer, max_length
-        self.pad_token_id = tokenizer.pad_token_id
 
     def __call__(self, texts) -> torch.Tensor:
         texts = [texts] if isinstance(texts, str) else list(texts)
