@@ -1,7 +1,7 @@
 """Paper vs reproduced.
 
-The config's paper benchmark (``published.yaml``'s ``benchmarks``) is the one with its data kind
-and shots; its numbers apply when the config also trains the paper's task order (and, for TRACE,
+The config's paper benchmark (``published.yaml``'s ``benchmarks``) is the one with its model
+family, data kind and shots; its numbers apply when the config also trains the paper's task order (and, for TRACE,
 one of Table 2's backbones). Its tables are those whose ``benchmark`` it is: Table 1's layout
 (Transfer / Average / Last per task), the appendix tables of means, forgetting, drift, update
 magnitude, CKA and held-out retention (X-TAIL), TRACE's OP and Forgetting.
