@@ -396,7 +396,7 @@ def test_full_shot_mtil_flags_zscl_transfer(tiny_cfg, tmp_path):
 
 def test_trace_comparison_reads_the_backbones_block(tiny_cfg, tmp_path):
     cfg = _paper_cfg(tiny_cfg, "trace", None, benchmarks()["trace"]["tasks"], ["codyra", "icl", "lora-r4"])
-    cfg["model"]["name"] = "google/gemma-2b-it"
+    cfg["model"].update(family="causal_lm", name="google/gemma-2b-it")  # Table 2's backbones are causal LMs
     table = Table("table2", "t2", ["codyra", "icl", "lora-r4"])
     table.rows.append(
         ("", "OP", [[33.0, 34.0, 35.0], [32.0, 32.3, 32.6], [30.0, 31.0, 32.0]])

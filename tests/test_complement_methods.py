@@ -172,6 +172,7 @@ def test_rail_aggregation_table_pairs_rail_with_codyra_rail_per_variant():
         "benchmark": "b",
         "seeds": [0],
         "tasks": [{"name": "a"}, {"name": "b"}],
+        "model": {"family": "clip"},
         "data": {"kind": "mini"},
         "methods": methods,
         "method_configs": {m: {"kind": k} for m, k in zip(methods, kinds, strict=True)},

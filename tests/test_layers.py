@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "codyra"
-FAMILIES = ("clip", "llm")
+FAMILIES = ("clip", "llm", "blip")
 
 
 def module_name(path: Path, root: Path) -> str:

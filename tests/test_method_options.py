@@ -123,14 +123,14 @@ def test_every_method_kind_declares_the_families_it_runs_on():
     for kind in available_kinds():
         cls = method_class(kind)
         assert "families" in vars(cls), f"{kind} must declare families in its own class body"
-        assert cls.families and set(cls.families) <= {"clip", "causal_lm"}, (kind, cls.families)
+        assert cls.families and set(cls.families) <= {"clip", "causal_lm", "blip"}, (kind, cls.families)
     declared = {
         kind: method_class(kind).families for kind in ("codyra", "codyra_rail", "rail", "zscl", "icl", "l2p", "diki")
     }
     assert declared == {
-        "codyra": ("clip", "causal_lm"),
+        "codyra": ("clip", "causal_lm", "blip"),
         "codyra_rail": ("clip",),  # a subclass of CoDyRA that fits RAIL's head on image features
-        "rail": ("clip",),
+        "rail": ("clip", "blip"),
         "zscl": ("clip",),
         "icl": ("causal_lm",),
         "l2p": ("causal_lm", "clip"),  # prompts before the LM's input embeddings, or in CLIP's image encoder

@@ -70,6 +70,7 @@ def _cfg(methods, kinds, kind="mini"):
         "benchmark": "b",
         "seeds": [0, 1],
         "tasks": [{"name": "a"}, {"name": "b"}],
+        "model": {"family": "causal_lm" if kind == "trace" else "clip"},
         "data": {"kind": kind},
         "methods": methods,
         "method_configs": {m: {"kind": k} for m, k in zip(methods, kinds, strict=True)},
@@ -162,6 +163,7 @@ def _rail_states(cfg, options, upto):
 
 @pytest.mark.parametrize("variant", ["primal", "dual"])
 def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regression(tiny_run, variant):
+    from codyra.clip.model import pretrained_clip
     from codyra.methods.rail import clip as analytic
     from codyra.methods.rail import regression as rail_math
     from codyra.methods.rail.method import RAIL
@@ -179,12 +181,14 @@ def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regres
         direct = torch.linalg.solve(x.T @ x + 0.1 * torch.eye(x.shape[1], dtype=torch.float64), x.T @ y)
         torch.testing.assert_close(states[1]["W"], direct)
     zero_shot = {j: evaluate_row(cfg, "pretrained", None, 0, [j])[0]["accuracy"] for j in (1, 2, 3)}
-    row = list(analytic.rail_row(cfg, "rail", options, 0, 1, [1, 2, 3], torch.device("cpu"), states[0]))
+    row = list(
+        analytic.rail_row(cfg, "rail", options, 0, 1, [1, 2, 3], torch.device("cpu"), states[0], pretrained_clip(cfg))
+    )
     # tasks not yet learned keep the zero-shot prediction (RAIL's Transfer equals zero-shot)
     assert [c["accuracy"] for c in row if c["j"] > 1] == [zero_shot[2], zero_shot[3]]
     assert all(0 <= c["routing"]["accuracy"] <= 100 for c in row)
     with pytest.raises(ValueError, match=r"after task 2 scores \d+ classes, tasks 1..2 have \d+"):
-        list(analytic.rail_row(cfg, "rail", options, 0, 2, [1], torch.device("cpu"), states[0]))
+        list(analytic.rail_row(cfg, "rail", options, 0, 2, [1], torch.device("cpu"), states[0], pretrained_clip(cfg)))
 
 
 def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run):
@@ -238,7 +242,7 @@ def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_defau
     )
     options = RAIL({"kind": "rail", "hidden_dim": 16, "prompts": prompts}).options
     states, _ = _rail_states(cfg, options, 1)
-    list(analytic.rail_row(cfg, "rail", options, 0, 1, [1], torch.device("cpu"), states[0]))
+    list(analytic.rail_row(cfg, "rail", options, 0, 1, [1], torch.device("cpu"), states[0], pretrained_clip(cfg)))
     union = label_space(build_tasks(cfg, pretrained_clip(cfg).image))
     want = union.templates if expected is None else tuple(expected for _ in union.datasets)
     assert seen[0].templates == want and seen[0].entries == union.entries
@@ -253,7 +257,7 @@ def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_defau
     train_task(cfg, "codyra-dagger", 0, 1)
     seen.clear()
     options = CoDyRADagger(cfg["method_configs"]["codyra-dagger"]).options
-    list(routed.routed_row(cfg, "codyra-dagger", 0, 1, [2], torch.device("cpu"), options))
+    list(routed.routed_row(cfg, "codyra-dagger", 0, 1, [2], torch.device("cpu"), options, lambda: pretrained_clip(cfg)))
     assert seen[0].templates == want  # the router; theta_k's classifiers keep the benchmark's templates
     assert all(space.templates == union.templates[1:2] for space in seen[1:])
 

@@ -1,11 +1,12 @@
-"""The seam between the engine, evaluation and workflow and a model family (CLIP, causal LM).
+"""The seam between the engine, evaluation and workflow and a model family (CLIP, causal LM, BLIP).
 
 Each family package exposes one object satisfying :class:`Family` (``codyra.clip.family.CLIP``,
-``codyra.llm.family.CAUSAL_LM``); :func:`family_of` picks it from ``model.family``. The loop,
-the evaluation, the CLI, the job table, the fingerprints, the analyses and the workflow ask it:
-only this module and config validation read ``model.family``. Config validation, which every
-Snakemake start runs, reads the placement vocabulary from the families' light modules instead;
-the stored results (:mod:`codyra.store`) are told what they need (``read_cell(classifies=...)``).
+``codyra.llm.family.CAUSAL_LM``, ``codyra.blip.family.BLIP``); :func:`family_of` picks it from
+``model.family``. The loop, the evaluation, the CLI, the job table, the fingerprints, the
+analyses and the workflow ask it: only this module and config validation read
+``model.family``. Config validation, which every Snakemake start runs, reads the placement
+vocabulary from the families' light modules instead; the stored results (:mod:`codyra.store`)
+are told what they need (``read_cell(classifies=...)``).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class Family(Protocol):
     classifies: bool  # cells score classification over class labels (a cell records ``num_classes``)
     has_heldout_tasks: bool  # theta_i is evaluated on held-out tasks (config key ``heldout_tasks``)
     inapplicable_analyses: dict[str, str]  # the paper's analyses that do not apply, each with the reason
+    means_table: str | None  # the paper's table of Transfer / Average / Last means that the family's runs fill, or None
 
     def settings(self, cfg: dict) -> dict:
         """The config blocks only this family reads, part of every settings fingerprint."""
@@ -130,7 +132,7 @@ class Family(Protocol):
 
 def family_of(cfg_or_name: dict | str) -> Family:
     """The family object of a config (or of a ``model.family`` value). Imported here, on
-    demand: CLIP jobs must not import transformers, nor LM jobs open_clip."""
+    demand: CLIP jobs must not import transformers, nor LM and BLIP jobs open_clip."""
     name = cfg_or_name if isinstance(cfg_or_name, str) else cfg_or_name["model"]["family"]
     if name == "clip":
         from codyra.clip.family import CLIP
@@ -140,4 +142,8 @@ def family_of(cfg_or_name: dict | str) -> Family:
         from codyra.llm.family import CAUSAL_LM
 
         return CAUSAL_LM
-    raise ValueError(f"config key model.family: unknown family {name!r}; choose clip or causal_lm")
+    if name == "blip":
+        from codyra.blip.family import BLIP
+
+        return BLIP
+    raise ValueError(f"config key model.family: unknown family {name!r}; choose clip, causal_lm or blip")

@@ -2,6 +2,8 @@
 
 - ``nn.Linear`` targets: the module is swapped for a ``LoRALinear`` that shares the same
   weight and bias Parameters, so ``c_fc.weight`` keeps its name.
+- row blocks of a fused ``nn.Linear`` (BLIP's vision attention ``qkv``: Q, K, V stacked by
+  rows): a ``LoRARowBlockLinear`` sharing the weight and bias, each adapter adding to its rows.
 - ``nn.MultiheadAttention`` targets (Q, K, V, O): the module is swapped for a
   ``LoRAMultiheadAttention`` that shares ``in_proj_weight``, ``in_proj_bias`` and the
   ``out_proj`` module. It computes attention itself because ``nn.MultiheadAttention``
@@ -32,6 +34,28 @@ class LoRALinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias) + self.lora(x)
+
+    def original(self) -> nn.Module:
+        return self._original[0]
+
+
+class LoRARowBlockLinear(nn.Linear):
+    """A fused ``nn.Linear`` whose row blocks (Q, K, V of one matrix) each may carry an adapter:
+    the adapter of rows [start, stop) adds to those output features only."""
+
+    def __init__(self, base: nn.Linear, blocks: list[tuple[tuple[int, int], RankSelectiveLoRA]]):
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = base.in_features, base.out_features
+        self.weight, self.bias = base.weight, base.bias
+        self.rows = [rows for rows, _ in blocks]
+        self.lora = nn.ModuleList(adapter for _, adapter in blocks)
+        self._original = (base,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.linear(x, self.weight, self.bias)
+        for (start, stop), adapter in zip(self.rows, self.lora, strict=True):
+            y = y + F.pad(adapter(x), (start, self.out_features - stop))
+        return y
 
     def original(self) -> nn.Module:
         return self._original[0]
@@ -141,15 +165,17 @@ def target_module_path(target: Target) -> str:
 
 
 def attach_adapters(model: nn.Module, targets: list[Target], adapters: dict[str, RankSelectiveLoRA]) -> None:
-    grouped: dict[str, dict[str, RankSelectiveLoRA]] = defaultdict(dict)
+    grouped: dict[str, list[Target]] = defaultdict(list)
     for target in targets:
-        grouped[target_module_path(target)][target.kind] = adapters[target.name]
-    for path, by_kind in grouped.items():
+        grouped[target_module_path(target)].append(target)
+    for path, chosen in grouped.items():
         module = model.get_submodule(path)
         if isinstance(module, nn.MultiheadAttention):
-            replacement = LoRAMultiheadAttention(module, by_kind)
-        elif isinstance(module, nn.Linear) and len(by_kind) == 1:
-            replacement = LoRALinear(module, next(iter(by_kind.values())))
+            replacement = LoRAMultiheadAttention(module, {t.kind: adapters[t.name] for t in chosen})
+        elif isinstance(module, nn.Linear) and all(t.rows is not None for t in chosen):
+            replacement = LoRARowBlockLinear(module, [(t.rows, adapters[t.name]) for t in chosen])
+        elif isinstance(module, nn.Linear) and len(chosen) == 1:
+            replacement = LoRALinear(module, adapters[chosen[0].name])
         else:
             raise TypeError(f"cannot attach an adapter to {path} ({type(module).__name__})")
         parent, child = _parent(model, path)
@@ -157,7 +183,11 @@ def attach_adapters(model: nn.Module, targets: list[Target], adapters: dict[str,
 
 
 def detach_adapters(model: nn.Module) -> None:
-    patched = [(n, m) for n, m in model.named_modules() if isinstance(m, (LoRALinear, LoRAMultiheadAttention))]
+    patched = [
+        (n, m)
+        for n, m in model.named_modules()
+        if isinstance(m, (LoRALinear, LoRARowBlockLinear, LoRAMultiheadAttention))
+    ]
     for path, module in patched:
         parent, child = _parent(model, path)
         setattr(parent, child, module.original())

@@ -1,7 +1,7 @@
 """Paper vs reproduced.
 
-The config's paper benchmark (``published.yaml``'s ``benchmarks``) is the one with its data kind
-and shots; its numbers apply when the config also trains the paper's task order (and, for TRACE,
+The config's paper benchmark (``published.yaml``'s ``benchmarks``) is the one with its model
+family, data kind and shots; its numbers apply when the config also trains the paper's task order (and, for TRACE,
 one of Table 2's backbones). Its tables are those whose ``benchmark`` it is: Table 1's layout
 (Transfer / Average / Last per task), the appendix tables of means, forgetting, drift, update
 magnitude, CKA and held-out retention (X-TAIL), TRACE's OP and Forgetting.
@@ -43,6 +43,7 @@ from codyra.analysis.common import PlainTable
 from codyra.analysis.published import benchmarks, inconsistency, mean_std, table, tables_of, value
 from codyra.evaluation.tables import method_layout
 from codyra.experiment.pretraining import own_pretraining
+from codyra.family import family_of
 from codyra.methods import method_class
 from codyra.methods.options import parse_options
 
@@ -65,6 +66,7 @@ MEANS_TABLES = (
     "supp_olora_treelora",
     "supp_adalora",
     "supp_ours+rail",
+    "blip",
 )  # columns Transfer / Average / Last (means over tasks)
 ZERO_SHOT_BLOCK = "CLIP zero-shot reference"  # a zero-shot model's Average and Last equal its zero-shot accuracy
 
@@ -107,10 +109,12 @@ class Setting:
 
 
 def paper_setting(cfg: dict) -> Setting:
-    """The paper benchmark a config reproduces: by data kind and shots (or ``analysis.paper_benchmark``),
-    its numbers applying only to the paper's task order and backbones. A mini benchmark is ranked
-    against X-TAIL (CLIP) or TRACE's LLaMA-2 block, whatever its tasks."""
+    """The paper benchmark a config reproduces: by model family, data kind and shots (or
+    ``analysis.paper_benchmark``), its numbers applying only to the paper's task order and
+    backbones. A mini benchmark is ranked against X-TAIL (CLIP) or TRACE's LLaMA-2 block,
+    whatever its tasks."""
     kind, mini = cfg["data"]["kind"], own_pretraining(cfg) is not None
+    family = family_of(cfg).name
     name = cfg["analysis"].get("paper_benchmark")
     if name is not None and name not in benchmarks():
         raise ValueError(
@@ -121,9 +125,16 @@ def paper_setting(cfg: dict) -> Setting:
         name = "trace" if kind == "trace" else "xtail-16shot"
     if name is None:
         shots = cfg["data"].get("fewshot")
-        name = next((n for n, b in benchmarks().items() if b["data"] == kind and b.get("fewshot") == shots), None)
+        name = next(
+            (
+                n
+                for n, b in benchmarks().items()
+                if b["family"] == family and b["data"] == kind and b.get("fewshot") == shots
+            ),
+            None,
+        )
         if name is None:
-            return Setting(None, "", f"the paper reports no {kind} benchmark with fewshot {shots}")
+            return Setting(None, "", f"the paper reports no {kind} benchmark with fewshot {shots} for a {family} model")
     bench = benchmarks()[name]
     blocks = list(bench.get("backbones", {}))
     block = next(

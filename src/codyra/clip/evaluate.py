@@ -79,15 +79,27 @@ def class_scores(model, images, classifier, precision: str):
     return cosines(model.encode_image) if combine is None else combine(cosines)
 
 
-def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind):
+def clip_cells(
+    cfg: dict,
+    method: str,
+    seed: int | None,
+    i: int,
+    js: list[int],
+    device,
+    kind,
+    pretrained=pretrained_clip,
+    rebuild=rebuild_clip,
+):
     """Yield A[i, j] for j in ``js`` of theta_i, ``kind`` the method's class (its ``for_inference``
-    hook), or of theta_0 for the method ``pretrained`` (``kind`` None)."""
+    hook), or of theta_0 for the method ``pretrained`` (``kind`` None). ``pretrained(cfg)`` and
+    ``rebuild(cfg, method, seed, i)`` build the family's bundles (a model with the CLIP interface:
+    ``encode_image``, ``encode_text``; its tokenizer; its image settings)."""
     torch.set_num_threads(cfg["eval"]["threads"])
     started = time.time()  # the first cell's seconds include building the model
     bundle = (
-        pretrained_clip(cfg)
+        pretrained(cfg)
         if method == PRETRAINED
-        else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i), kind)
+        else for_inference(cfg, method, seed, i, rebuild(cfg, method, seed, i), kind)
     )
     tasks = build_tasks(cfg, bundle.image)
     device = pick_device(device)

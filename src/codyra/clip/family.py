@@ -22,6 +22,7 @@ class ClipFamily:
     classifies = True
     has_heldout_tasks = True
     inapplicable_analyses: ClassVar[dict[str, str]] = {}
+    means_table = None  # the CLIP tables are Table 1's layout (codyra.evaluation.tables)
 
     def settings(self, cfg: dict) -> dict:
         return {}

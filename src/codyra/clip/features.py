@@ -35,12 +35,13 @@ def train_batches(n: int, batch_size: int, seed: int, task_index: int) -> list[l
 
 
 def task_feature_batches(
-    cfg: dict, seed: int, task_index: int, batch_size: int, device, model=None
+    cfg: dict, seed: int, task_index: int, batch_size: int, device, model=None, pretrained=pretrained_clip
 ) -> tuple[list, int]:
     """(one pass of the image features of task i's training set with labels global over the
-    stream, classes of tasks 1..i). The features are theta_0's, or ``model``'s (CoDyRA + RAIL:
-    theta_i, the backbone right after task i)."""
-    bundle = pretrained_clip(cfg)
+    stream, classes of tasks 1..i). The features are theta_0's (``pretrained(cfg)``: the family's
+    theta_0, a bundle with the CLIP interface), or ``model``'s (CoDyRA + RAIL: theta_i, the
+    backbone right after task i)."""
+    bundle = pretrained(cfg)
     tasks = build_tasks(cfg, bundle.image)
     offset = sum(t.num_classes for t in tasks[: task_index - 1])
     data = tasks[task_index - 1].train_set()

@@ -49,11 +49,12 @@ class ClipSession:
     """One CLIP training job: theta_{i-1} on the device, the task's images and class prompts."""
 
     dropout_key = ()  # CLIP's dropout seeds predate ranks: (seed, task, step)
+    vision_prefix = "visual."  # the parameters of the image tower
 
     def __init__(self, cfg: dict, job: dict, method_name: str, seed: int, task_index: int, device):
         self.cfg, self.hp, self.seed, self.task_index = cfg, job["train"], seed, task_index
         self.device = pick_device(device)
-        bundle = rebuild_clip(cfg, method_name, seed, task_index - 1)
+        bundle = self.rebuild(cfg, method_name, seed, task_index - 1)
         tasks = build_tasks(cfg, bundle.image)
         self.task = tasks[task_index - 1]
         self.seen_classes = sum(t.num_classes for t in tasks[: task_index - 1])  # the official loss's seen rows
@@ -70,11 +71,17 @@ class ClipSession:
         self.fixed_text = None  # the class-prompt features, once the backend knows the text tower is frozen
         self.logit_scale = self.model.logit_scale.exp().detach()
 
+    @staticmethod
+    def rebuild(cfg: dict, method: str, seed: int, upto: int):
+        """theta_upto, the family's bundle (``model``, ``tokenizer``, ``image``)."""
+        return rebuild_clip(cfg, method, seed, upto)
+
     def backend(self, groups, method):
         model = self.model.to(self.device).train()
         backend = PlainBackend(model, groups, self.hp, self.device)
-        text_trains = any(p.requires_grad for n, p in model.named_parameters() if not n.startswith("visual."))
-        self.image_trains = any(p.requires_grad for n, p in model.named_parameters() if n.startswith("visual."))
+        vision = self.vision_prefix
+        text_trains = any(p.requires_grad for n, p in model.named_parameters() if not n.startswith(vision))
+        self.image_trains = any(p.requires_grad for n, p in model.named_parameters() if n.startswith(vision))
         if not text_trains:
             with torch.no_grad(), autocast(self.device, self.hp["precision"]):
                 self.fixed_text = encode_prompts(model, self.tokenizer, self.prompts, self.device)

@@ -34,5 +34,6 @@ def routed_cells(cfg: dict, kind: type[Method], cell: CellPosition, device):
         options=kind(cfg["method_configs"][cell.method]).options,
         stored_state=row_state,
         rebuild=lambda: family_of(cfg).rebuild(cfg, cell.method, cell.seed, cell.task),
+        pretrained=lambda: family_of(cfg).pretrained(cfg),
     )
     yield from kind.routed_cells(row)

@@ -12,6 +12,8 @@ each column is marked (bold in Markdown, LaTeX and HTML, ``best = true`` in the 
 - ``A_<method>``: the accuracy matrix, rows i = 0..N, columns j = 1..N.
 - ``routing`` (only when a configured method predicts the domain at inference): the router's
   accuracy per task, averaged over the rows i = 1..N of each such method.
+- ``blip`` (only for a BLIP model, ``Family.means_table``): the appendix's table "Averaged
+  performance using BLIP": Transfer / Average / Last, each the mean over tasks, per method.
 - ``rail_aggregation`` (only with a CoDyRA + RAIL method, kind ``codyra_rail``): the appendix's
   table "integrating aggregation-based adapters": Transfer / Average / Last of RAIL on the frozen
   backbone and of CoDyRA + RAIL, a block per RAIL variant, best within each block.
@@ -34,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from codyra.evaluation.metrics import summarize
+from codyra.family import family_of
 from codyra.methods import method_of
 from codyra.store.io import read_json, write_json, write_text
 from codyra.store.paths import MATRIX_FILE, run_dir, tables_dir
@@ -383,6 +386,26 @@ def rail_aggregation_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     return table
 
 
+MEANS_CAPTIONS = {"blip": "Averaged performance using BLIP"}  # the paper's caption of a family's means table
+
+
+def means_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+    """The family's table of means (``Family.means_table``): Transfer / Average / Last over tasks
+    per method, the rows labelled and grouped as Table 1's."""
+    name, columns = family_of(cfg).means_table, ["Transfer", "Average", "Last"]
+    layout, groups = method_layout(cfg, runs)
+    table = Table(
+        name,
+        f"{cfg['benchmark']}: {MEANS_CAPTIONS[name]}, mean over tasks (%) ± std over seeds {cfg['seeds']}",
+        columns,
+        groups=groups,
+    )
+    for method, label in layout:
+        summaries = [summarize(m["A"]) for m in runs[method]]
+        table.rows.append(("", label, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
+    return table
+
+
 def matrix_table(cfg: dict, method: str, matrices: list[dict]) -> Table:
     tasks = [t["name"] for t in cfg["tasks"]]
     stack = np.asarray([m["A"] for m in matrices], dtype=float)  # (seeds, N+1, N)
@@ -396,9 +419,10 @@ def matrix_table(cfg: dict, method: str, matrices: list[dict]) -> Table:
 def table_names(cfg: dict) -> list[str]:
     """The tables ``write_tables`` produces for ``cfg`` (the workflow declares them as outputs)."""
     trace = ["table2"] if cfg["data"]["kind"] == "trace" else []
+    means = [family_of(cfg).means_table] if family_of(cfg).means_table else []
     routing = ["routing"] if routed_methods(cfg) else []
     rail = ["rail_aggregation"] if rail_aggregation_methods(cfg) else []
-    return ["table1", "forgetting", *trace, *routing, *rail, *(f"A_{m}" for m in cfg["methods"])]
+    return ["table1", "forgetting", *trace, *means, *routing, *rail, *(f"A_{m}" for m in cfg["methods"])]
 
 
 def write_table(out: Path, table: Table) -> None:
@@ -413,6 +437,8 @@ def write_tables(cfg: dict) -> Path:
     tables = [table1(cfg, runs), forgetting_table(cfg, runs)]
     if cfg["data"]["kind"] == "trace":
         tables.append(table2(cfg, runs))
+    if family_of(cfg).means_table:
+        tables.append(means_table(cfg, runs))
     if routed_methods(cfg):
         tables.append(routing_table(cfg, runs))
     if rail_aggregation_methods(cfg):

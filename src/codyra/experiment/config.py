@@ -289,6 +289,7 @@ def _check_semantics(cfg: dict) -> None:
                 f"config key methods: {m!r} has no entry in method_configs (defined: {sorted(cfg['method_configs'])})"
             )
     _check_families(cfg)
+    _check_family_data(cfg)
     vocabulary = placement_vocabulary(cfg["model"]["family"])
     for k, task in enumerate(cfg["tasks"]):
         for m in task.get("methods", {}):
@@ -367,10 +368,28 @@ def _check_heldout(cfg: dict, stream: list[str]) -> None:
 def _check_accumulation(family: str, steps: int, method: str, task: str) -> None:
     # type and range: the schema (every layer); here what depends on the model family
     where = f"train.gradient_accumulation for method {method!r}, task {task!r}"
-    if family == "clip" and steps != 1:
+    if family in IMAGE_FAMILIES and steps != 1:
         raise ConfigError(
-            f"{where}: CLIP training takes each batch in one pass, as the paper and the released code do; "
-            "set it to 1 and choose train.batch_size instead"
+            f"{where}: CLIP training takes each batch in one pass, as the paper and the released code do "
+            "(BLIP trains as CLIP); set it to 1 and choose train.batch_size instead"
+        )
+
+
+IMAGE_FAMILIES = ("clip", "blip")  # classify images by class prompts (data kinds mini, mtil, xtail)
+
+
+def _check_family_data(cfg: dict) -> None:
+    if cfg["model"]["family"] != "blip":
+        return
+    if cfg["data"]["kind"] == "trace":
+        raise ConfigError(
+            "config key data.kind: 'trace' is text generation; a blip model classifies images: "
+            "use data.kind mini, mtil or xtail"
+        )
+    if cfg["heldout_tasks"]:
+        raise ConfigError(
+            "config key heldout_tasks: held-out evaluation runs CLIP models only (model.family: clip); "
+            "set heldout_tasks: [] for a blip model"
         )
 
 
@@ -382,6 +401,10 @@ def placement_vocabulary(family: str):
         from codyra.clip.targets import CLIP_VOCABULARY
 
         return CLIP_VOCABULARY
+    if family == "blip":
+        from codyra.blip.targets import BLIP_VOCABULARY
+
+        return BLIP_VOCABULARY
     from codyra.llm.targets import LM_VOCABULARY
 
     return LM_VOCABULARY

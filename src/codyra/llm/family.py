@@ -31,6 +31,8 @@ class CausalLMFamily:
         )
     }
 
+    means_table = None  # TRACE's table is OP / Forgetting (codyra.evaluation.tables.table2)
+
     def settings(self, cfg: dict) -> dict:
         return {"llm": cfg["llm"]}
 

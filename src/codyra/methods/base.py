@@ -142,7 +142,8 @@ class RowContext:
     ``cfg`` is the full config (the benchmark's tasks, evaluation settings); ``options`` the
     method's typed options; ``stored_state()`` reads task i's stored method state (a clear error
     where none is stored); ``rebuild()`` builds theta_i (the family's bundle, with ``.model``:
-    theta_0 plus the stored updates 1..i) on the CPU."""
+    theta_0 plus the stored updates 1..i) on the CPU; ``pretrained()`` builds theta_0 (the
+    family's bundle)."""
 
     cfg: dict
     cell: CellPosition
@@ -150,6 +151,7 @@ class RowContext:
     options: MethodOptions
     stored_state: Callable[[], dict[str, torch.Tensor]]
     rebuild: Callable[[], Any]
+    pretrained: Callable[[], Any]
 
 
 class Method(ABC):

@@ -38,7 +38,7 @@ class CoDyRAOptions(LoRAOptions):
 
 class CoDyRA(LoRA):
     kind = "codyra"
-    families = ("clip", "causal_lm")
+    families = ("clip", "causal_lm", "blip")
     paper_row = "CoDyRA"
     gated = True
     Options = CoDyRAOptions

@@ -71,9 +71,7 @@ class CoDyRARAIL(CoDyRA):
 
         c = row.cell
         state = row.stored_state()
-        return rail_row(
-            row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, state, bundle=row.rebuild()
-        )
+        return rail_row(row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, state, row.rebuild())
 
 
 METHOD = CoDyRARAIL

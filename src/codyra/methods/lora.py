@@ -88,7 +88,7 @@ def norm_target_value(run_summary, methods: list[str], seed: int, task_index: in
 
 class LoRA(Method):
     kind = "lora"
-    families = ("clip", "causal_lm")
+    families = ("clip", "causal_lm", "blip")
     paper_row = "LoRA (r={rank})"
     gated = False
     Options = NormMatchedOptions

@@ -7,7 +7,7 @@ from codyra.methods.base import Method
 
 class ZeroShot(Method):
     kind = "zeroshot"
-    families = ("clip", "causal_lm")
+    families = ("clip", "causal_lm", "blip")
     paper_row = "Zero-shot"
     trains = False
     group = "reference"

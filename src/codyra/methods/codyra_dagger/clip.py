@@ -79,11 +79,13 @@ def _ddas_routes(model, dataset, cfg, device, options, state: dict) -> torch.Ten
 
 
 @torch.no_grad()
-def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device, options, state: dict | None = None):
+def routed_row(
+    cfg: dict, method: str, seed: int, i: int, js: list[int], device, options, pretrained, state: dict | None = None
+):
     """Yield the cells A[i, j] for j in ``js``, each with its routing summary. ``options``: the
     method's (``router``, ``router_prompts``, and for ``router: ddas`` the selector's options,
-    whose autoencoders of tasks 1..i are in ``state``)."""
-    from codyra.clip.model import pretrained_clip
+    whose autoencoders of tasks 1..i are in ``state``); ``pretrained()`` builds theta_0 (the
+    family's bundle, with the CLIP interface)."""
     from codyra.clip.streams import build_tasks
     from codyra.clip.zeroshot import label_space_classifier, router_space
     from codyra.data.registry import label_space
@@ -94,7 +96,7 @@ def routed_row(cfg: dict, method: str, seed: int, i: int, js: list[int], device,
         raise ValueError("router: ddas routes with the stored autoencoders: pass task i's method state")
     started = time.time()
     dirs = require_updates(cfg, method, seed, i)  # fail before building anything
-    bundle = pretrained_clip(cfg)
+    bundle = pretrained()
     model = bundle.model.to(device).eval()
     tasks = build_tasks(cfg, bundle.image)
     union = label_space(tasks)  # the zero-shot router's: every domain of the benchmark

@@ -50,7 +50,7 @@ class CoDyRADaggerOptions(CoDyRAOptions, DDASOptions):
 
 class CoDyRADagger(CoDyRA):
     kind = "codyra_dagger"
-    families = ("clip",)
+    families = ("clip", "blip")
     paper_row = "CoDyRA†"
     group = "complementation"
     predicts_domain = True
@@ -97,7 +97,9 @@ class CoDyRADagger(CoDyRA):
 
         c = row.cell
         state = row.stored_state() if row.options.router == "ddas" else None
-        return routed_row(row.cfg, c.method, c.seed, c.task, list(c.tasks), row.device, row.options, state)
+        return routed_row(
+            row.cfg, c.method, c.seed, c.task, list(c.tasks), row.device, row.options, row.pretrained, state
+        )
 
 
 METHOD = CoDyRADagger

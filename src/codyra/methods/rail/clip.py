@@ -75,16 +75,15 @@ def extra_params(options, state: dict, feature_dim: int) -> tuple[int, int]:
 
 
 @torch.no_grad()
-def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], device, state: dict, bundle=None):
-    """Yield the cells A[i, j] of theta_0 (or ``bundle``'s model: CoDyRA + RAIL's theta_i) + RAIL's
-    adapter after task i (``state``), each with its routing summary."""
-    from codyra.clip.model import pretrained_clip
+def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], device, state: dict, bundle):
+    """Yield the cells A[i, j] of ``bundle``'s model (theta_0, or CoDyRA + RAIL's theta_i; the
+    family's bundle, with the CLIP interface) + RAIL's adapter after task i (``state``), each with
+    its routing summary."""
     from codyra.clip.streams import build_tasks
     from codyra.clip.zeroshot import label_space_classifier, router_space
     from codyra.data.registry import label_space
 
     started = time.time()
-    bundle = pretrained_clip(cfg) if bundle is None else bundle
     model = bundle.model.to(device).eval()
     tasks = build_tasks(cfg, bundle.image)
     union = label_space(tasks)

@@ -42,7 +42,7 @@ class RAILOptions(MethodOptions):
 
 class RAIL(Method):
     kind = "rail"
-    families = ("clip",)
+    families = ("clip", "blip")
     paper_row = "RAIL-{variant:title}†"
     group = "complementation"
     predicts_domain = True
@@ -79,7 +79,10 @@ class RAIL(Method):
         from codyra.methods.rail.clip import rail_row
 
         c = row.cell
-        return rail_row(row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, row.stored_state())
+        state = row.stored_state()
+        return rail_row(
+            row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, state, row.pretrained()
+        )
 
 
 METHOD = RAIL

@@ -1,0 +1,153 @@
+"""BLIP image-text models (Hugging Face ``transformers``) behind the CLIP interface.
+
+The model is :class:`BlipForImageTextRetrieval`, for its image-text contrastive (ITC) head: the
+features BLIP aligns images and texts with are the [CLS] states of its ViT and of its BERT text
+encoder (text-only mode, no cross-attention), projected by ``vision_proj`` / ``text_proj`` and
+L2-normalised (transformers' ``forward(use_itm_head=False)``; salesforce/BLIP
+models/blip_retrieval.py). Its released checkpoints (``Salesforce/blip-itm-base-coco``, ...) hold
+those trained projections; ``BlipModel``'s ``visual_projection`` / ``text_projection`` are not in
+any released BLIP checkpoint. :class:`BlipImageText` adds CLIP's ``encode_image`` /
+``encode_text``, so CLIP's zero-shot heads, training session, cells and routed inference run it
+unchanged; its tokenizer returns token ids as open_clip's does.
+
+The logit scale: transformers' port drops BLIP's learned ITC temperature ``temp`` (its
+classification is an argmax, scale-free); training's cross-entropy needs one, config key
+``blip.temperature`` (BLIP initialises ``temp`` at 0.07, salesforce/BLIP models/blip_retrieval.py),
+held as the non-persistent buffer ``logit_scale`` = log(1 / temperature), open_clip's convention:
+it is not in the weights and no method trains it.
+
+theta_0 comes from ``model.pretrained`` (a local Hugging Face model folder) or else
+``model.name`` (a hub id, read through the cache ``model.cache_dir``): weights from safetensors
+only, kept in fp32 on the CPU so stored updates merge exactly; its image settings (resolution,
+normalisation) from the folder's image processor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from codyra.data.tasks import ImageConfig
+from codyra.errors import WeightsUnavailableError
+from codyra.llm.model import MODEL_BUILD_LOCK, check_local_model, hub_snapshot
+from codyra.store.theta0 import check_finite, local_weight_files, record_first_use, verify_first_use
+
+with MODEL_BUILD_LOCK:  # transformers' lazy module: see codyra.llm.model.MODEL_BUILD_LOCK
+    from transformers import BlipForImageTextRetrieval
+
+
+class BlipImageText(BlipForImageTextRetrieval):
+    """BLIP's retrieval model with CLIP's interface: unnormalised ITC features of images and texts."""
+
+    def encode_image(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        hidden = self.vision_model(pixel_values=pixel_values).last_hidden_state
+        return self.vision_proj(hidden[:, 0, :])
+
+    def encode_text(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Features of token ids padded with the text config's pad id (the attention mask follows)."""
+        mask = (input_ids != self.config.text_config.pad_token_id).long()
+        hidden = self.text_encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
+        return self.text_proj(hidden[:, 0, :])
+
+
+class BlipTokenizer:
+    """Texts -> a (texts, length) tensor of token ids, padded to the longest and truncated to
+    ``max_length`` tokens (BLIP's retrieval: 35), as open_clip's tokenizers are called."""
+
+    def __init__(self, tokenizer, max_length: int):
+        self.tokenizer, self.max_length = tokenizer, max_length
+
+    def __call__(self, texts) -> torch.Tensor:
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        encoded = self.tokenizer(
+            texts, padding="longest", truncation=True, max_length=self.max_length, return_tensors="pt"
+        )
+        return encoded["input_ids"]
+
+
+@dataclass
+class BlipBundle:
+    model: BlipImageText
+    tokenizer: BlipTokenizer
+    image: ImageConfig
+
+
+def set_temperature(model: BlipImageText, temperature: float) -> None:
+    """The logit scale exp(logit_scale) = 1 / temperature (a buffer: not in the weights, never trained)."""
+    model.register_buffer("logit_scale", torch.tensor(math.log(1.0 / temperature)), persistent=False)
+
+
+def image_config(processor) -> ImageConfig:
+    """The resolution and normalisation of a BLIP image processor (BLIP resizes to a square)."""
+    size = processor.size
+    height, width = size["height"], size["width"]
+    if height != width:
+        raise ValueError(f"BLIP image processor size {height}x{width}: codyra's image pipeline takes square images")
+    return ImageConfig(size=int(height), mean=tuple(processor.image_mean), std=tuple(processor.image_std))
+
+
+def load_blip(source: str, *, local: bool, blip: dict, cache_dir: str | None = None) -> BlipBundle:
+    """Model (fp32, CPU, eval mode), tokenizer and image settings from a local folder or a hub id;
+    ``blip`` is the config block (``temperature``, ``max_text_len``)."""
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    with MODEL_BUILD_LOCK:
+        from transformers import AutoTokenizer, BlipImageProcessor
+        from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    if local:
+        source = str(Path(source).expanduser())
+        check_local_model(Path(source))
+    try:
+        with MODEL_BUILD_LOCK:
+            model = BlipImageText.from_pretrained(
+                source, cache_dir=cache_dir, use_safetensors=True, dtype=torch.float32, local_files_only=local
+            )
+            tokenizer = AutoTokenizer.from_pretrained(source, cache_dir=cache_dir, local_files_only=local)
+            processor = BlipImageProcessor.from_pretrained(source, cache_dir=cache_dir, local_files_only=local)
+    except OSError as err:
+        raise WeightsUnavailableError(
+            f"could not load the BLIP model {source!r}: {err}\nLooked in the cache {cache_dir or HF_HUB_CACHE} "
+            "(config key model.cache_dir). On a machine without internet, download it once where there is "
+            f"(`hf download {source} --cache-dir <shared dir>`), then set model.cache_dir to that dir and "
+            "HF_HUB_OFFLINE=1 on compute nodes."
+        ) from err
+    pad = model.config.text_config.pad_token_id
+    if tokenizer.pad_token_id != pad:
+        raise ValueError(
+            f"BLIP model {source!r}: its tokenizer pads with id {tokenizer.pad_token_id}, its text config with {pad}; "
+            "the text features mask the padding by that id, so both must agree"
+        )
+    set_temperature(model, blip["temperature"])
+    return BlipBundle(model.eval(), BlipTokenizer(tokenizer, blip["max_text_len"]), image_config(processor))
+
+
+def pretrained_source(cfg: dict) -> tuple[str, bool]:
+    """(where theta_0 is, whether that is a local folder rather than a hub id)."""
+    if cfg["model"]["pretrained"] is not None:
+        return cfg["model"]["pretrained"], True
+    return cfg["model"]["name"], Path(cfg["model"]["name"]).expanduser().is_dir()
+
+
+def pretrained_blip(cfg: dict) -> BlipBundle:
+    """theta_0, its weights files verified against their recorded digests (:mod:`codyra.store.theta0`)
+    and its values checked to be finite."""
+    source, local = pretrained_source(cfg)
+    cache_dir = cfg["model"]["cache_dir"]
+    bundle = load_blip(source, local=local, blip=cfg["blip"], cache_dir=cache_dir)
+    if local:
+        folder = Path(source).expanduser().absolute()
+        files = {str(f): f for f in local_weight_files(folder)}
+        fix = f"restore the model folder {folder}"
+    else:
+        folder = hub_snapshot(source, cache_dir)
+        files = {f"{source}: {f.name}": f for f in local_weight_files(folder)}
+        fix = f"delete {folder} and download {source} again (hf download {source} --cache-dir <cache>)"
+    unrecorded = verify_first_use(cfg, files, fix)
+    check_finite(bundle.model, folder, fix)
+    record_first_use(cfg, unrecorded)
+    return bundle
