@@ -6,10 +6,10 @@ import copy
 from pathlib import Path
 
 import pytest
-import yaml
 
 from codyra.experiment.config import ConfigError, load_config
 from codyra.experiment.sweeps import expand_ablations, value_label
+from codyra.yaml_loader import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,9 +71,9 @@ def _merged(base: dict, overlay: dict) -> dict:
 
 
 def test_the_mini_ablations_config_expands_to_valid_methods():
-    overlay = yaml.safe_load((ROOT / "config" / "mini_ablations.yaml").read_text())
+    overlay = load_yaml((ROOT / "config" / "mini_ablations.yaml").read_text())
     assert overlay.pop("extends") == "config.yaml"
-    cfg = load_config(_merged(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), overlay))
+    cfg = load_config(_merged(load_yaml((ROOT / "config" / "config.yaml").read_text()), overlay))
     assert len(cfg["methods"]) == 2 + 10 + 5 + 4 + 4 + 5 + 4 + 5
     assert cfg["method_configs"]["lora-r16-placement-text-rank-4"] == {
         **cfg["method_configs"]["lora-r16"],
