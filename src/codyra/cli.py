@@ -448,7 +448,7 @@ def run(argv: list[str], config: dict | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from codyra.experiment.config import ConfigError
+    from codyra.errors import ConfigError, MissingExtraError
 
     try:
         return run(sys.argv[1:] if argv is None else argv)
@@ -458,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         ValueError,
         KeyError,
         ConnectionError,
+        MissingExtraError,
     ) as err:  # OSError: a full disk, a read-only folder
         print(f"codyra: error: {err}", file=sys.stderr)
         return 2

@@ -89,7 +89,9 @@ def strip_launch_flags(argv: list[str]) -> list[str]:
 
 
 def executor_for(cfg: dict, kind: str | None):
-    import submitit
+    from codyra.extras import require_extra
+
+    submitit = require_extra("submitit", "workflow", "launching with --slurm (submitit)")
 
     folder = Path(cfg["results"]) / "logs" / "submitit" / "%j"
     return submitit.AutoExecutor(folder=folder, cluster=kind, slurm_max_num_timeout=3)
