@@ -3,6 +3,7 @@ pyproject.toml or constraints.txt changed, left alone otherwise (pip and venv st
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -71,3 +72,13 @@ def test_a_failed_install_is_retried(checkout):
     assert not (checkout / ".venv" / ".codyra-env").exists()
     (checkout / "fake-pip").write_text(f'#!/bin/sh\necho "pip $*" >> {checkout / "calls.log"}\n')
     assert len(make_env(checkout)) == 2  # the venv is kept, the install runs again
+
+
+def test_ci_runs_the_readmes_test_command():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## The two commands", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.splitlines()]
+    assert commands == ["make run", "make test"]
+    assert "make test" in (ROOT / ".ci" / "run").read_text().splitlines()
+    targets = re.findall(r"^([a-z]+):", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert {"run", "test", "env"} <= set(targets)
