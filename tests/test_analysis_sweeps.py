@@ -74,10 +74,22 @@ def test_the_mini_ablations_config_expands_to_valid_methods():
     overlay = load_yaml((ROOT / "config" / "mini_ablations.yaml").read_text())
     assert overlay.pop("extends") == "config.yaml"
     cfg = load_config(_merged(load_yaml((ROOT / "config" / "config.yaml").read_text()), overlay))
-    assert len(cfg["methods"]) == 2 + 10 + 5 + 4 + 4 + 5 + 4 + 5
-    assert cfg["method_configs"]["lora-r16-placement-text-rank-4"] == {
-        **cfg["method_configs"]["lora-r16"],
-        "placement": "text",
-        "rank": 4,
+    # the stream's sweeps: placements 4, initial ranks 3, kappa_max 3, dense ratios 4, placement-matched 2, LoRA ranks 4
+    assert len(cfg["methods"]) == 2 + 4 + 3 + 3 + 4 + 2 + 4
+    assert cfg["method_configs"]["codyra-placement-attn-rank-36"] == {
+        **cfg["method_configs"]["codyra"],
+        "placement": "attn",
+        "rank": 36,
+    }
+    # the single-task studies: texture (lora_forgetting 4 x 5, prune_motivation's lora-r16, norm-matched 5 + 5),
+    # shape / position / digits (5 placements x 3 ranks each)
+    from codyra.experiment.single_task import single_task_config, targets
+
+    runs = {task: single_task_config(cfg, task)["methods"] for task in targets(cfg)}
+    assert {task: len(methods) for task, methods in runs.items()} == {
+        "texture": 20 + 1 + 10,
+        "shape": 15,
+        "position": 15,
+        "digits": 15,
     }
     assert cfg["method_configs"]["codyra-dense_ratio-0.9"]["dense_ratio"] == 0.9

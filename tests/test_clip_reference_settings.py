@@ -148,3 +148,93 @@ def test_moe_adapters_ddas_epoch_is_the_whole_splits_loader():
     assert (
         ddas_epoch_batches(SimpleNamespace(task=SimpleNamespace(full_train_size=None)), options) is None
     )  # the whole split trains
+
+
+@pytest.mark.parametrize("name", ["mtil_full", "xtail_16shot"])
+def test_icarl_runs_zscls_icarl_code(name):
+    """Thunderbeee/ZSCL mtil/src/models/icarl.py: lr 5e-5 on Aircraft and MNIST, 1e-5 otherwise; args.py
+    --memory_size 10000, --T 2, --ls 0 (icarl.sh passes none); 1,000 iterations as ZSCL's MTIL scripts."""
+    cfg = paper(name)
+    assert "icarl" in cfg["methods"]
+    for k, task in enumerate(cfg["tasks"], start=1):
+        job = resolve_job(cfg, "icarl", k)
+        assert job["train"]["lr"] == (5e-5 if task["name"] in ("Aircraft", "MNIST") else 1e-5), task["name"]
+        assert (job["train"]["iterations"], job["train"]["warmup_steps"], job["train"]["weight_decay"]) == (
+            1000,
+            100,
+            0,
+        )
+        options = job["method"]
+        assert (options["memory_size"], options["candidates"], options["herding"]) == (10000, 30000, "reference")
+        assert (options["temperature"], options["label_smoothing"]) == (2.0, 0.0)
+        assert (options["image_weight"], options["text_weight"]) == (1.0, 1.0)
+
+
+def test_lae_runs_its_vit_lora_config_on_xtail():
+    """gqk/LAE config/vit_lora.yaml over config/base/cifar100_order1.yaml: rank 5, learnable scale,
+    blocks 0-4, EMA decay 0.9999; Adam lr 0.0028125, weight decay 0, batch 24, no LR schedule."""
+    cfg = paper("xtail_16shot")
+    assert "lae" in cfg["methods"]
+    for k in range(1, len(cfg["tasks"]) + 1):
+        job = resolve_job(cfg, "lae", k)
+        options, train = job["method"], job["train"]
+        assert (options["rank"], options["scale"], options["blocks"], options["ema_decay"]) == (5, None, 5, 0.9999)
+        assert (train["lr"], train["batch_size"], train["weight_decay"], train["lr_schedule"]) == (
+            0.0028125,
+            24,
+            0.0,
+            "constant",
+        )
+        assert (train["betas"], train["warmup_steps"], train["iterations"]) == ([0.9, 0.999], 0, 500)
+
+
+def test_cl_lora_trains_45_epochs_of_32_on_x_tail():
+    """JiangpengHe/CL-LoRA exps/vtab.json: init_epochs = later_epochs = 45, batch_size 32, weight_decay 1e-4,
+    ffn_num 10, msa [1, 0, 1]; X-TAIL trains 16 images per class."""
+    import math
+
+    from codyra.data.catalog import EXPECTED, XTAIL
+
+    cfg = paper("xtail_16shot")
+    for k, task in enumerate(cfg["tasks"], start=1):
+        job = resolve_job(cfg, "cl-lora", k)
+        images = 16 * EXPECTED[XTAIL][task["name"]].num_classes
+        assert job["train"]["iterations"] == 45 * math.ceil(images / 32), task["name"]
+        assert (job["train"]["batch_size"], job["train"]["weight_decay"]) == (32, 0.0001)
+        assert (job["method"]["rank"], job["method"]["projections"], job["method"]["kd_weight"]) == (
+            10,
+            ["q", "v"],
+            5.0,
+        )
+
+
+def test_sprompts_trains_30_epochs_of_128_on_full_shot_mtil():
+    """iamwangyabin/S-Prompts configs/domainnet_slip.json: init_epoch = epochs = 30, batch_size 128,
+    init_weight_decay 5e-4 (first task), weight_decay 2e-4, prompt_length 10; KMeans(n_clusters=5)."""
+    import math
+
+    from codyra.data.catalog import EXPECTED, MTIL
+
+    cfg = paper("mtil_full")
+    for k, task in enumerate(cfg["tasks"], start=1):
+        job = resolve_job(cfg, "sprompts", k)
+        assert job["train"]["iterations"] == 30 * math.ceil(EXPECTED[MTIL][task["name"]].train / 128), task["name"]
+        assert (job["train"]["batch_size"], job["train"]["weight_decay"]) == (128, 0.0005 if k == 1 else 0.0002)
+        assert (job["method"]["prompt_length"], job["method"]["clusters"]) == (10, 5)
+
+
+@pytest.mark.parametrize(
+    ("method", "epochs", "batch"),
+    [("l2p", 5, 128), ("dualprompt", 5, 192), ("diki", 10, 128)],
+)
+def test_prompt_baselines_train_their_references_epochs_on_full_shot_mtil(method, epochs, batch):
+    """google-research/l2p cifar100_l2p.py (5 epochs, 16 per device x 8) and cifar100_dualprompt.py (24 x 8);
+    lloongx/DIKI configs/MTIL.yaml (max_epoch 10, batch_size 128): epochs over the benchmark's training sets."""
+    import math
+
+    from codyra.data.catalog import EXPECTED, MTIL
+
+    cfg = paper("mtil_full")
+    for k, task in enumerate(cfg["tasks"], start=1):
+        iterations = resolve_job(cfg, method, k)["train"]["iterations"]
+        assert iterations == epochs * math.ceil(EXPECTED[MTIL][task["name"]].train / batch), task["name"]

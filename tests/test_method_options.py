@@ -124,20 +124,23 @@ def test_every_method_kind_declares_the_families_it_runs_on():
         cls = method_class(kind)
         assert "families" in vars(cls), f"{kind} must declare families in its own class body"
         assert cls.families and set(cls.families) <= {"clip", "causal_lm"}, (kind, cls.families)
-    declared = {kind: method_class(kind).families for kind in ("codyra", "codyra_rail", "rail", "zscl", "icl", "l2p")}
+    declared = {
+        kind: method_class(kind).families for kind in ("codyra", "codyra_rail", "rail", "zscl", "icl", "l2p", "diki")
+    }
     assert declared == {
         "codyra": ("clip", "causal_lm"),
         "codyra_rail": ("clip",),  # a subclass of CoDyRA that fits RAIL's head on image features
         "rail": ("clip",),
         "zscl": ("clip",),
         "icl": ("causal_lm",),
-        "l2p": ("causal_lm",),
+        "l2p": ("causal_lm", "clip"),  # prompts before the LM's input embeddings, or in CLIP's image encoder
+        "diki": ("clip",),
     }
 
 
 @pytest.mark.parametrize(
     "kind, family, supported",
-    [("l2p", "clip", "causal_lm"), ("rail", "causal_lm", "clip")],
+    [("icl", "clip", "causal_lm"), ("rail", "causal_lm", "clip")],
 )
 def test_config_validation_rejects_a_method_on_a_family_it_does_not_support(tiny_cfg_dict, kind, family, supported):
     from tests.llm.conftest import TINY_TRACE

@@ -2,7 +2,9 @@
 trainable parameters and the optimizer: ZSCL's weight ensemble, EWC's running
 Fisher, GEM's step count, OGD's collected gradients, AdaLoRA's importance EMAs and final pattern,
 DyLoRA's rank stream, TreeLoRA's accumulators, bandit and round counter (with and without a carried
-optimizer); LwF rebuilds its teacher from theta_{i-1}.
+optimizer), LAE's offline PETs; LwF rebuilds its teacher from theta_{i-1}, iCaRL its teacher and memory stream,
+CL-LoRA and S-Prompts their attached modules; L2P's prompts and DIKI's prefixes, attached to the
+frozen CLIP, resume with the model's parameters (DIKI recomputes its task's Gaussian from theta_0).
 
 Each method trains tasks 1 and 2 of the tiny mini benchmark (6 steps, checkpoints at steps 2 and 4);
 task 2 is killed after step 5 and resumed after the process's RNG is scrambled, as a fresh process
@@ -41,8 +43,17 @@ METHODS = {
     ),
     # task 2 starts from task 1's stored AdamW state; the checkpoint's own optimizer state replaces it on resume
     "treelora-carry": ({"kind": "treelora", "rank": 4, "train": {"carry_optimizer": True}}, {"bandit.sim", "rounds"}),
+    # the offline PETs' EMA, over steps 4-6 past the frozen steps 1-3
+    "lae": ({"kind": "lae", "rank": 2, "blocks": 2, "ema_decay": 0.5, "freeze_fraction": 0.5}, {"offline."}),
+    "icarl": ({"kind": "icarl", "memory_size": 40}, set()),  # the memory's chunk of a step follows from the step
+    # modules attached beside the frozen backbone: their parameters checkpoint as the model's; the teacher,
+    # earlier branches and K-means centroids are rebuilt from task 1's stored state and the job's generator
+    "cl-lora": ({"kind": "cl_lora"}, set()),
+    "sprompts": ({"kind": "sprompts"}, set()),
+    "l2p": ({"kind": "l2p", "pool_size": 4, "length": 2, "top_k": 2, "vote_group": 4}, set()),
+    "diki": ({"kind": "diki", "vision_depth": 2, "text_depth": 2, "vision_length": 2, "text_length": 2}, set()),
 }
-FULL = {"zscl", "ewc", "gem", "lwf"}  # full fine-tuning: the tiny config's full-ft learning rate
+FULL = {"zscl", "ewc", "gem", "lwf", "icarl"}  # full fine-tuning: the tiny config's full-ft learning rate
 
 
 @pytest.fixture

@@ -29,6 +29,10 @@ def _config(args) -> dict:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set train.lr=1e-4)")
         set_key(cfg, key, parse_value(value))
     cfg = load_config(cfg)
+    if getattr(args, "single_task", None):  # a single-task study's runs on this task (config key single_task)
+        from codyra.experiment.single_task import single_task_config
+
+        cfg = single_task_config(cfg, args.single_task)
     if getattr(args, "threads", None):  # the scheduler's allotment wins over the config's thread counts
         _set_threads(cfg, args.threads)
     return cfg
@@ -312,6 +316,14 @@ def build_parser() -> argparse.ArgumentParser:
             add_launch_options(p)
         return p
 
+    def single_task_option(p):
+        p.add_argument(
+            "--single-task",
+            metavar="TASK",
+            help="a run of the single-task studies (config key single_task) that train TASK from theta_0: "
+            "the command runs on their config, benchmark <benchmark>-single-TASK (its one task is task 1)",
+        )
+
     def run_options(p, seed_help="training seed of the run"):
         p.add_argument("--method", required=True, help="a method of the config's methods list (e.g. codyra, lora-r16)")
         p.add_argument("--seed", type=int, required=True, help=seed_help)
@@ -344,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
         launchable=True,
     )
     run_options(p)
+    single_task_option(p)
     p.add_argument("--task", type=int, required=True, help="task index i, 1-based")
     p.add_argument(
         "--force",
@@ -360,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
         launchable=True,
     )
     row_options(p)
+    single_task_option(p)
     p.add_argument(
         "--j",
         type=int,
@@ -376,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
         launchable=True,
     )
     row_options(p)
+    single_task_option(p)
     p = command(
         "summarize",
         cmd_summarize,
@@ -393,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
         launchable=True,
     )
     run_options(p)
+    single_task_option(p)
     p = command(
         "sweep",
         cmd_sweep,
@@ -449,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
         device=True,
     )
     run_options(p)
+    single_task_option(p)
     command(
         "grad-conflict",
         cmd_grad_conflict,

@@ -20,7 +20,7 @@ from codyra.methods._prompting import pools as prompts
 from codyra.methods._prompting.llm import PromptedLM, attach_prompts
 from codyra.methods.icl import llm as icl
 from codyra.methods.icl.method import ICL
-from codyra.methods.l2p import prompt_pool
+from codyra.methods.l2p.llm import prompt_pool
 from codyra.steps.batches import derive_seed
 from codyra.store.paths import cell_path, task_dir
 from codyra.store.updates import load_method_state

@@ -4,7 +4,8 @@
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
 from codyra.analysis.common import FIGURES_DIR, adapter_methods, trained_methods
 from codyra.analysis.registry import available, outputs, skipped
-from codyra.analysis.probes import interp_name, probed_alphas, remove_name
+from codyra.analysis.compare import named_tables
+from codyra.analysis.probes import probe_names
 from codyra.experiment.jobs import method_kinds
 from codyra.store.paths import GRAD_CONFLICT, PROBE
 
@@ -13,7 +14,7 @@ FIGURES = FIGURES_DIR.format(**_fixed)
 TRAINED_METHODS = trained_methods(CFG)
 PROBE_PATTERN = PROBE.format(**_fixed, method="{method}", seed="{seed}", probe="{probe}")
 # alpha = 0 and 1 are the held-out files H_0 and H_N: only the alphas between are probed
-PROBES = [interp_name(a) for a in probed_alphas(CFG)] + [remove_name(t) for t in CFG["analysis"]["remove_towers"]]
+PROBES = probe_names(CFG)
 CONFLICT_FILE = GRAD_CONFLICT.format(**_fixed)
 
 
@@ -49,12 +50,14 @@ ANALYSIS_INPUTS = {
     "ablations": MATRICES + [run_path(m, s, f"task{i}", "summary.json") for m in TRAINED_METHODS for s in CFG["seeds"] for i in TASKS],
 }
 ANALYSIS_INPUTS["norm_matched"] = ANALYSIS_INPUTS["ablations"]
+ANALYSIS_INPUTS["single_task"] = SINGLE_TASK_FILES  # single_task.smk: every study's runs' cells, held-out files, probes
 # the comparison reads our tables' CSVs: the paper's headline tables and the analyses it compares
 COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG)]
 COMPARED += [f"{TABLES}/{t}.csv" for a in ("drift", "magnitude", "cka", "retention") if a in ANALYSES for t in outputs(CFG, a)[0]]
+COMPARED += [f"{TABLES}/{t}.csv" for t in named_tables(CFG)]  # single-task studies and ablation tables named as the paper's
 ANALYSIS_INPUTS["compare"] = COMPARED
 # analyses of small files (tables, summaries, JSON) run in the Snakemake process; the others are CPU jobs
-LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations", "norm_matched")]
+LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations", "norm_matched", "single_task")]
 
 
 

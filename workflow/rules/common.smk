@@ -65,11 +65,13 @@ wildcard_constraints:
     j=r"\d+",
 
 
-def codyra_cli(log_path, *argv, threads=None):
-    """Run one codyra command with this workflow's validated config, its log and (compute commands) the job's threads."""
+def codyra_cli(log_path, *argv, threads=None, cfg=None):
+    """Run one codyra command with this workflow's validated config (or ``cfg``, a single-task
+    study's, single_task.smk), its log and (compute commands) the job's threads."""
     from codyra.cli import run
 
-    run([*map(str, argv), "--log", str(log_path), *(["--threads", str(threads)] if threads else [])], config=CFG)
+    argv = [*map(str, argv), "--log", str(log_path), *(["--threads", str(threads)] if threads else [])]
+    run(argv, config=CFG if cfg is None else cfg)
 
 
 def trains(method):

@@ -21,6 +21,13 @@ paper's, with the fraction of concordant pairs and Kendall's tau.
 Our numbers come from the CSV tables the DAG wrote (``table1``, ``forgetting``, ``table2``,
 ``drift``, ``magnitude``, ``cka``, ``general_capability``, ``heldout_tracking``). A method's paper
 row is its kind's ``paper_row`` (codyra.methods.base), or config key ``analysis.paper_names``.
+
+Tables of ours named as the paper's (:func:`named_tables`) are compared cell by cell: the
+single-task studies (config key single_task) named supp_dtd, supp_eurosat, supp_flowers,
+supp_norm_matched (their numbers apply to CLIP ViT-B/16 with OpenAI's weights, the paper's task
+and ImageNet as the reference set; the paper does not name supp_norm_matched's task), and an
+ablation sweep's ``table`` supp_placement_matched (X-TAIL's numbers, rows matched by placement and
+rank). On a mini benchmark, the order of the rows per column, ours against the paper's.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -399,6 +407,7 @@ def comparison_table(cfg: dict, tables_dir: Path) -> PlainTable:
             out.rows.append(
                 [metric.name, method, status, paper.name if paper else rows[method][0] or "n/a", *cells, flag, note]
             )
+    out.rows += named_table_rows(cfg, tables_dir)
     if setting.why_not:
         out.notes.append(f"no published number applies: {setting.why_not}")
     out.notes.append(
@@ -467,4 +476,146 @@ def ordering_table(cfg: dict, tables_dir: Path) -> PlainTable:
         out.rows.append(
             [metric.name, sources, *orders, f"{concordant}/{pairs}", "n/a" if tau is None else f"{tau:.2f}"]
         )
+    out.rows += named_table_orders(cfg, tables_dir)
+    return out
+
+
+# our single-task studies named as the paper's tables: the task the paper trained (None: not named)
+SINGLE_TASK_TABLES = {
+    "supp_dtd": "DTD",
+    "supp_eurosat": "EuroSAT",
+    "supp_flowers": "Flowers",
+    "supp_norm_matched": None,
+}
+SINGLE_TASK_REFERENCE = ["ImageNet"]
+SINGLE_TASK_COLUMNS = {  # the paper's column -> ours (codyra.analysis.single_task)
+    "eff-rank": "eff. rank",
+    "||DeltaW||_F": "Frobenius dW (task)",
+    "Deltaplasticity": "Delta-plasticity",
+    "Forgetting": "Forgetting",
+}
+PLACEMENT_MATCHED = "supp_placement_matched"
+PLACEMENT_ROWS = {"Attn-only": "attn", "MLP-only": "mlp", "All (ours)": "all"}  # the paper's row -> our placement
+PLACEMENT_COLUMNS = {"Transfer": "Transfer", "Avg.": "Average", "Last": "Last"}
+
+
+def named_tables(cfg: dict) -> list[str]:
+    """Our tables named as a paper table and compared with it: the single-task studies and ablation tables."""
+    from codyra.experiment.single_task import studies
+
+    names = [n for n in studies(cfg) if n in SINGLE_TASK_TABLES]
+    return names + [s["table"] for s in cfg["ablations"].values() if s.get("table") == PLACEMENT_MATCHED]
+
+
+def _single_task_column(column: str) -> str | None:
+    """Our column of the paper's: "DeltaP r4" -> "Delta-plasticity rank=4", "Fgt r4" -> "Forgetting rank=4"."""
+    match = re.fullmatch(r"(DeltaP|Fgt) r(\d+)", column)
+    if match:
+        return f"{'Delta-plasticity' if match[1] == 'DeltaP' else 'Forgetting'} rank={match[2]}"
+    return SINGLE_TASK_COLUMNS.get(column)
+
+
+def cell_pairs(cfg: dict, name: str) -> tuple[list[tuple[str, str, tuple]], str | None]:
+    """([(paper row, paper column, our (block, row, column))]) of a named table, and why the paper's
+    numbers do not apply to the config (None where they do)."""
+    from codyra.analysis.ablation import option_label, sweep_options
+    from codyra.experiment.single_task import studies
+
+    published = table(name)
+    pairs = []
+    if name == PLACEMENT_MATCHED:
+        sweep = next(s for s in cfg["ablations"].values() if s.get("table") == name)
+        keys, base = sweep_options(sweep), cfg["method_configs"][sweep["method"]]
+        for row in published["rows"]:
+            rank = int(row["values"][published["columns"].index("Rank")])
+            options = {**base, "placement": PLACEMENT_ROWS[row["row"]], "rank": rank, "alpha": base.get("alpha")}
+            if "alpha" in keys:
+                options["alpha"] = rank  # the paper's scale alpha / r = 1
+            label = option_label(options, keys)
+            pairs += [(f"{row['row']} r={rank}", c, ("", label, ours)) for c, ours in PLACEMENT_COLUMNS.items()]
+        setting = paper_setting(cfg)
+        why = setting.why_not or (
+            None
+            if setting.benchmark == published["benchmark"]
+            else f"the paper measured it on {published['benchmark']}"
+        )
+        return pairs, why
+    for row in published["rows"]:
+        pairs += [
+            (row["row"], c, ("", row["row"], ours))
+            for c in published["columns"]
+            if (ours := _single_task_column(c)) is not None
+        ]
+    task = studies(cfg)[name]["task"]
+    paper_task = SINGLE_TASK_TABLES[name]
+    model = (cfg["model"]["name"], cfg["model"]["pretrained"])
+    why = None
+    if model != ("ViT-B-16", "openai"):
+        why = "the paper's numbers are for CLIP ViT-B/16 with OpenAI's weights"
+    elif paper_task is not None and PAPER_COLUMNS.get(task, task) != paper_task:
+        why = f"the paper trained {paper_task}; this study trains {task}"
+    elif cfg["single_task"]["reference_tasks"] != SINGLE_TASK_REFERENCE:
+        why = "the paper's reference set is ImageNet-1k"
+    return pairs, why
+
+
+def _published_cell(name: str, row: str, column: str) -> tuple[float, float | None] | None:
+    """(mean, std) the paper prints at (row, column) of a named table; rows of supp_placement_matched
+    are "<placement row> r=<Rank>" (its placement rows repeat, one per rank)."""
+    if name != PLACEMENT_MATCHED:
+        return mean_std(value(name, row, column))
+    published = table(name)
+    placement, rank = row.rsplit(" r=", 1)
+    for r in published["rows"]:
+        if r["row"] == placement and int(r["values"][published["columns"].index("Rank")]) == int(rank):
+            return mean_std(r["values"][published["columns"].index(column)])
+    return None
+
+
+def named_table_rows(cfg: dict, tables_dir: Path) -> list[list[str]]:
+    """The comparison_table rows of the named tables, cell by cell."""
+    out = []
+    for name in named_tables(cfg):
+        ours_table = read_csv_table(tables_dir / f"{name}.csv")
+        pairs, why = cell_pairs(cfg, name)
+        for paper_row_name, column, key in pairs:
+            stat = _published_cell(name, paper_row_name, column)
+            ours = ours_table.get(key)
+            status = NO_NUMBER if why or stat is None else NOT_RUN if ours is None else COMPARED
+            cells, flag = ["n/a"] * 4, "n/a"
+            if stat is not None:
+                cells[:2] = [
+                    table(name)["source"],
+                    f"{stat[0]:.2f}" + (f" ± {stat[1]:.2f}" if stat[1] is not None else ""),
+                ]
+            if ours is not None:
+                cells[2] = f"{ours[0]:.2f} ± {ours[1]:.2f}"
+            if status == COMPARED:
+                diff = ours[0] - stat[0]
+                cells[3] = f"{diff:+.2f}"
+                flag = "DIFFERS" if abs(diff) > 2 * math.hypot(ours[1], stat[1] or 0.0) else "ok"
+            note = why or ""
+            out.append([f"{name} / {column}", key[1], status, paper_row_name, *cells, flag, note])
+    return out
+
+
+def named_table_orders(cfg: dict, tables_dir: Path) -> list[list[str]]:
+    """ordering_table rows of the named tables: per published column, the order of the rows both
+    tables have (a mini study stands in for the paper's task: the comparison is qualitative)."""
+    out = []
+    for name in named_tables(cfg):
+        ours_table = read_csv_table(tables_dir / f"{name}.csv")
+        by_column: dict[str, list[tuple[str, float, float]]] = {}
+        for paper_row_name, column, key in cell_pairs(cfg, name)[0]:
+            stat, ours = _published_cell(name, paper_row_name, column), ours_table.get(key)
+            if stat is not None and ours is not None:
+                by_column.setdefault(column, []).append((paper_row_name, stat[0], ours[0]))
+        for column, common in by_column.items():
+            if len(common) < 2:
+                continue
+            higher = not column.startswith(("Fgt", "Forgetting"))
+            concordant, pairs, tau = kendall([c[1] for c in common], [c[2] for c in common])
+            orders = [_order(common, k, higher) for k in (1, 2)]
+            tau_text = "n/a" if tau is None else f"{tau:.2f}"
+            out.append([f"{name} / {column}", table(name)["source"], *orders, f"{concordant}/{pairs}", tau_text])
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from codyra.analysis.common import figures_dir, new_figure, save_figure, trained_methods
-from codyra.analysis.probes import interp_name, read_probe, remove_name
+from codyra.analysis.probes import interp_name, module_label, read_probe, remove_name, without_name
 from codyra.analysis.retention import read_heldout
 from codyra.evaluation.tables import Table
 from codyra.family import family_of
@@ -58,7 +58,8 @@ def write_interpolation_figure(cfg: dict, table: Table) -> None:
 
 
 def removal_table(cfg: dict) -> Table:
-    """Per method: theta_N and theta_N without each encoder's updates, on the stream tasks and held-out tasks."""
+    """Per method: theta_N and theta_N without each encoder's updates (and each removed module type),
+    on the stream tasks and held-out tasks."""
     n = len(cfg["tasks"])
     stream = [t["name"] for t in cfg["tasks"]]
     columns = [*stream, "stream avg", "held-out avg"]
@@ -82,6 +83,10 @@ def removal_table(cfg: dict) -> Table:
             variants["theta_N"].append({"tasks": tasks, "heldout": heldout})
             for tower in cfg["analysis"]["remove_towers"]:
                 variants.setdefault(f"without {tower}", []).append(read_probe(cfg, method, seed, remove_name(tower)))
+            for modules in cfg["analysis"]["remove_modules"]:
+                variants.setdefault(f"without {module_label(modules)}", []).append(
+                    read_probe(cfg, method, seed, without_name(modules))
+                )
         for label, records in variants.items():
             cells = [[r["tasks"][t] for r in records] for t in stream]
             cells.append([statistics.fmean(r["tasks"].values()) for r in records])

@@ -6,8 +6,11 @@
   theta_N and alpha = 0 exactly theta_0: their accuracies are the held-out files H_N and H_0,
   not computed again.
 - Remove trained modules (paper figure "prune_motivation"): theta_N without the parts of every
-  update that change one encoder (``text`` / ``vision``), evaluated on the stream's tasks and
-  the held-out tasks.
+  update that change one encoder (``remove_towers``: ``text`` / ``vision``), or without the
+  trained modules of one type (``remove_modules``: a placement such as ``[vision, v]``, the
+  vision encoder's V projections, or ``[text, mlp]``; low-rank updates), evaluated on the
+  stream's tasks and the held-out tasks. A single-task study's runs (config key single_task)
+  take the same probe on their one task and reference tasks.
 
 Each probe writes ``results/{benchmark}/{method}/seed{seed}/probes/{probe}.json`` with the
 digests of the updates it used.
@@ -43,6 +46,17 @@ def remove_name(tower: str) -> str:
     return f"remove-{tower}"
 
 
+def module_label(placement) -> str:
+    """``vision_v`` for ``[vision, v]``: the removed modules in a name."""
+    from codyra.experiment.sweeps import value_label
+
+    return value_label(placement)
+
+
+def without_name(placement) -> str:
+    return f"without-{module_label(placement)}"
+
+
 def scaled(update: TaskUpdate, alpha: float) -> TaskUpdate:
     """The update times alpha (adapters: their gates, so dW = B diag(alpha w) A)."""
     if update.kind == "lora":
@@ -64,6 +78,24 @@ def without_tower(update: TaskUpdate, tower: str) -> TaskUpdate:
         tensors = {k: v for k, v in update.tensors.items() if k.rsplit(".", 1)[0] in targets}
         return TaskUpdate("lora", tensors, targets)
     return TaskUpdate(update.kind, {k: v for k, v in update.tensors.items() if clip_tower(k) != tower})
+
+
+def without_modules(update: TaskUpdate, placement) -> TaskUpdate:
+    """A low-rank update minus the targets ``placement`` selects (paper Fig. prune_motivation:
+    the trained LoRA modules of one type removed); every other target unchanged."""
+    from codyra.adapters.targets import select_targets
+    from codyra.clip.targets import CLIP_VOCABULARY, stored_target
+
+    if update.kind != "lora":
+        raise ValueError(
+            f"module removal takes trained low-rank modules out of an update; this update is {update.kind!r}: "
+            "list only adapter methods (lora, codyra) where remove_modules applies"
+        )
+    stored = [stored_target(name, where["param"], where["rows"]) for name, where in update.targets.items()]
+    removed = {t.name for t in select_targets(stored, placement, CLIP_VOCABULARY)}
+    targets = {n: w for n, w in update.targets.items() if n not in removed}
+    tensors = {k: v for k, v in update.tensors.items() if k.rsplit(".", 1)[0] in targets}
+    return TaskUpdate("lora", tensors, targets)
 
 
 def probe_model(cfg: dict, method: str, seed: int, transform):
@@ -99,6 +131,15 @@ def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
     return out
 
 
+def probe_names(cfg: dict) -> list[str]:
+    """The probe files a run's probe job writes (alpha = 0 and 1 are the held-out files H_0 / H_N)."""
+    return (
+        [interp_name(a) for a in probed_alphas(cfg)]
+        + [remove_name(t) for t in cfg["analysis"]["remove_towers"]]
+        + [without_name(p) for p in cfg["analysis"]["remove_modules"]]
+    )
+
+
 def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
     """Every interpolation and module-removal probe of (method, seed); returns the written records."""
     from codyra.device import pick_device
@@ -117,6 +158,10 @@ def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
     probes += [
         (remove_name(t), {"removed": t}, lambda u, t=t: without_tower(u, t), True)
         for t in cfg["analysis"]["remove_towers"]
+    ]
+    probes += [
+        (without_name(p), {"removed_modules": p}, lambda u, p=p: without_modules(u, p), True)
+        for p in cfg["analysis"]["remove_modules"]
     ]
     records = []
     for name, fields, transform, stream in probes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from codyra.analysis.common import adapter_methods, figures_dir, norm_methods, trained_methods, write_any_table
+from codyra.experiment.single_task import studies
 from codyra.family import family_of
 from codyra.store.paths import tables_dir
 
@@ -30,6 +31,7 @@ ANALYSES = {
     "compare": "the paper's published numbers beside the reproduced ones",
     "ablations": "the config's ablation sweeps (config key ablations)",
     "norm_matched": "LoRA trained to a matched ||dW||_F beside the natural runs",
+    "single_task": "the single-task studies: Delta-plasticity and forgetting of runs that train one task from theta_0",
 }
 
 
@@ -53,6 +55,8 @@ def available(cfg: dict) -> list[str]:
         names.append("ablations")
     if norm_methods(cfg):
         names.append("norm_matched")
+    if studies(cfg):
+        names.append("single_task")
     return names
 
 
@@ -66,6 +70,8 @@ def skipped(cfg: dict) -> dict[str, str]:
         reasons["norm_matched"] = "no method with norm_target (config/mini_ablations.yaml has the probe)"
     if not cfg["ablations"]:
         reasons["ablations"] = "no ablation sweeps (config key ablations; config/mini_ablations.yaml)"
+    if not studies(cfg):
+        reasons["single_task"] = "no single-task studies (config key single_task; config/mini_ablations.yaml)"
     return {name: why for name, why in reasons.items() if name not in available(cfg)}
 
 
@@ -81,6 +87,10 @@ def outputs(cfg: dict, name: str, method: str | None = None) -> tuple[list[str],
         return ablation_outputs(cfg)
     if name == "amplification":
         return ["amplification"], [f"amplification_{m}_seed{s}" for m in adapter_methods(cfg) for s in cfg["seeds"]]
+    if name == "single_task":
+        from codyra.analysis.single_task import single_task_outputs
+
+        return single_task_outputs(cfg)
     return {
         "drift": (["drift"], ["drift"]),
         "magnitude": (["magnitude"], []),
@@ -148,6 +158,10 @@ def write(cfg: dict, name: str, method: str | None = None) -> None:
         from codyra.evaluation.tables import load_runs
 
         write_ablations(cfg, load_runs(cfg), out)
+    elif name == "single_task":
+        from codyra.analysis.single_task import write_single_task
+
+        write_single_task(cfg, out)
     else:
         for table in _tables(cfg, name):
             write_any_table(out, table)

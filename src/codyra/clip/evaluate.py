@@ -54,15 +54,29 @@ def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, 
     correct = total = 0
     bar = progress_bar(total=len(loader.dataset), desc=f"eval {task.name}")
     for images, labels in loader:
-        with autocast(device, ev["precision"]):
-            features = model.encode_image(images.to(device, non_blocking=True))
-        # fp32 logits: in bf16, near-tied classes of a 1,100-way argmax could swap
-        predictions = (F.normalize(features.float(), dim=-1) @ classifier.T).argmax(dim=-1).cpu()
+        predictions = class_scores(model, images.to(device, non_blocking=True), classifier, ev["precision"])
+        predictions = predictions.argmax(dim=-1).cpu()
         correct += int((predictions == labels + offset).sum())
         total += len(labels)
         bar.update(len(labels))
     bar.close()
     return 100.0 * correct / total, total, classifier.shape[0]
+
+
+def class_scores(model, images, classifier, precision: str):
+    """(B, classes) scores of ``images`` over ``classifier``'s rows: the cosines of the model's image
+    features. A model that combines several image encodings itself (a method's inference module:
+    LAE's ensemble of its online and offline modules, ``combine_class_scores``) gets the function
+    computing those cosines for an image encoder, and returns its own scores."""
+
+    def cosines(encode):
+        with autocast(images.device, precision):
+            features = encode(images)
+        # fp32 logits: in bf16, near-tied classes of a 1,100-way argmax could swap
+        return F.normalize(features.float(), dim=-1) @ classifier.T
+
+    combine = getattr(model, "combine_class_scores", None)
+    return cosines(model.encode_image) if combine is None else combine(cosines)
 
 
 def clip_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind):

@@ -14,6 +14,19 @@ CLIP_VOCABULARY = PlacementVocabulary(
 )
 
 
+_KIND_OF_LEAF = {"q": "q", "k": "k", "v": "v", "o": "o", "c_fc": "fc", "c_proj": "proj"}
+
+
+def stored_target(name: str, param: str, rows) -> Target:
+    """The Target a stored update names (its name, parameter and row block; sizes unknown, 0):
+    tower and kind read from the name as :func:`clip_targets` writes it."""
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf not in _KIND_OF_LEAF:
+        raise ValueError(f"stored update target {name!r} is not a CLIP target name (Q, K, V, O, FC or Proj of a block)")
+    tower = "vision" if param.startswith("visual.") else "text"
+    return Target(name, param, None if rows is None else tuple(rows), 0, 0, tower, _KIND_OF_LEAF[leaf])
+
+
 def clip_targets(model) -> list[Target]:
     from torch import nn
 

@@ -341,6 +341,17 @@ def _check_semantics(cfg: dict) -> None:
                         f"config key {where}.norm_target: {ref!r} must be another method of the grid "
                         "(config key methods), whose updates' ||dW||_F set the target"
                     )
+    for k, placement in enumerate(cfg["analysis"]["remove_modules"]):
+        try:
+            parse_placement(placement, vocabulary)
+        except ValueError as err:
+            raise ConfigError(f"config key analysis.remove_modules[{k}]: {err}") from None
+    for name, sweep in cfg["ablations"].items():
+        if "label" in sweep:
+            raise ConfigError(f"config key ablations.{name}.label: applies to single_task sweeps; use table")
+    from codyra.experiment.single_task import check_single_task
+
+    check_single_task(cfg)
 
 
 def _check_families(cfg: dict) -> None:

@@ -42,6 +42,12 @@ JOBS: dict[str, Job] = {
     # each versioned by its own module (codyra.analysis.registry only dispatches)
     "probe": Job("probe", ("codyra.analysis.probes",), "eval.threads"),
     "grad_conflict": Job("grad-conflict", ("codyra.analysis.conflict",), "eval.threads"),
+    # the single-task studies (workflow/rules/single_task.smk): the ordinary training, cell, held-out
+    # and probe jobs, run on the config of the study's task (codyra.experiment.single_task)
+    "single_task_train": Job("train", ("codyra.experiment.train_job",), "train.threads"),
+    "single_task_row0": Job("cell", ("codyra.evaluation.evaluate", "codyra.evaluation.heldout"), "eval.threads"),
+    "single_task_eval": Job("cell", ("codyra.evaluation.evaluate", "codyra.evaluation.heldout"), "eval.threads"),
+    "single_task_probe": Job("probe", ("codyra.analysis.probes",), "eval.threads"),
     **{
         f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), "eval.threads")
         for name, module in (
@@ -64,6 +70,7 @@ JOBS: dict[str, Job] = {
             ("ablations", "ablation"),
             ("compare", "compare"),
             ("norm_matched", "norm_matched"),
+            ("single_task", "single_task"),
         )
     },
 }

@@ -63,8 +63,29 @@ def select(query_vectors: torch.Tensor, keys: torch.Tensor, top_k: int) -> tuple
     q = l2_normalize(query_vectors, dim=1)
     k = l2_normalize(keys.to(q.dtype), dim=1)
     idx = torch.topk(q @ k.T, k=top_k, dim=1).indices
-    pull = (k[idx] * q.unsqueeze(1)).sum() / q.shape[0]
-    return idx, pull
+    return idx, pull_term(q, k, idx)
+
+
+def pull_term(q: torch.Tensor, k: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """L2P's pull constraint of normalised queries ``q`` (B, C) and keys ``k`` (pool, C) at the
+    chosen indices ``idx`` (B, top_k): sum over samples and choices of key . query, over B."""
+    return (k[idx] * q.unsqueeze(1)).sum() / q.shape[0]
+
+
+def vote(idx: torch.Tensor, pool_size: int, group: int | None) -> torch.Tensor:
+    """L2P's ``batchwise_prompt`` (google-research/l2p ``models/prompt.py``): within each run of
+    ``group`` consecutive samples (the reference votes over one device's batch), every sample
+    takes the ``top_k`` prompts chosen most often in its group, the most chosen first, ties to
+    the lower index (``jnp.unique``'s sorted ids, ``lax.top_k``'s order); ``group`` None: each
+    sample keeps its own (B, top_k) choice."""
+    if group is None:
+        return idx
+    top_k, out = idx.shape[1], torch.empty_like(idx)
+    for start in range(0, idx.shape[0], group):
+        counts = torch.bincount(idx[start : start + group].flatten(), minlength=pool_size)
+        order = torch.sort(counts, descending=True, stable=True).indices[:top_k]
+        out[start : start + group] = order
+    return out
 
 
 def prepend(

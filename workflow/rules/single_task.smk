@@ -1,0 +1,138 @@
+# The single-task studies (config key single_task; codyra.experiment.single_task): each run trains
+# ONE task from theta_0 and is evaluated on it and on the reference tasks. The studies' runs on a
+# task form a config of their own (benchmark <benchmark>-single-<task>, the wildcard {target}),
+# run by the ordinary commands: `codyra train` (task 1), `codyra cell` (A[0,1], A[1,1]),
+# `codyra heldout` (H_0, H_1 of the reference tasks) and `codyra probe` (module removal), each
+# given that config. The analysis single_task (analysis.smk) reads their files.
+import re
+
+from codyra.analysis.probes import probe_names
+from codyra.experiment.jobs import method_kinds
+from codyra.experiment.single_task import INFIX, removal_methods, single_task_config, targets
+from codyra.methods.lora import norm_references
+from codyra.store.paths import HELDOUT, PROBE
+
+SINGLE = {t: single_task_config(CFG, t) for t in targets(CFG)}
+REFERENCES = CFG["single_task"]["reference_tasks"]
+PROBED = {t: removal_methods(CFG, t) for t in SINGLE}  # the runs the module-removal probe takes apart
+_single = dict(results=RESULTS, benchmark=f"{BENCHMARK}{INFIX}{{target}}")
+SINGLE_RUN = RUN_DIR.format(**_single, method="{method}", seed="{seed}")
+SINGLE_GROUP = "single-{target}-{method}-seed{seed}"  # on a cluster, a run's training, evaluation and probe: one job
+SINGLE_LOGS = f"{LOGS}/single_task/{{target}}"
+SINGLE_METHODS = "|".join(map(re.escape, dict.fromkeys(m for cfg in SINGLE.values() for m in cfg["methods"])))
+
+
+def single_files(target, method, seed):
+    """The files a single-task run leaves: its cells and held-out files (and its probes, if it is probed)."""
+    cfg = SINGLE[target]
+    run = SINGLE_RUN.format(target=target, method=method, seed=seed)
+    files = [f"{run}/cells/A_{i}_1.json" for i in (0, 1)]
+    files += [HELDOUT.format(**_single, method=method, seed=seed, i=i, name=h).format(target=target) for i in (0, 1) for h in REFERENCES]
+    if method in PROBED[target]:
+        files += [PROBE.format(**_single, method=method, seed=seed, probe=p).format(target=target) for p in probe_names(cfg)]
+    return files
+
+
+SINGLE_TASK_FILES = [f for t, cfg in SINGLE.items() for m in cfg["methods"] for s in CFG["seeds"] for f in single_files(t, m, s)]
+
+
+def single_update(w):
+    return [f"{SINGLE_RUN}/task1/{f}".format(target=w.target, method=w.method, seed=w.seed) for f in ("summary.json", "update.safetensors")]
+
+
+def single_row0(w):
+    return [ROW0_CELL.format(**_single, j=1).format(target=w.target)] + [
+        ROW0_HELDOUT.format(**_single, name=h).format(target=w.target) for h in REFERENCES
+    ]
+
+
+if SINGLE:
+
+    wildcard_constraints:
+        target="|".join(map(re.escape, SINGLE)),
+
+    rule single_task_row0:
+        # theta_0 on the task (A[0,1]) and on the reference tasks (H_0), once per task
+        input:
+            unpack(lambda w: common_inputs()),
+        output:
+            [ROW0_CELL.format(**_single, j=1)] + [ROW0_HELDOUT.format(**_single, name=h) for h in REFERENCES],
+        params:
+            settings=lambda w: fingerprint([eval_fingerprint(SINGLE[w.target], 1), heldout_fingerprint(SINGLE[w.target])]),
+        threads: CFG["eval"]["threads"]
+        log:
+            f"{SINGLE_LOGS}/pretrained.log",
+        run:
+            for command in ("cell", "heldout"):
+                codyra_cli(log[0], command, "--method", "pretrained", "--i", 0, threads=threads, cfg=SINGLE[wildcards.target])
+
+    def single_train_inputs(w):
+        inputs = common_inputs()
+        # the norm-matched probe's target: the median ||dW||_F of these runs' updates of the same task
+        references = norm_references(resolve_job(SINGLE[w.target], w.method, 1)["method"])
+        if references:
+            inputs["norm_references"] = [f"{SINGLE_RUN}/task1/summary.json".format(target=w.target, method=m, seed=w.seed) for m in references]
+        return inputs
+
+    rule single_task_train:
+        wildcard_constraints:
+            method=SINGLE_METHODS,
+        input:
+            unpack(single_train_inputs),
+        output:
+            factors=f"{SINGLE_RUN}/task1/update.safetensors",
+            summary=f"{SINGLE_RUN}/task1/summary.json",
+            history=f"{SINGLE_RUN}/task1/history.jsonl",
+        params:
+            settings=lambda w: train_fingerprint(SINGLE[w.target], w.method, 1),
+        threads: lambda w: resolve_job(SINGLE[w.target], w.method, 1)["train"]["threads"]
+        group:
+            SINGLE_GROUP
+        log:
+            f"{SINGLE_LOGS}/{{method}}/seed{{seed}}/train.log",
+        run:
+            codyra_cli(log[0], "train", "--method", wildcards.method, "--seed", wildcards.seed, "--task", 1, threads=threads, cfg=SINGLE[wildcards.target])
+
+    rule single_task_eval:
+        wildcard_constraints:
+            method=SINGLE_METHODS,
+        # theta_1 on the task (A[1,1]) and the reference tasks (H_1); row 0's files copied beside them
+        input:
+            unpack(lambda w: {**common_inputs(), "updates": single_update(w), "row0": single_row0(w)}),
+        output:
+            [f"{SINGLE_RUN}/cells/A_{i}_1.json" for i in (0, 1)]
+            + [HELDOUT.format(**_single, method="{method}", seed="{seed}", i=i, name=h) for i in (0, 1) for h in REFERENCES],
+        params:
+            settings=lambda w: fingerprint([eval_fingerprint(SINGLE[w.target], 1), heldout_fingerprint(SINGLE[w.target])]),
+        threads: CFG["eval"]["threads"]
+        group:
+            SINGLE_GROUP
+        log:
+            f"{SINGLE_LOGS}/{{method}}/seed{{seed}}/eval.log",
+        run:
+            for i in (0, 1):
+                for command in ("cell", "heldout"):
+                    codyra_cli(log[0], command, "--method", wildcards.method, "--seed", wildcards.seed, "--i", i, threads=threads, cfg=SINGLE[wildcards.target])
+
+    SINGLE_PROBES = probe_names(next(iter(SINGLE.values())))  # every task's runs take every study's removals
+
+    if SINGLE_PROBES:
+
+        rule single_task_probe:
+            wildcard_constraints:
+                method=SINGLE_METHODS,
+            # theta_1 without each removed module type, on the task and the reference tasks
+            input:
+                unpack(lambda w: {**common_inputs(), "updates": single_update(w)}),
+            output:
+                [PROBE.format(**_single, method="{method}", seed="{seed}", probe=p) for p in SINGLE_PROBES],
+            params:
+                settings=lambda w: fingerprint([heldout_fingerprint(SINGLE[w.target]), eval_fingerprint(SINGLE[w.target], 1), SINGLE[w.target]["analysis"]]),
+                version=lambda w: job_version("probe", method_kinds(SINGLE[w.target], [w.method])),
+            threads: CFG["eval"]["threads"]
+            group:
+                SINGLE_GROUP
+            log:
+                f"{SINGLE_LOGS}/{{method}}/seed{{seed}}/probe.log",
+            run:
+                codyra_cli(log[0], "probe", "--method", wildcards.method, "--seed", wildcards.seed, threads=threads, cfg=SINGLE[wildcards.target])
