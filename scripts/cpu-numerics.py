@@ -170,12 +170,11 @@ def _stream_digests(cfg: dict, methods: list[str], out: dict) -> None:
 
 def tiny_configs(results: Path) -> list[tuple[dict, list[str]]]:
     """A mini CLIP and a mini TRACE run small enough for a test: 2 tasks, a few steps each."""
-    import yaml
-
     from codyra.experiment.config import load_config
+    from codyra.yaml_loader import load_yaml
 
     with open(ROOT / "config/config.yaml") as f:
-        clip = yaml.safe_load(f)
+        clip = load_yaml(f)
     clip.update(results=str(results), seeds=[0], methods=["lora-r16", "codyra", "full-ft"], tracking={"enabled": False})
     clip["tasks"] = clip["tasks"][:2]
     clip["mini"].update(
@@ -188,7 +187,7 @@ def tiny_configs(results: Path) -> list[tuple[dict, list[str]]]:
     )
     clip["train"].update(iterations=6, batch_size=32)
     with open(ROOT / "config/mini_trace.yaml") as f:
-        lm = yaml.safe_load(f)
+        lm = load_yaml(f)
     lm.update(results=str(results), seeds=[0], methods=["lora-r8-qv", "codyra"], tracking={"enabled": False})
     lm["tasks"] = [{"name": t["name"], "train": {"epochs": 1}} for t in lm["tasks"][:2]]
     lm["mini"].update(corpus_size=200, pretrain_steps=6, pretrain_batch_size=8, train_per_task=16, test_per_task=10)

@@ -6,10 +6,10 @@ import copy
 from pathlib import Path
 
 import pytest
-import yaml
 
 from codyra.experiment.config import ConfigError, load_config
 from codyra.experiment.sweeps import expand_ablations, value_label
+from codyra.yaml_loader import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,9 +71,9 @@ def _merged(base: dict, overlay: dict) -> dict:
 
 
 def test_the_mini_ablations_config_expands_to_valid_methods():
-    overlay = yaml.safe_load((ROOT / "config" / "mini_ablations.yaml").read_text())
+    overlay = load_yaml((ROOT / "config" / "mini_ablations.yaml").read_text())
     assert overlay.pop("extends") == "config.yaml"
-    cfg = load_config(_merged(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), overlay))
+    cfg = load_config(_merged(load_yaml((ROOT / "config" / "config.yaml").read_text()), overlay))
     # the stream's sweeps: placements 4, initial ranks 3, kappa_max 3, dense ratios 4, placement-matched 2, LoRA ranks 4
     assert len(cfg["methods"]) == 2 + 4 + 3 + 3 + 4 + 2 + 4
     assert cfg["method_configs"]["codyra-placement-attn-rank-36"] == {

@@ -184,7 +184,7 @@ def test_version_help_and_examples_for_every_command(capsys):
 
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
-    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"codyra {__version__}"
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith(f"codyra {__version__}")
     import argparse
 
     def walk(parser, name):

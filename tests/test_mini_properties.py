@@ -10,12 +10,12 @@ depend on the thread count, and one thread is also the faster on a busy machine.
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from codyra.cli import run_stream
 from codyra.evaluation.metrics import forgetting
 from codyra.experiment.config import load_config
 from codyra.mini.clip.pretrain import pretrain_mini
+from codyra.yaml_loader import load_yaml
 
 from .conftest import ROOT
 
@@ -34,7 +34,7 @@ PARTLY_KNOWN = ("shade",)  # named in many captions: zero-shot far above chance
 @pytest.fixture(scope="module")
 def streams(tmp_path_factory):
     with open(f"{ROOT}/config/config.yaml") as f:
-        raw = yaml.safe_load(f)
+        raw = load_yaml(f)
     raw.update(
         results=str(tmp_path_factory.mktemp("mini-properties")),
         seeds=[0],

@@ -1,4 +1,4 @@
-"""environment.yml mirrors pyproject.toml: same packages, same version bounds."""
+"""environment.yml mirrors pyproject.toml: same packages, same version bounds, each once."""
 
 from __future__ import annotations
 
@@ -25,16 +25,20 @@ def conda_requirement(entry: str) -> tuple[str, SpecifierSet]:
 
 def test_environment_mirrors_pyproject_bounds():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
     wanted = {
         Requirement(r).name: Requirement(r).specifier
-        for r in [*project["dependencies"], *project["optional-dependencies"]["llm"]]
+        for r in [*project["dependencies"], *extras["workflow"], *extras["llm"]]
     }
     env = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
-    have = {}
-    for entry in env:
-        for item in entry["pip"] if isinstance(entry, dict) else [entry]:
-            if item not in ("pip", "-e .") and not item.startswith("python="):
-                name, spec = conda_requirement(item)
-                have[name] = spec
+    listed = [
+        conda_requirement(item)
+        for entry in env
+        for item in (entry["pip"] if isinstance(entry, dict) else [entry])
+        if item not in ("pip", "-e .") and not item.startswith("python=")
+    ]
+    names = [name for name, _ in listed]
+    assert sorted({n for n in names if names.count(n) > 1}) == []  # each package once
+    have = dict(listed)
     assert {CONDA_NAMES.get(n, n): s for n, s in wanted.items()} == have
     assert "build=cuda*" in next(e for e in env if isinstance(e, str) and e.startswith("pytorch"))

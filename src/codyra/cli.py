@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 DEFAULT_CONFIG = "config/config.yaml"
+DESCRIPTION = "The codyra command line: one command per Snakemake job, usable on its own."
 log = logging.getLogger(__name__)
 
 
@@ -52,8 +54,38 @@ def cmd_pretrain_mini(args) -> None:
 
 def cmd_train(args) -> None:
     from codyra.experiment.train_job import train_task
+    from codyra.store.paths import task_dir
 
-    train_task(_config(args), args.method, args.seed, args.task, device=args.device)
+    cfg = _config(args)
+    if not args.force and train_up_to_date(cfg, args.method, args.seed, args.task):
+        folder = task_dir(cfg, args.method, args.seed, args.task)
+        message = (
+            f"task {args.task} of {args.method} seed {args.seed} is up to date: {folder} was trained with these "
+            "settings and code, from the same updates before it; nothing to do (--force retrains it)"
+        )
+        log.info(message)
+        print(message)
+        return
+    train_task(cfg, args.method, args.seed, args.task, device=args.device)
+
+
+def train_up_to_date(cfg: dict, method: str, seed: int, i: int) -> bool:
+    """Whether task i's stored update is what training it now would write: its files exist, its
+    summary sits where it belongs (the updates 1..i-1 it started from included) and records the
+    settings fingerprint (settings and code version) the config gives now."""
+    from codyra.experiment.fingerprints import train_fingerprint
+    from codyra.store.io import ResultError
+    from codyra.store.paths import SUMMARY_FILE, UPDATE_FILE, task_dir
+    from codyra.store.updates import task_summary
+
+    folder = task_dir(cfg, method, seed, i)
+    if not ((folder / SUMMARY_FILE).is_file() and (folder / UPDATE_FILE).is_file()):
+        return False
+    try:
+        summary = task_summary(cfg, method, seed, i)
+    except (ResultError, OSError):  # ResultError: a summary of another place, or not JSON
+        return False
+    return summary.get("settings") == train_fingerprint(cfg, method, i)
 
 
 def cmd_cell(args) -> None:
@@ -191,26 +223,78 @@ def cmd_fetch_weights(args) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def git_commit(package_dir: Path) -> str | None:
+    """The commit of the git checkout ``package_dir`` (``<checkout>/src/codyra``) is in, with
+    ``+changes`` if tracked files differ from it; None for an installed copy or without git."""
+    import subprocess
+
+    def git(*argv: str) -> str:
+        return subprocess.run(
+            ["git", *argv], cwd=package_dir, capture_output=True, text=True, timeout=10, check=False
+        ).stdout.strip()
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if not top or Path(top).resolve() / "src" / "codyra" != package_dir.resolve():
+            return None  # not a checkout of codyra (e.g. an installed copy inside another repository)
+        commit = git("rev-parse", "--short=12", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):  # no git
+        return None
+    return (commit + ("+changes" if changed else "")) or None
+
+
+def version_text() -> str:
     from codyra import __version__
+
+    commit = git_commit(Path(__file__).resolve().parent)
+    return f"codyra {__version__}" + (f" (git {commit})" if commit else "")
+
+
+class _VersionAction(argparse.Action):
+    """--version, computed when asked for (a git call is no cost of other commands)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())  # on stdout, as argparse's own version action
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from codyra.analysis.registry import ANALYSES
 
     parser = argparse.ArgumentParser(
         prog="codyra",
-        description=__doc__.splitlines()[0],
+        description=DESCRIPTION,
         epilog="example: codyra train --method codyra --seed 0 --task 1   (codyra COMMAND --help for each command)",
     )
-    parser.add_argument("--version", action="version", version=f"codyra {__version__}")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the version (and the git commit of a checkout) and exit"
+    )
     _add_log_option(parser, argparse.SUPPRESS)
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help="codyra COMMAND --help for its options"
     )
 
-    def command(name, handler, help_text, example, *, config=True, threads=False, device=False, launchable=False):
-        p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example: {example}")
+    def command(
+        name, handler, help_text, example, *, config=True, threads=False, device=False, launchable=False, details=""
+    ):
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text + details,
+            epilog=f"example: {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter if details else argparse.HelpFormatter,
+        )
         _add_log_option(p, argparse.SUPPRESS)  # accepted before or after the command name
         if config:
             p.add_argument(
-                "--config", default=DEFAULT_CONFIG, help=f"experiment config YAML (default {DEFAULT_CONFIG})"
+                "--config",
+                default=DEFAULT_CONFIG,
+                metavar="FILE",
+                help=f"experiment config YAML (default {DEFAULT_CONFIG})",
             )
             p.add_argument(
                 "--set",
@@ -220,7 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
             )
         if threads:
             p.add_argument(
-                "--threads", type=int, help="torch CPU threads (default: the config's train/eval/pretrain threads)"
+                "--threads",
+                type=int,
+                metavar="N",
+                help="torch CPU threads (default: the config's train/eval/pretrain threads)",
             )
         if device:
             p.add_argument("--device", help="torch device, e.g. cuda:1 or cpu (default: cuda if available, else cpu)")
@@ -238,19 +325,19 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     def run_options(p, seed_help="training seed of the run"):
-        p.add_argument(
-            "--method", required=True, help="method name from the config's `methods` (e.g. codyra, lora-r16)"
-        )
+        p.add_argument("--method", required=True, help="a method of the config's methods list (e.g. codyra, lora-r16)")
         p.add_argument("--seed", type=int, required=True, help=seed_help)
 
     def row_options(p):
         p.add_argument(
             "--method",
             required=True,
-            help="method name from the config's `methods`, or 'pretrained' for the shared row 0",
+            help="a method of the config's methods list, or 'pretrained' for the shared row 0",
         )
         p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
-        p.add_argument("--i", type=int, required=True, help="row: the model after tasks 1..i (0 = pretrained)")
+        p.add_argument(
+            "--i", type=int, required=True, metavar="ROW", help="row: the model after tasks 1..i (0 = pretrained)"
+        )
 
     command(
         "pretrain-mini",
@@ -271,6 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     run_options(p)
     single_task_option(p)
     p.add_argument("--task", type=int, required=True, help="task index i, 1-based")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="train even if the task is up to date (its stored update was trained with these settings and code)",
+    )
     p = command(
         "cell",
         cmd_cell,
@@ -283,7 +375,10 @@ def build_parser() -> argparse.ArgumentParser:
     row_options(p)
     single_task_option(p)
     p.add_argument(
-        "--j", type=int, help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)"
+        "--j",
+        type=int,
+        metavar="TASK",
+        help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)",
     )
     p = command(
         "heldout",
@@ -317,13 +412,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "sweep",
         cmd_sweep,
-        "run a method over a grid of hyperparameters (one `run` per point and seed)",
+        "run a method over a grid of hyperparameters (one codyra run per point and seed)",
         "codyra sweep --method codyra --grid kappa_max=0.005,0.01 --seeds 0 1 --slurm",
         threads=True,
         launchable=True,
     )
     p.add_argument("--method", required=True, help="method whose config the grid points vary")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of every grid point (default 0)")
+    p.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], metavar="SEED", help="seeds of every grid point (default 0)"
+    )
     p.add_argument(
         "--grid",
         action="append",
@@ -334,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     command(
         "tables",
         cmd_tables,
-        "write the paper's tables of the benchmark (Markdown, CSV, LaTeX) and sync MLflow",
+        "write the paper's tables of the benchmark (Markdown, CSV, LaTeX, HTML) and sync MLflow",
         "codyra tables --config config/mtil_5shot.yaml",
     )
     command(
@@ -349,18 +446,15 @@ def build_parser() -> argparse.ArgumentParser:
         "create the MLflow store, experiment and parent runs (before parallel jobs)",
         "codyra mlflow-init --marker results/mini/mlflow.ready.json",
     )
-    p.add_argument("--marker", required=True, help="JSON file written once the store is ready")
+    p.add_argument("--marker", required=True, metavar="FILE", help="JSON file written once the store is ready")
     p = command(
         "analysis",
         cmd_analysis,
-        "write one of the paper's analyses (tables + figures) from stored results (README, Analyses)",
+        "write one of the paper's analyses (tables and figures) from stored results (docs/analyses.md)",
         "codyra analysis drift",
+        details="\n\nanalyses:\n" + "\n".join(f"  {name:<14}{what}" for name, what in ANALYSES.items()),
     )
-    p.add_argument(
-        "name",
-        help="drift, magnitude, cka, cost, rank, retention, probes, conflict, significance, ablations, norm_matched, "
-        "single_task, compare",
-    )
+    p.add_argument("name", metavar="NAME", choices=list(ANALYSES), help="the analysis: one of those listed above")
     p.add_argument("--method", help="the adapter method (analysis rank only)")
     p = command(
         "probe",
@@ -388,14 +482,21 @@ def build_parser() -> argparse.ArgumentParser:
         config=False,
     )
     p.add_argument("--model", default="ViT-B-16", help="open_clip model name (default ViT-B-16)")
-    p.add_argument("--pretrained", default="openai", help="open_clip pretrained tag (default openai)")
-    p.add_argument("--cache-dir", help="cache directory shared with compute nodes (default: $HF_HUB_CACHE)")
+    p.add_argument("--pretrained", default="openai", metavar="TAG", help="open_clip pretrained tag (default openai)")
+    p.add_argument(
+        "--cache-dir", metavar="DIR", help="cache directory shared with compute nodes (default: $HF_HUB_CACHE)"
+    )
     _register_optional(sub)
     return parser
 
 
 def _add_log_option(p, default) -> None:
-    p.add_argument("--log", default=default, help="append this command's log, progress and any traceback to this file")
+    p.add_argument(
+        "--log",
+        default=default,
+        metavar="FILE",
+        help="append this command's log, progress and any traceback to this file",
+    )
 
 
 def add_launch_options(p) -> None:
@@ -408,6 +509,7 @@ def add_launch_options(p) -> None:
     g.add_argument(
         "--slurm-profile",
         default=DEFAULT_PROFILE,
+        metavar="DIR",
         help=f"Snakemake profile whose resources to request (default {DEFAULT_PROFILE})",
     )
     g.add_argument(
@@ -467,7 +569,7 @@ def run(argv: list[str], config: dict | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from codyra.experiment.config import ConfigError
+    from codyra.errors import ConfigError, MissingExtraError
 
     try:
         return run(sys.argv[1:] if argv is None else argv)
@@ -477,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         ValueError,
         KeyError,
         ConnectionError,
+        MissingExtraError,
     ) as err:  # OSError: a full disk, a read-only folder
         print(f"codyra: error: {err}", file=sys.stderr)
         return 2

@@ -13,3 +13,8 @@ class WeightsUnavailableError(FileNotFoundError):
 class NotWritableError(OSError):
     """A folder a job writes its results to cannot be written (read-only, full disk, not a
     folder); raised before the job's work starts, the message names the folder."""
+
+
+class MissingExtraError(ImportError):
+    """A command needs a package of an optional extra that is not installed; the message names
+    the extra and the install command (:func:`codyra.extras.require_extra`)."""

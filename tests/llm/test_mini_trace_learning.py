@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
@@ -25,6 +24,7 @@ from codyra.experiment.train_job import train_task
 from codyra.mini.trace.pretrain import pretrain_mini_lm
 from codyra.store.paths import MINI_PRETRAINED
 from codyra.trace.metrics import TRACE_TASKS
+from codyra.yaml_loader import load_yaml
 
 pytestmark = pytest.mark.slow
 MINI_TRACE = Path(__file__).resolve().parents[2] / "config" / "mini_trace.yaml"
@@ -34,7 +34,7 @@ N = len(TRACE_TASKS)
 
 @pytest.fixture(scope="module")
 def mini_trace(tmp_path_factory):
-    raw = yaml.safe_load(MINI_TRACE.read_text())
+    raw = load_yaml(MINI_TRACE.read_text())
     raw["results"] = str(tmp_path_factory.mktemp("mini_trace_learning"))
     raw["tracking"] = {"enabled": False}
     raw["mini"].update(train_per_task=100, test_per_task=30, corpus_size=2000, pretrain_steps=300, pretrain_threads=1)

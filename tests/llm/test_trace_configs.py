@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from codyra.experiment.config import ConfigError, load_config, resolve_job
 from codyra.trace.metrics import TRACE_TASKS
+from codyra.yaml_loader import load_yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 BACKBONES = {  # paper Table 2
@@ -84,7 +84,7 @@ def test_ewc_gem_run_treeloras_full_grad_scripts_and_ogd_traces_cl_script(name):
 
 
 def raw_trace() -> dict:
-    return yaml.safe_load((CONFIG_DIR / "trace.yaml").read_text())
+    return load_yaml((CONFIG_DIR / "trace.yaml").read_text())
 
 
 @pytest.mark.parametrize("backbone", BACKBONES)
@@ -119,4 +119,4 @@ def test_a_bad_backbone_choice_names_the_key(change, message):
 
 def test_a_backbone_without_backbones_is_an_error():
     with pytest.raises(ConfigError, match="config key backbone: set, but the config has no backbones"):
-        load_config({**yaml.safe_load((CONFIG_DIR / "mini_trace.yaml").read_text()), "backbone": "gemma-2b-it"})
+        load_config({**load_yaml((CONFIG_DIR / "mini_trace.yaml").read_text()), "backbone": "gemma-2b-it"})

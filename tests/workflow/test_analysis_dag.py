@@ -8,11 +8,13 @@ import sys
 
 import yaml
 
+from codyra.yaml_loader import load_yaml
+
 from .conftest import REPO, job_counts, snakemake
 
 
 def test_paper_target_of_the_default_config(tmp_path):
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg = load_yaml((REPO / "config" / "config.yaml").read_text())
     cfg["results"] = str(tmp_path / "results")
     counts = job_counts(snakemake(tmp_path, cfg, "-n", "paper").stdout)
     n, seeds, methods = len(cfg["tasks"]), len(cfg["seeds"]), len(cfg["methods"])

@@ -8,12 +8,12 @@ import copy
 import json
 
 import pytest
-import yaml
 
 from codyra.clip.streams import build_tasks
 from codyra.data.tasks import ImageConfig
 from codyra.experiment.config import load_config
 from codyra.store.paths import cell_path, row0_cell_path, tables_dir
+from codyra.yaml_loader import load_yaml
 from tests.conftest import TINY
 from tests.data.fixtures import write_dtd, write_eurosat, write_mnist
 from tests.llm.conftest import TINY_TRACE
@@ -89,4 +89,4 @@ def test_mini_trace_through_the_grid(tmp_path):
     assert len(predictions.read_text().splitlines()) == cfg["mini"]["test_per_task"]
     table2 = (tables_dir(loaded) / "table2.md").read_text()
     assert "OP" in table2 and "Forgetting" in table2
-    assert yaml.safe_load((REPO / "config" / "mini_trace.yaml").read_text())["data"]["kind"] == "trace"
+    assert load_yaml((REPO / "config" / "mini_trace.yaml").read_text())["data"]["kind"] == "trace"

@@ -9,13 +9,14 @@ import yaml
 
 from codyra.experiment.config import config_from_files, load_config
 from codyra.methods import method_of
+from codyra.yaml_loader import load_yaml
 from tests.conftest import TINY
 
 from .conftest import REPO, grid_config, job_counts, snakemake
 
 
 def test_default_config_dag_has_the_grid_job_counts(tmp_path):
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg = load_yaml((REPO / "config" / "config.yaml").read_text())
     cfg["results"] = str(tmp_path / "results")
     counts = job_counts(snakemake(tmp_path, cfg, "-n", "all_tables").stdout)
     n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
@@ -93,7 +94,7 @@ def count_submissions(workdir, *args: str) -> dict:
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
 
 
-SLURM_PROFILE = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+SLURM_PROFILE = load_yaml((REPO / "profiles" / "slurm" / "config.yaml").read_text())
 
 
 def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(tmp_path):
@@ -163,7 +164,7 @@ def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
 
 def test_causal_lm_runs_submit_one_job_per_task_on_the_training_gpus(tmp_path):
     """A TRACE task holds 4 GPUs for hours: the group is training task i and row i, not the run."""
-    cfg = yaml.safe_load((REPO / "config" / "mini_trace.yaml").read_text())
+    cfg = load_yaml((REPO / "config" / "mini_trace.yaml").read_text())
     out = count_submissions(
         REPO,
         "--profile",

@@ -1,4 +1,7 @@
-"""What the analyses share: a run's stored updates and summaries, plain tables, figures."""
+"""What the analyses share: a run's stored updates and summaries, plain tables, figures.
+
+Import-light (no torch at import): the CLI reads the analyses' names from the registry.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codyra.store.io import atomic_write, write_text
 from codyra.store.paths import results_path
-from codyra.store.updates import TaskUpdate, stored_update, task_summary
+
+if TYPE_CHECKING:
+    from codyra.store.updates import TaskUpdate
 
 FIGURES_DIR = "{results}/figures/{benchmark}"
 
@@ -44,6 +50,8 @@ def norm_methods(cfg: dict) -> list[str]:
 
 def run_updates(cfg: dict, method: str, seed: int) -> Iterator[TaskUpdate]:
     """The verified updates of tasks 1..N of a run, one at a time (full fine-tuning deltas are model-sized)."""
+    from codyra.store.updates import stored_update
+
     for i in range(1, len(cfg["tasks"]) + 1):
         yield stored_update(cfg, method, seed, i)
 
@@ -51,6 +59,8 @@ def run_updates(cfg: dict, method: str, seed: int) -> Iterator[TaskUpdate]:
 def run_summaries(cfg: dict, method: str, seed: int) -> list[dict]:
     """The summary.json of tasks 1..N of a run, each checked against where it sits
     (:func:`codyra.store.updates.task_summary`); a missing one is an error naming the job to run."""
+    from codyra.store.updates import task_summary
+
     return [task_summary(cfg, method, seed, i) for i in range(1, len(cfg["tasks"]) + 1)]
 
 

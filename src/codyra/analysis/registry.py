@@ -15,6 +15,25 @@ from codyra.store.paths import tables_dir
 
 log = logging.getLogger(__name__)
 
+# Every analysis, with what it writes (docs/analyses.md has the paper tables and figures of each).
+ANALYSES = {
+    "drift": "cumulative ||theta_t - theta_0||_F after each task (table and figure)",
+    "magnitude": "effective rank, ||dW||_F, ||A||_2 and ||B||_2 of each task's update",
+    "rank": "active rank per layer and module kind of an adapter method (--method; tables and heatmaps)",
+    "amplification": "per adapted matrix, ||dW||_F over that of the weight in the update's top singular directions",
+    "cka": "linear CKA between consecutive task updates",
+    "cost": "trainable and stored parameters, inference overhead and step time per method",
+    "orth": "mean |cos| between the LoRA A matrices of different tasks (table and figure)",
+    "retention": "held-out accuracy after each and after the last task",
+    "probes": "interpolation theta_0 -> theta_N and encoder-removal probes (after codyra probe)",
+    "conflict": "gradient conflict between tasks at theta_0 (after codyra grad-conflict)",
+    "significance": "mean, std, 95% confidence interval over seeds and paired t-tests",
+    "compare": "the paper's published numbers beside the reproduced ones",
+    "ablations": "the config's ablation sweeps (config key ablations)",
+    "norm_matched": "LoRA trained to a matched ||dW||_F beside the natural runs",
+    "single_task": "the single-task studies: Delta-plasticity and forgetting of runs that train one task from theta_0",
+}
+
 
 def available(cfg: dict) -> list[str]:
     """The analyses that apply to ``cfg`` (e.g. held-out ones need held-out tasks, probes a CLIP)."""

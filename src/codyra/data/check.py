@@ -16,9 +16,12 @@ def register_cli(subparsers, handler) -> None:
     data = subparsers.add_parser(
         "data",
         help="inspect the benchmark datasets",
+        description="inspect the benchmark datasets",
         epilog="example: codyra data check --config config/mtil_5shot.yaml",
     )
-    commands = data.add_subparsers(dest="data_command", required=True, metavar="SUBCOMMAND", help="check")
+    commands = data.add_subparsers(
+        dest="data_command", required=True, metavar="SUBCOMMAND", help="codyra data SUBCOMMAND --help for its options"
+    )
     check = commands.add_parser(
         "check",
         help="report whether every dataset of a benchmark is present: its metadata parses and every image file "
@@ -28,9 +31,13 @@ def register_cli(subparsers, handler) -> None:
         "Exit code 0 when all datasets are usable, 1 otherwise.",
         epilog="example: codyra data check --config config/mtil_5shot.yaml --root /shared/datasets --deep",
     )
-    check.add_argument("--log", default=argparse.SUPPRESS, help="append this command's log to this file")
-    check.add_argument("--config", required=True, type=Path, help="benchmark config YAML (data.kind mtil or xtail)")
-    check.add_argument("--root", type=Path, help="data root to use instead of the config's data.root")
+    check.add_argument(
+        "--log", default=argparse.SUPPRESS, metavar="FILE", help="append this command's log to this file"
+    )
+    check.add_argument(
+        "--config", required=True, type=Path, metavar="FILE", help="benchmark config YAML (data.kind mtil or xtail)"
+    )
+    check.add_argument("--root", type=Path, metavar="DIR", help="data root to use instead of the config's data.root")
     check.add_argument(
         "--deep",
         action="store_true",

@@ -13,21 +13,23 @@ A job's configuration is resolved from four layers, later ones winning:
 from __future__ import annotations
 
 import copy
+import dataclasses
+import difflib
 import math
-import re
 from functools import cache
 from pathlib import Path
 
 import yaml
 
 from codyra.errors import ConfigError
+from codyra.yaml_loader import ConfigLoader, load_yaml, scalars
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.yaml"
 
 
 @cache
 def schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    return load_yaml(SCHEMA_PATH.read_text())
 
 
 def load_config(source: str | Path | dict) -> dict:
@@ -38,7 +40,7 @@ def load_config(source: str | Path | dict) -> dict:
 def _refuse_duplicate_keys(text: str) -> None:
     """PyYAML silently keeps the last of a key given twice in one mapping: name it instead.
     Composing builds the node tree only (no Python objects), so this reads as safely as safe_load."""
-    todo = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    todo = [yaml.compose(text, Loader=ConfigLoader)]
     while todo:
         node = todo.pop()
         if isinstance(node, yaml.MappingNode):
@@ -62,19 +64,23 @@ def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
     clear error for a missing, malformed or empty file and for a cycle of ``extends``."""
     path = Path(source)
     if not path.is_file():
+        tried = path.absolute()
         if _chain:
             raise ConfigError(
-                f"config file {_chain[-1]}: extends {path}, which does not exist; "
+                f"config file {_chain[-1]}: extends {path}, which does not exist (looked for {tried}); "
                 f"fix the path (relative to {_chain[-1]})"
             )
-        raise ConfigError(f"config file not found: {path} (pass --config <file>)")
+        raise ConfigError(
+            f"config file not found: {path} (looked for {tried}); pass the path of an existing file, "
+            "e.g. --config config/config.yaml from the repository root"
+        )
     if path.resolve() in _chain:
         cycle = " -> ".join(str(p) for p in (*_chain, path.resolve()))
         raise ConfigError(f"config files extend each other in a cycle: {cycle}; one of them must not extend")
     try:
         text = path.read_text()
         _refuse_duplicate_keys(text)
-        cfg = yaml.safe_load(text)
+        cfg = load_yaml(text)
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
@@ -109,23 +115,18 @@ def overlay(base: dict, top: dict) -> dict:
 
 def config_from_files(paths: list, overrides: dict) -> dict:
     """Snakemake's config: its --configfile(s) in order (each with its ``extends`` resolved),
-    then its --config values, merged as Snakemake merges them."""
+    then its --config values, merged as Snakemake merges them. Snakemake reads a --config value
+    with YAML's base loader, which leaves every item of a list or mapping a string
+    (``seeds=[0]`` -> ``['0']``): its strings are read here as a config file's scalars are."""
     cfg: dict = {}
     for path in paths:
         cfg = overlay(cfg, read_config_file(path))
-    return overlay(cfg, dict(overrides))
-
-
-_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+    return overlay(cfg, scalars(dict(overrides)))
 
 
 def parse_value(text: str):
-    """A command-line value as YAML, with numbers read the way a user writes them: YAML 1.1
-    (PyYAML) reads ``1e-4`` as a string (it wants ``1.0e-4``); here it is the float 1e-4."""
-    value = yaml.safe_load(text)
-    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-        return float(value)
-    return value
+    """A command-line value (``--set``) as YAML, read as a config file is (``1e-4`` is a float)."""
+    return load_yaml(text)
 
 
 def set_key(cfg: dict, key: str, value) -> None:
@@ -208,10 +209,28 @@ def validate_config(cfg: dict) -> dict:
 def _schema_errors(instance, sch: dict, prefix: list) -> list[tuple[list, str]]:
     import jsonschema
 
-    return [
-        (prefix + list(e.absolute_path), _message(e))
-        for e in jsonschema.Draft202012Validator(sch).iter_errors(instance)
-    ]
+    errors = []
+    for e in jsonschema.Draft202012Validator(sch).iter_errors(instance):
+        path = prefix + list(e.absolute_path)
+        if e.validator == "additionalProperties" and e.validator_value is False:
+            errors += [(path + [key], message) for key, message in _unknown_keys(e.instance, e.schema)]
+        else:
+            errors.append((path, _message(e)))
+    return errors
+
+
+def _unknown_keys(instance: dict, sch: dict) -> list[tuple[str, str]]:
+    """(key, message) for each key of ``instance`` its schema does not define, with the nearest defined one."""
+    known = sorted(sch.get("properties", {}))
+    return [(key, unknown_key_message(key, known)) for key in instance if key not in known]
+
+
+def unknown_key_message(key, known) -> str:
+    """'unknown key; did you mean 'lr'?' (the closest of ``known``), or the keys there are."""
+    close = difflib.get_close_matches(str(key), [str(k) for k in known], n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {close[0]!r}?"
+    return f"unknown key; the keys here: {', '.join(map(str, known)) or '(none)'}"
 
 
 def _message(error) -> str:
@@ -247,9 +266,11 @@ def _method_option_errors(cfg: dict) -> list[tuple[list, str]]:
     for path, spec in layers:
         kind = kinds.get(path[-1])
         if kind in available_kinds():
-            errors += [
-                ([*path, key], message) for key, message in option_errors(method_class(kind).Options, spec, kind=kind)
-            ]
+            options = method_class(kind).Options
+            names = [f.name for f in dataclasses.fields(options)]
+            for key, message in option_errors(options, spec, kind=kind):
+                close = difflib.get_close_matches(key, names, n=1, cutoff=0.6) if key not in names else []
+                errors.append(([*path, key], message + (f" (did you mean {close[0]!r}?)" if close else "")))
     return errors
 
 

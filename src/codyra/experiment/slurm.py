@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from codyra.experiment.jobs import eval_rule, job_threads, rule_for
+from codyra.yaml_loader import load_yaml
 
 DEFAULT_PROFILE = "profiles/slurm"
 LAUNCH_FLAGS = {"--slurm": 0, "--wait": 0, "--slurm-profile": 1, "--executor": 1}
@@ -30,7 +29,7 @@ def profile_resources(profile: str | Path, rule: str) -> dict:
     path = path / "config.yaml" if path.is_dir() else path
     if not path.is_file():
         raise FileNotFoundError(f"SLURM profile not found: {path} (pass --slurm-profile <dir>)")
-    profile_cfg = yaml.safe_load(path.read_text()) or {}
+    profile_cfg = load_yaml(path.read_text()) or {}
     return {**profile_cfg.get("default-resources", {}), **profile_cfg.get("set-resources", {}).get(rule, {})}
 
 
@@ -90,7 +89,9 @@ def strip_launch_flags(argv: list[str]) -> list[str]:
 
 
 def executor_for(cfg: dict, kind: str | None):
-    import submitit
+    from codyra.extras import require_extra
+
+    submitit = require_extra("submitit", "workflow", "launching with --slurm (submitit)")
 
     folder = Path(cfg["results"]) / "logs" / "submitit" / "%j"
     return submitit.AutoExecutor(folder=folder, cluster=kind, slurm_max_num_timeout=3)

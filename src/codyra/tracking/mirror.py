@@ -117,6 +117,9 @@ class Store:
     """An MLflow experiment of one benchmark, addressed by ``codyra.key`` tags."""
 
     def __init__(self, cfg: dict):
+        from codyra.extras import require_extra
+
+        require_extra("mlflow", "workflow", "MLflow tracking (config key tracking.enabled)")
         from mlflow import MlflowClient
 
         self.cfg, self.uri = cfg, tracking_uri(cfg)
