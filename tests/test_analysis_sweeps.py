@@ -82,14 +82,17 @@ def test_the_mini_ablations_config_expands_to_valid_methods():
         "rank": 36,
     }
     # the single-task studies: texture (lora_forgetting 4 x 5, prune_motivation's lora-r16, norm-matched 5 + 5),
-    # shape / position / digits (5 placements x 3 ranks each)
-    from codyra.experiment.single_task import single_task_config, targets
+    # shape / position / digits (5 placements x 3 ranks each); peft adds codyra on every task, and on shade
+    # (trained by no other study) lora-r16 too
+    from codyra.experiment.config import single_task_config
+    from codyra.experiment.single_task import targets
 
     runs = {task: single_task_config(cfg, task)["methods"] for task in targets(cfg)}
     assert {task: len(methods) for task, methods in runs.items()} == {
-        "texture": 20 + 1 + 10,
-        "shape": 15,
-        "position": 15,
-        "digits": 15,
+        "texture": 20 + 1 + 10 + 1,
+        "shape": 15 + 2,
+        "position": 15 + 2,
+        "digits": 15 + 2,
+        "shade": 2,
     }
     assert cfg["method_configs"]["codyra-dense_ratio-0.9"]["dense_ratio"] == 0.9

@@ -36,6 +36,12 @@ def test_mappings_merge_and_every_other_value_replaces():
     assert base["train"]["betas"] == [0.9, 0.99]  # the base is not modified
 
 
+def test_null_removes_an_inherited_mapping_and_replaces_anything_else():
+    base = {"ablations": {"sweep": {"method": "codyra"}}, "analysis": {"paper_names": {"a": "A"}, "x": 1}, "n": 2}
+    top = {"ablations": None, "analysis": {"paper_names": None}, "n": None}
+    assert overlay(base, top) == {"analysis": {"x": 1}, "n": None}
+
+
 def test_a_chain_of_bases_resolves_relative_to_each_file(tmp_path):
     write(tmp_path / "bases" / "root.yaml", {**TINY, "seeds": [0, 1, 2]})
     write(tmp_path / "bases" / "mid.yaml", {"extends": "root.yaml", "method_configs": {"codyra": {"kappa_max": 0.0}}})

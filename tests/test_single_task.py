@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from codyra.analysis.single_task import delta_plasticity, forgetting, run_cells
-from codyra.experiment.config import ConfigError, load_config
-from codyra.experiment.single_task import single_task_config, study_runs
+from codyra.experiment.config import ConfigError, load_config, single_task_config
+from codyra.experiment.single_task import study_runs
 from codyra.experiment.sweeps import variants
 from codyra.store.updates import TaskUpdate, apply_update
 

@@ -30,7 +30,7 @@ def _config(args) -> dict:
         set_key(cfg, key, parse_value(value))
     cfg = load_config(cfg)
     if getattr(args, "single_task", None):  # a single-task study's runs on this task (config key single_task)
-        from codyra.experiment.single_task import single_task_config
+        from codyra.experiment.config import single_task_config
 
         cfg = single_task_config(cfg, args.single_task)
     if getattr(args, "threads", None):  # the scheduler's allotment wins over the config's thread counts

@@ -8,7 +8,8 @@ import re
 
 from codyra.analysis.probes import probe_names
 from codyra.experiment.jobs import method_kinds
-from codyra.experiment.single_task import INFIX, removal_methods, single_task_config, targets
+from codyra.experiment.config import single_task_config
+from codyra.experiment.single_task import INFIX, removal_methods, targets
 from codyra.methods.lora import norm_references
 from codyra.store.paths import HELDOUT, PROBE
 

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from codyra.analysis.common import figures_dir, new_figure, save_figure
 from codyra.analysis.norm_matched import MISS, missed
 from codyra.evaluation.tables import Table
-from codyra.experiment.single_task import single_task_config, studies, study_runs
+from codyra.experiment.config import single_task_config
+from codyra.experiment.single_task import studies, study_runs
 from codyra.experiment.sweeps import value_label
 
 COLUMNS = ["Delta-plasticity", "Forgetting", "eff. rank", "Frobenius dW (task)", "trainable params"]

@@ -103,10 +103,13 @@ def read_config_file(source: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
 
 
 def overlay(base: dict, top: dict) -> dict:
-    """``top`` over ``base``: mappings merge key by key (recursively), every other value replaces."""
+    """``top`` over ``base``: mappings merge key by key (recursively), every other value replaces;
+    null in place of a mapping removes it (the key takes its default: a variant drops a sweep block)."""
     out = copy.deepcopy(base)
     for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if value is None and isinstance(out.get(key), dict):
+            del out[key]
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = overlay(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
@@ -350,8 +353,6 @@ def _check_semantics(cfg: dict) -> None:
     for name, sweep in cfg["ablations"].items():
         if "label" in sweep:
             raise ConfigError(f"config key ablations.{name}.label: applies to single_task sweeps; use table")
-    from codyra.experiment.single_task import check_single_task
-
     check_single_task(cfg)
 
 
@@ -473,3 +474,109 @@ def resolve_job(cfg: dict, method: str, task_index: int) -> dict:
     options = {k: v for k, v in _merged(base, per_task).items() if k != "train"}
     train = _merged(cfg["train"], base.get("train"), task.get("train"), per_task.get("train"))
     return {"method": options, "train": train}
+
+
+def single_task_config(cfg: dict, task: str) -> dict:
+    """The validated config of the single-task runs on ``task``: ``task`` its one task (with the
+    stream's per-task settings when it is one of the stream), the reference tasks held out, the
+    studies' runs its methods, theta_0 the benchmark's own."""
+    from codyra.experiment.pretraining import own_pretraining
+    from codyra.experiment.single_task import single_task_benchmark, studies, study_runs, targets
+
+    names = [n for n, s in studies(cfg).items() if s["task"] == task]
+    if not names:
+        raise ConfigError(f"no single-task study trains {task!r}; studies train: {', '.join(targets(cfg))}")
+    derived = copy.deepcopy(cfg)
+    methods = list(dict.fromkeys(m for n in names for m, _ in study_runs(derived, n)))
+    stream = {t["name"]: t for t in cfg["tasks"]}
+    weights = own_pretraining(cfg)
+    derived.update(
+        benchmark=single_task_benchmark(cfg, task),
+        tasks=[copy.deepcopy(stream.get(task, {"name": task}))],
+        heldout_tasks=list(cfg["single_task"]["reference_tasks"]),
+        methods=methods,
+        ablations={},
+        single_task={},
+    )
+    if weights is not None:  # the mini's own theta_0: the benchmark's, not pretrained again
+        derived["model"]["pretrained"] = weights
+    removals = []  # every study's: one probe job per run computes them all (its files are the same for every task)
+    for study in studies(cfg).values():
+        removals += [copy.deepcopy(p) for p in study.get("remove_modules", []) if p not in removals]
+    derived["analysis"] = {
+        **derived["analysis"],
+        "interpolation_alphas": [0.0, 1.0],  # no interpolation probe: theta_0 and theta_1 are the files
+        "remove_towers": [],
+        "remove_modules": removals,
+    }
+    try:
+        return validate_config(derived)
+    except ConfigError as err:
+        raise ConfigError(f"config key single_task (the runs on {task}): {err}") from None
+
+
+def check_single_task(cfg: dict) -> None:
+    """Semantics of config key single_task (its structure is the schema's)."""
+    from codyra.adapters.targets import parse_placement
+    from codyra.experiment.single_task import studies, study_runs, targets
+
+    block = cfg.get("single_task") or {}
+    if not studies(cfg):
+        if block.get("reference_tasks"):
+            raise ConfigError("config key single_task.reference_tasks: set, but single_task.studies is empty")
+        return
+    kind = cfg["data"]["kind"]
+    if cfg["model"]["family"] != "clip":
+        raise ConfigError(
+            "config key single_task: the single-task probes evaluate retention on held-out CLIP tasks; "
+            f"model.family {cfg['model']['family']!r} has none: remove single_task"
+        )
+    references = block.get("reference_tasks") or []
+    if not references:
+        raise ConfigError(
+            "config key single_task.reference_tasks: empty; Forgetting is measured on reference tasks "
+            f"(held-out datasets of {kind}: {', '.join(known_heldout_names(kind))})"
+        )
+    for k, name in enumerate(references):
+        if name not in known_heldout_names(kind):
+            raise ConfigError(
+                f"config key single_task.reference_tasks[{k}]: {name!r} is not a held-out dataset of {kind}; "
+                f"choose from {', '.join(known_heldout_names(kind))}"
+            )
+    known = known_task_names(kind)
+    vocabulary = placement_vocabulary(cfg["model"]["family"])
+    for name, study in studies(cfg).items():
+        where = f"config key single_task.studies.{name}"
+        if known is not None and study["task"] not in known:
+            raise ConfigError(
+                f"{where}.task: {study['task']!r} is not a dataset of {kind}; choose from {', '.join(known)}"
+            )
+        if study["task"] in references:
+            raise ConfigError(f"{where}.task: {study['task']!r} is a reference task; a reference is never trained on")
+        for m in study.get("methods", []):
+            if m not in cfg["method_configs"]:
+                raise ConfigError(f"{where}.methods: {m!r} is not an entry of method_configs")
+        runs = study_runs(copy.deepcopy(cfg), name)
+        if not runs:
+            raise ConfigError(f"{where}: no runs; list methods and/or sweeps")
+        if pivot := study.get("pivot"):
+            varied = {o for s in study.get("sweeps", []) for o in (*(s.get("vary") or {}), *(s.get("zip") or {}))}
+            for axis in ("rows", "columns"):
+                if pivot[axis] not in varied:
+                    raise ConfigError(
+                        f"{where}.pivot.{axis}: {pivot[axis]!r} is not an option its sweeps vary "
+                        f"({', '.join(sorted(varied))})"
+                    )
+        for k, placement in enumerate(study.get("remove_modules", [])):
+            try:
+                parse_placement(placement, vocabulary)
+            except ValueError as err:
+                raise ConfigError(f"{where}.remove_modules[{k}]: {err}") from None
+    for name, study in studies(cfg).items():
+        if study.get("summary") in studies(cfg):
+            raise ConfigError(
+                f"config key single_task.studies.{name}.summary: {study['summary']!r} is a study's table; "
+                "name the summary table otherwise"
+            )
+    for task in targets(cfg):
+        single_task_config(cfg, task)
