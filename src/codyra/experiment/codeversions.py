@@ -24,7 +24,7 @@ of the method kinds the job runs. Left out of the walk, neither hashed nor follo
 - the method kinds, unless the job runs them. A kind ``x`` is the module or package
   ``codyra.methods.x`` that exposes ``METHOD`` (the registry's contract). Its code is the
   closure of that module: its class, the modules of the kinds it builds on (``lwf_vr`` ->
-  ``lwf`` -> ``full``, and ``base``), its private helpers (``methods/_routing.py``). The
+  ``lwf`` -> ``full``, and ``base``), its private helpers (``methods/_routing``). The
   shared code never brings a kind in: the registry's import by name loads the kind of the
   job's method, and a static import of a kind from shared code (a family service a method
   calls through its context) runs for that method only. So editing LwF reruns LwF's jobs and

@@ -20,9 +20,9 @@ from torch import nn
 from codyra.adapters.attach import attach_adapters, detach_adapters
 from codyra.adapters.lora import RankSelectiveLoRA
 from codyra.device import autocast
-from codyra.methods._routing import RoutingTally, class_domains, route_learned
+from codyra.methods._routing import class_domains, route_learned
+from codyra.methods._routing.clip import routed_cells
 from codyra.methods.cl_lora.losses import PROJECTIONS
-from codyra.store.cells import cell_record
 
 ROUTER = "argmax"  # the task of the argmax class (the reference logs its accuracy as "Task correct")
 _ATTRIBUTE = "cl_lora"  # where the modules sit on the image tower while they are attached
@@ -254,7 +254,6 @@ def cl_lora_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int
     from codyra.clip.model import pretrained_clip
     from codyra.clip.streams import build_tasks
     from codyra.clip.zeroshot import label_space_classifier
-    from codyra.data.registry import label_space
 
     started = time.time()
     bundle = pretrained_clip(cfg)
@@ -264,7 +263,6 @@ def cl_lora_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int
     _attach_slots(model, modules)
     model = model.to(device).eval()
     tasks = build_tasks(cfg, bundle.image)
-    union = label_space(tasks)
     own_space = cfg["data"]["label_space"] != "union"
     task_of_class = class_domains([t.num_classes for t in tasks])
     unseen = None if options.unseen_branch == "shared" else i - 1
@@ -275,38 +273,22 @@ def cl_lora_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int
         with autocast(device, ev["precision"]):
             return F.normalize(model.encode_image(images).float(), dim=-1)
 
-    for j in js:
-        task = tasks[j - 1]
-        space = label_space([task]) if own_space else union
-        offset = 0 if own_space else union.offset(task.name)
+    def classify(j, space):
         classes_task = torch.full((len(space),), j - 1) if own_space else task_of_class
         branch_of = [int(t) if t < i else unseen for t in classes_task.tolist()]
         columns = {b: torch.tensor([c for c, x in enumerate(branch_of) if x == b]) for b in set(branch_of)}
         modules.branch = None
         with autocast(device, ev["precision"]):
             classifier = label_space_classifier(model, bundle.tokenizer, space, device)  # the text tower is theta_0's
-        loader = torch.utils.data.DataLoader(
-            task.test_set(),
-            batch_size=ev["batch_size"],
-            num_workers=cfg["data"]["num_workers"],
-            pin_memory=device.type == "cuda",
-        )
-        tally, correct, total = RoutingTally(ROUTER, true_domain=j - 1, learned=i), 0, 0
-        for images, labels in loader:
-            images = images.to(device, non_blocking=True)
-            logits = torch.empty(len(labels), len(space), device=device)
+
+        def predict(images):
+            logits = torch.empty(len(images), len(space), device=device)
             for branch, cols in columns.items():
                 cols = cols.to(device)
                 logits[:, cols] = embed(images, branch) @ classifier[cols].T
             predicted = logits.argmax(dim=-1).cpu()
-            tally.add(route_learned(classes_task[predicted], i))
-            correct += int((predicted == labels + offset).sum())
-            total += len(labels)
-        fields = {
-            "num_classes": len(space),
-            "num_samples": total,
-            "label_space": cfg["data"]["label_space"],
-            "routing": tally.to_json(),
-        }
-        yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
-        started = time.time()
+            return predicted, route_learned(classes_task[predicted], i)
+
+        return predict
+
+    yield from routed_cells(cfg, method, seed, i, js, tasks, device, ROUTER, classify, started)

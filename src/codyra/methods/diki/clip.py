@@ -26,8 +26,7 @@ from torch import nn
 
 from codyra.device import autocast
 from codyra.methods._prompting.clip import unwrap_attention, wrap_attention
-from codyra.methods._routing import RoutingTally
-from codyra.store.cells import cell_record
+from codyra.methods._routing.clip import routed_cells
 
 TOWERS = ("vision", "text")
 NAME = "codyra_prefixes"  # the training task's prefixes, a submodule of the model (checkpointed with it)
@@ -190,7 +189,6 @@ def diki_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
     from codyra.clip.model import pretrained_clip
     from codyra.clip.streams import build_tasks
     from codyra.clip.zeroshot import label_space_classifier
-    from codyra.data.registry import label_space
 
     started = time.time()
     stored = load_state(state)
@@ -204,8 +202,6 @@ def diki_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
     prefixes = {t: [p.to(device) for p in stored.prefixes[t]] for t in TOWERS}
     means, covariances = stored.means.to(device), stored.covariances.to(device)
     tasks = build_tasks(cfg, bundle.image)
-    union = label_space(tasks)
-    own_space = cfg["data"]["label_space"] != "union"
     precision = cfg["eval"]["precision"]
 
     def route(tower, task, weight):
@@ -213,25 +209,15 @@ def diki_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
             attention.prefix = None if task is None else (prefixes[tower][b][task, 0], prefixes[tower][b][task, 1])
             attention.weight = weight
 
-    for j in js:
-        task = tasks[j - 1]
-        space = label_space([task]) if own_space else union
+    def classify(j, space):
         space = replace(space, templates=tuple(t[:1] for t in space.templates))  # the template training uses
-        offset = 0 if own_space else union.offset(task.name)
-        loader = torch.utils.data.DataLoader(
-            task.test_set(),
-            batch_size=options.eval_batch_size,
-            num_workers=cfg["data"]["num_workers"],
-            pin_memory=device.type == "cuda",
-        )
-        tally, correct, total = RoutingTally(ROUTER, true_domain=j - 1, learned=i), 0, 0
-        for images, labels in loader:
-            images = images.to(device, non_blocking=True)
+
+        def predict(images):
             route("vision", None, None)  # the calibration reads the frozen model's embeddings
             with autocast(device, precision):
                 features = F.normalize(model.encode_image(images).float(), dim=-1)
             routes, weights = calibrated_routes(gaussian_log_probs(features, means, covariances), options)
-            predictions = torch.empty(len(labels), dtype=torch.long)
+            predictions = torch.empty(len(images), dtype=torch.long)
             for k in routes.unique().tolist():
                 chosen = routes == k
                 route("vision", k, weights[chosen])
@@ -241,14 +227,10 @@ def diki_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
                     classifier = label_space_classifier(model, bundle.tokenizer, space, device)
                 predictions[chosen.cpu()] = (image @ classifier.T).argmax(dim=-1).cpu()
             route("text", None, None)
-            tally.add(routes)
-            correct += int((predictions == labels + offset).sum())
-            total += len(labels)
-        fields = {
-            "num_classes": len(space),
-            "num_samples": total,
-            "label_space": cfg["data"]["label_space"],
-            "routing": tally.to_json(),
-        }
-        yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
-        started = time.time()
+            return predictions, routes
+
+        return predict
+
+    yield from routed_cells(
+        cfg, method, seed, i, js, tasks, device, ROUTER, classify, started, batch_size=options.eval_batch_size
+    )

@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 
 from codyra.device import autocast
-from codyra.methods._routing import ZERO_SHOT, DomainAutoencoder, RoutingTally, ddas_route, reconstruction_losses
+from codyra.methods._routing import ZERO_SHOT, DomainAutoencoder, ddas_route, reconstruction_losses
+from codyra.methods._routing.clip import routed_cells
 from codyra.methods.moe_adapters import layer as moe
-from codyra.store.cells import cell_record
 
 ROUTER = "ddas"
 _BACKBONE = ("ln_2.", "mlp.")  # a MoE layer's wrapped block parts: the frozen backbone, never stored
@@ -114,7 +114,6 @@ def moe_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], d
     from codyra.clip.model import pretrained_clip
     from codyra.clip.streams import build_tasks
     from codyra.clip.zeroshot import label_space_classifier
-    from codyra.data.registry import label_space
 
     started = time.time()
     bundle = pretrained_clip(cfg)
@@ -128,8 +127,6 @@ def moe_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], d
     model = model.to(device).eval()
     autoencoders = [ae.to(device) for ae in autoencoders]
     tasks = build_tasks(cfg, bundle.image)
-    union = label_space(tasks)
-    own_space = cfg["data"]["label_space"] != "union"
     ev = cfg["eval"]
     classifiers = {}  # (route, space) -> class-prompt features under that route
 
@@ -140,32 +137,17 @@ def moe_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], d
                 classifiers[route, space] = label_space_classifier(model, bundle.tokenizer, space, device)
             return (image_features(model, images) @ classifiers[route, space].T).argmax(dim=-1).cpu()
 
-    for j in js:
-        task = tasks[j - 1]
-        space = label_space([task]) if own_space else union
-        offset = 0 if own_space else union.offset(task.name)
-        # DDAS routes a whole batch: batches of the reference's size (options.ddas_batch_size), not eval.batch_size
-        loader = torch.utils.data.DataLoader(
-            task.test_set(),
-            batch_size=options.ddas_batch_size,
-            num_workers=cfg["data"]["num_workers"],
-            pin_memory=device.type == "cuda",
-        )
-        tally, correct, total = RoutingTally(ROUTER, true_domain=j - 1, learned=i), 0, 0
-        for images, labels in loader:
-            images = images.to(device, non_blocking=True)
+    def classify_task(j, space):
+        def predict(images):
             control.route = None  # the selector reads theta_0's features
             with autocast(device, ev["precision"]):
                 features = image_features(model, images)
             route = ddas_route(reconstruction_losses(autoencoders, features), thresholds)
-            tally.add(torch.full((len(labels),), route))
-            correct += int((classify(images, route, space) == labels + offset).sum())
-            total += len(labels)
-        fields = {
-            "num_classes": len(space),
-            "num_samples": total,
-            "label_space": cfg["data"]["label_space"],
-            "routing": tally.to_json(),
-        }
-        yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
-        started = time.time()
+            return classify(images, route, space), torch.full((len(images),), route)
+
+        return predict
+
+    # DDAS routes a whole batch: batches of the reference's size (options.ddas_batch_size), not eval.batch_size
+    yield from routed_cells(
+        cfg, method, seed, i, js, tasks, device, ROUTER, classify_task, started, batch_size=options.ddas_batch_size
+    )

@@ -17,9 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from codyra.device import autocast
-from codyra.methods._routing import RoutingTally
+from codyra.methods._routing.clip import routed_cells
 from codyra.methods.sprompts.selector import select_domains
-from codyra.store.cells import cell_record
 
 ROUTER = "kmeans"
 _ATTRIBUTE = "sprompts"  # where the training domain's prompts sit on the image tower
@@ -156,7 +155,6 @@ def sprompts_row(cfg: dict, method: str, options, seed: int, i: int, js: list[in
     the domain its frozen feature's nearest centroid belongs to."""
     from codyra.clip.model import pretrained_clip
     from codyra.clip.streams import build_tasks
-    from codyra.data.registry import label_space
 
     started = time.time()
     domains = load_domains(state, i)
@@ -166,8 +164,6 @@ def sprompts_row(cfg: dict, method: str, options, seed: int, i: int, js: list[in
     images_of = torch.stack([image for image, _, _ in domains]).to(device)
     centroids = [c.to(device) for _, _, c in domains]
     tasks = build_tasks(cfg, bundle.image)
-    union = label_space(tasks)
-    own_space = cfg["data"]["label_space"] != "union"
     ev = cfg["eval"]
 
     def embed(images, prompts):
@@ -175,39 +171,23 @@ def sprompts_row(cfg: dict, method: str, options, seed: int, i: int, js: list[in
         with autocast(device, ev["precision"]):
             return F.normalize(model.encode_image(images).float(), dim=-1)
 
-    for j in js:
-        task = tasks[j - 1]
-        space = label_space([task]) if own_space else union
-        offset = 0 if own_space else union.offset(task.name)
+    def classify(j, space):
         tokens = tokenize_classes(bundle.tokenizer, [name for _, name in space.entries], options.context_length)
         texts = {}  # domain -> the label space's class features with its context
-        loader = torch.utils.data.DataLoader(
-            task.test_set(),
-            batch_size=ev["batch_size"],
-            num_workers=cfg["data"]["num_workers"],
-            pin_memory=device.type == "cuda",
-        )
-        tally, correct, total = RoutingTally(ROUTER, true_domain=j - 1, learned=i), 0, 0
-        for images, labels in loader:
-            images = images.to(device, non_blocking=True)
+
+        def predict(images):
             chosen = select_domains(embed(images, None), centroids)
             features = embed(images, images_of[chosen])
-            predicted = torch.empty(len(labels), dtype=torch.long)
+            predicted = torch.empty(len(images), dtype=torch.long)
             for k in chosen.unique().tolist():
                 if k not in texts:
                     with autocast(device, ev["precision"]):
                         texts[k] = context_text_features(model, tokens.to(device), domains[k][1].to(device))
                 rows = chosen == k
                 predicted[rows.cpu()] = (features[rows] @ texts[k].T).argmax(dim=-1).cpu()
-            tally.add(chosen)
-            correct += int((predicted == labels + offset).sum())
-            total += len(labels)
-        fields = {
-            "num_classes": len(space),
-            "num_samples": total,
-            "label_space": cfg["data"]["label_space"],
-            "routing": tally.to_json(),
-        }
-        yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
-        started = time.time()
+            return predicted, chosen
+
+        return predict
+
+    yield from routed_cells(cfg, method, seed, i, js, tasks, device, ROUTER, classify, started)
     insertion.remove()

@@ -1,0 +1,63 @@
+"""The cells of a routed CLIP row: each test batch predicted by a method's own routing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+
+from codyra.methods._routing import RoutingTally
+from codyra.store.cells import cell_record
+
+# predict(images on the device) -> (predicted class indices in the label space, routes): (B,) tensors
+Predict = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def routed_cells(
+    cfg: dict,
+    method: str,
+    seed: int,
+    i: int,
+    js: list[int],
+    tasks: list,
+    device,
+    router: str,
+    classify: Callable[[int, object], Predict],
+    started: float,
+    batch_size: int | None = None,
+) -> Iterator[dict]:
+    """Yield A[i, j] for j in ``js``: ``classify(j, space)`` gives the batch predictor of task j over
+    its label space (the task's own classes, or the union of every task's), whose routes the cell
+    records with the router's accuracy. ``batch_size``: the test batch when the router decides per
+    batch (default ``eval.batch_size``); ``started``: when building the model began (the first
+    cell's seconds include it)."""
+    from codyra.data.registry import label_space
+
+    union = label_space(tasks)
+    own_space = cfg["data"]["label_space"] != "union"
+    for j in js:
+        task = tasks[j - 1]
+        space = label_space([task]) if own_space else union
+        offset = 0 if own_space else union.offset(task.name)
+        predict = classify(j, space)
+        loader = torch.utils.data.DataLoader(
+            task.test_set(),
+            batch_size=batch_size or cfg["eval"]["batch_size"],
+            num_workers=cfg["data"]["num_workers"],
+            pin_memory=device.type == "cuda",
+        )
+        tally, correct, total = RoutingTally(router, true_domain=j - 1, learned=i), 0, 0
+        for images, labels in loader:
+            predicted, routes = predict(images.to(device, non_blocking=True))
+            tally.add(routes)
+            correct += int((predicted.cpu() == labels + offset).sum())
+            total += len(labels)
+        fields = {
+            "num_classes": len(space),
+            "num_samples": total,
+            "label_space": cfg["data"]["label_space"],
+            "routing": tally.to_json(),
+        }
+        yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
+        started = time.time()
