@@ -20,7 +20,8 @@ from codyra.store.cells import read_cell
 from codyra.store.io import read_json, require_writable, write_json
 from codyra.store.model_states import require_updates
 from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
-from codyra.tracking.mirror import SETTINGS, JobRun, cell_metric, row_run, row_seconds, row_settings
+from codyra.tracking.mirror import SETTINGS, JobRun, cell_metric, row_run, row_seconds, row_settings, with_store
+from codyra.tracking.sync import log_row
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,12 @@ def _check_indices(cfg: dict, i: int, j: int) -> None:
 
 def tracked(cfg: dict, method: str, seed: int | None, i: int, js: list[int], compute) -> list[dict]:
     """``compute(j)`` (which writes cell A[i, j]'s file) for every j of ``js``, mirrored by one
-    MLflow run of the row whose metrics are its cells, each sent as soon as it is computed."""
+    MLflow run of the row whose metrics are its cells: a job of the whole row sends each as soon
+    as it is computed; a job of single cells (a copy of row 0) logs the row once it is whole."""
+    if len(js) < len(cfg["tasks"]):
+        cells = [compute(j) for j in js]
+        with_store(cfg, lambda store: log_row(store, cfg, method, seed, i))
+        return cells
     run = JobRun(cfg, **row_run(cfg, method, seed, i))
     cells = []
     try:

@@ -471,8 +471,13 @@ def cell_metric(cell: dict) -> dict:
     return {f"A_{cell['i']}_{cell['j']}": rounded(cell["accuracy"])}
 
 
+def cell_seconds(cell: dict) -> float:
+    """The time a cell's job took: a copied cell (row 0 of a run, a method that never trains) none."""
+    return 0.0 if "copied_from" in cell else float(cell.get("seconds", 0.0))
+
+
 def row_seconds(cells: list[dict]) -> dict:
-    return {"seconds": rounded(sum(float(cell.get("seconds", 0.0)) for cell in cells))}
+    return {"seconds": rounded(sum(cell_seconds(cell) for cell in cells))}
 
 
 def row_metrics(cells: list[dict]) -> dict:

@@ -32,6 +32,7 @@ from codyra.tracking.mirror import (
     SETTINGS,
     TIME,
     Store,
+    cell_seconds,
     flatten,
     provenance,
     rounded,
@@ -62,7 +63,7 @@ MATRIX_TABLE, MATRIX_IMAGE = "A.json", "A_heatmap"
 
 
 def parent_metric_rows(matrix: dict) -> list[dict]:
-    """A (method, seed) run's metrics, rounded: at step N (after the last task) the summary as
+    """A (method, seed) run's metrics, rounded: at step 0 (one value: a bar per run in the UI) the summary as
     Table 1 names it (Transfer, Average, Last, Forgetting, BWT, OP) and per task j as
     ``<name>/<task>`` (one column each in ``mlflow.search_runs``, so Table 1 is a group-by; one
     chart section each in the UI); and ``Accuracy/<task>`` at step i = 0..N, the accuracy on
@@ -80,7 +81,7 @@ def parent_metric_rows(matrix: dict) -> list[dict]:
     rows = [
         {"step": i, **{f"Accuracy/{task}": rounded(row[j]) for j, task in enumerate(tasks)}} for i, row in enumerate(A)
     ]
-    rows[-1].update(final)
+    rows[0].update(final)
     return rows
 
 
@@ -140,34 +141,40 @@ def log_tables(store: Store, tables_dir: Path) -> None:
 
 
 def work_span(path: Path, record: dict) -> tuple[float, float]:
-    """When a result file's job did its work: it ended when the file was written, ``seconds`` earlier it began."""
+    """When a result file's job did its work: it ended when the file was written, ``seconds``
+    earlier it began (a copied cell: when it was copied)."""
     end = path.stat().st_mtime
-    return end - float(record.get("seconds", 0.0)), end
+    return end - cell_seconds(record), end
+
+
+def row_record(cfg: dict, method: str, seed: int | None, i: int) -> dict | None:
+    """Row i's cell files as the run they become (None: no cell of the row yet)."""
+    n = len(cfg["tasks"])
+    paths = [
+        row0_cell_path(cfg, j) if method == PRETRAINED else cell_path(cfg, method, seed, i, j) for j in range(1, n + 1)
+    ]
+    found = [
+        (path, read_cell(cfg, path, method, seed, i, j, classifies=family_of(cfg).classifies))
+        for j, path in enumerate(paths, start=1)
+        if path.is_file()
+    ]
+    if not found:
+        return None
+    spans = [work_span(path, cell) for path, cell in found]
+    cells = [cell for _, cell in found]
+    return {
+        "spec": row_run(cfg, method, seed, i),
+        "settings": row_settings(cells),
+        "span": (min(start for start, _ in spans), max(end for _, end in spans)),
+        "rows": [{"step": 0, **row_metrics(cells)}],
+        "whole": len(found) == n,
+    }
 
 
 def result_records(cfg: dict) -> list[dict]:
     """Every result file of ``cfg`` as the run it becomes: spec, settings, work span, metric rows, params."""
-    records, n = [], len(cfg["tasks"])
-
-    def row(paths: list[Path], method: str, seed: int | None, i: int) -> None:
-        found = [
-            (path, read_cell(cfg, path, method, seed, i, j, classifies=family_of(cfg).classifies))
-            for j, path in enumerate(paths, start=1)
-            if path.is_file()
-        ]
-        if found:
-            spans = [work_span(path, cell) for path, cell in found]
-            cells = [cell for _, cell in found]
-            records.append(
-                {
-                    "spec": row_run(cfg, method, seed, i),
-                    "settings": row_settings(cells),
-                    "span": (min(start for start, _ in spans), max(end for _, end in spans)),
-                    "rows": [{"step": 0, **row_metrics(cells)}],
-                }
-            )
-
-    row([row0_cell_path(cfg, j) for j in range(1, n + 1)], PRETRAINED, None, 0)
+    n = len(cfg["tasks"])
+    records = [row_record(cfg, PRETRAINED, None, 0)]
     for method in cfg["methods"]:
         for seed in cfg["seeds"]:
             for i in range(1, n + 1):
@@ -188,9 +195,41 @@ def result_records(cfg: dict) -> list[dict]:
                             "params": flatten(summary["job"]),
                         }
                     )
-            for i in range(n + 1):
-                row([cell_path(cfg, method, seed, i, j) for j in range(1, n + 1)], method, seed, i)
-    return records
+            records += [row_record(cfg, method, seed, i) for i in range(n + 1)]
+    return [record for record in records if record is not None]
+
+
+def create_run(store: Store, record: dict, parent_start: int | None = None) -> None:
+    """The run of a result ``record``, dated when its job did the work (its parent, if new, at ``parent_start``)."""
+    spec = record["spec"]
+    start, end = (int(t * 1000) for t in record["span"])
+    parent = store.ensure_parent(*spec["parent"], start_time=start if parent_start is None else parent_start)
+    tags = {
+        KEY: spec["key"],
+        SETTINGS: str(record["settings"]),
+        "mlflow.parentRunId": parent,
+        **provenance(),
+        **{k: str(v) for k, v in spec["tags"].items()},
+    }
+    run_id = store.client.create_run(
+        store.experiment_id, start_time=start, tags=tags, run_name=spec["name"]
+    ).info.run_id
+    if record.get("params"):
+        store.log_params(run_id, record["params"])
+    store.log_metrics(run_id, [{TIME: record["span"][1], **row} for row in record["rows"]])  # a row's own _time wins
+    store.complete(run_id, end_time=end)
+
+
+def log_row(store: Store, cfg: dict, method: str, seed: int | None, i: int) -> None:
+    """Row i's run, once its last cell is written by a job of single cells (a copy of row 0):
+    one run of the whole row, replacing any earlier one; nothing while cells are missing."""
+    record = row_record(cfg, method, seed, i)
+    if record is None or not record["whole"]:
+        return
+    while (old := store.find(record["spec"]["key"])) is not None:
+        store.client.delete_run(old.info.run_id)
+    create_run(store, record)
+    store.find(record["spec"]["key"])  # two cell jobs that completed the row at once: one run survives
 
 
 def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None = None) -> dict:
@@ -214,24 +253,7 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
             store.client.delete_run(run.info.run_id)
             counts["replaced"] += 1
         counts["created"] += 1
-        start, end = (int(t * 1000) for t in record["span"])
-        parent = store.ensure_parent(*spec["parent"], start_time=earliest[spec["parent"]])
-        tags = {
-            KEY: spec["key"],
-            SETTINGS: str(settings),
-            "mlflow.parentRunId": parent,
-            **provenance(),
-            **{k: str(v) for k, v in spec["tags"].items()},
-        }
-        run_id = store.client.create_run(
-            store.experiment_id, start_time=start, tags=tags, run_name=spec["name"]
-        ).info.run_id
-        if record.get("params"):
-            store.log_params(run_id, record["params"])
-        store.log_metrics(
-            run_id, [{TIME: record["span"][1], **row} for row in record["rows"]]
-        )  # a row's own _time wins
-        store.complete(run_id, end_time=end)
+        create_run(store, record, earliest[spec["parent"]])
 
     n = len(cfg["tasks"])
     if all(row0_cell_path(cfg, j).is_file() for j in range(1, n + 1)):
