@@ -74,7 +74,11 @@ def mlflow_ui(results: Path):
         yield url
     finally:
         os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # its workers outlived the signal
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
 
 
 def get(url: str) -> bytes:

@@ -37,6 +37,7 @@ def tracked(cfg: dict, method: str, seed: int | None, i: int, js: list[int], com
     MLflow run of the row whose metrics are its cells: a job of the whole row sends each as soon
     as it is computed; a job of single cells (a copy of row 0) logs the row once it is whole."""
     if len(js) < len(cfg["tasks"]):
+        with_store(cfg, lambda store: store.ensure_parent(method, seed))  # the run's parent starts with its first job
         cells = [compute(j) for j in js]
         with_store(cfg, lambda store: log_row(store, cfg, method, seed, i))
         return cells
