@@ -5,8 +5,10 @@ of its own"). Private modules (``_routing``, ``_prompting``) hold helpers shared
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
+import sys
 from importlib import metadata
 
 from codyra.methods.base import Method
@@ -24,6 +26,12 @@ def _source(entry: metadata.EntryPoint) -> str:
     return f"distribution {dist} (entry point {entry.name} = {entry.value!r})"
 
 
+@functools.cache
+def _registered(path: tuple[str, ...]) -> tuple[metadata.EntryPoint, ...]:
+    """The group's entry points of the distributions on ``path`` (``sys.path``: scanned once per path)."""
+    return tuple(metadata.entry_points(group=ENTRY_POINTS))
+
+
 def plugins() -> dict[str, metadata.EntryPoint]:
     """The method kinds other distributions register, by name; a name defined twice (by codyra
     and a distribution, or by two distributions) is an error naming both."""
@@ -32,7 +40,7 @@ def plugins() -> dict[str, metadata.EntryPoint]:
         f'; rename one (the entry point\'s name under [project.entry-points."{ENTRY_POINTS}"] '
         "in its pyproject.toml) or uninstall it"
     )
-    for entry in metadata.entry_points(group=ENTRY_POINTS):
+    for entry in _registered(tuple(sys.path)):
         if entry.name in builtin:
             raise ValueError(
                 f"method kind {entry.name!r} is defined twice: by codyra (codyra.methods.{entry.name}) "
