@@ -4,6 +4,8 @@ copy of the package in which some modules are edited."""
 
 from __future__ import annotations
 
+import copy
+import os
 import re
 import shutil
 
@@ -97,3 +99,21 @@ def test_a_shared_loop_edit_reruns_every_training_and_a_tables_edit_the_tables(e
     n, seeds, trained = len(cfg["tasks"]), len(cfg["seeds"]), len(cfg["methods"]) - 1  # zeroshot trains nothing
     assert counts["train_task"] == counts["eval_row"] == trained * seeds * n
     assert not {"pretrain_mini", "eval_row0"} & counts.keys()  # theta_0 and its row run no training code
+
+
+def test_a_plugin_method_added_to_a_finished_grid_runs_only_its_own_jobs(finished_grid, tmp_path):
+    """A method kind of another distribution (examples/codyra-mylora, installed offline): its jobs
+    are planned, no other method's (its code version is its own)."""
+    from tests.test_method_plugins import copied_example, install
+
+    workdir, cfg, _ = finished_grid
+    site = install(copied_example(tmp_path), tmp_path / "site")
+    grown = copy.deepcopy(cfg)
+    grown["methods"].append("rs-lora")
+    grown["method_configs"]["rs-lora"] = {"kind": "mylora", "rank": 4}
+    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    out = snakemake(workdir, grown, "-n", "all_tables", env=env).stdout
+    n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
+    assert set(re.findall(r"wildcards: method=([\w-]+)", out)) == {"rs-lora"}
+    counts = job_counts(out)
+    assert counts["train_task"] == seeds * n and counts["summarize_run"] == seeds

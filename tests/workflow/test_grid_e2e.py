@@ -86,15 +86,11 @@ def test_mlflow_mirrors_the_grid(finished_grid):
     n, seeds, methods = len(cfg["tasks"]), cfg["seeds"], cfg["methods"]
     trained = [m for m in methods if m != "zeroshot"]
     expected = (
-        1
-        + (1 + len(methods) * len(seeds))
-        + n
-        + len(trained) * len(seeds) * n
-        + len(methods) * len(seeds) * (n + 1) * n
+        1 + (1 + len(methods) * len(seeds)) + 1 + len(trained) * len(seeds) * n + len(methods) * len(seeds) * (n + 1)
     )
-    assert len(runs) == expected  # the tables run, parents, shared row 0, training tasks, cells; no duplicates
+    assert len(runs) == expected  # the tables run, parents, shared row 0, training tasks, rows; no duplicates
     assert all(
-        r.data.tags.get("codyra.complete") == "true" for k, r in runs.items() if k.startswith(("train/", "cell/"))
+        r.data.tags.get("codyra.complete") == "true" for k, r in runs.items() if k.startswith(("train/", "row/"))
     )
     assert all(r.info.status == "FINISHED" for r in runs.values())  # the pretrained parent included
     assert all(
@@ -112,21 +108,27 @@ def test_mlflow_mirrors_the_grid(finished_grid):
     assert (
         min(m.step for m in ranks) >= 1 and max(m.step for m in ranks) == cfg["train"]["iterations"]
     )  # no final value at step 0
-    cell = runs[f"cell/{cfg['benchmark']}/full-ft/seed0/A_3_1"]
-    assert cell.data.metrics["accuracy"] == json.loads(cell_path(cfg, "full-ft", 0, 3, 1).read_text())["accuracy"]
-    assert cell.data.tags["mlflow.parentRunId"] == runs[f"run/{cfg['benchmark']}/full-ft/seed0"].info.run_id
+    row = runs[f"row/{cfg['benchmark']}/full-ft/seed0/A_3"]  # one run per row, its cells as metrics
+    assert row.data.metrics == {
+        f"A_3_{j}": round(json.loads(cell_path(cfg, "full-ft", 0, 3, j).read_text())["accuracy"], 2)
+        for j in range(1, n + 1)
+    } | {"seconds": row.data.metrics["seconds"]}
+    assert row.data.tags["mlflow.parentRunId"] == runs[f"run/{cfg['benchmark']}/full-ft/seed0"].info.run_id
     parent = runs[f"run/{cfg['benchmark']}/codyra/seed0"]
     artifacts = {a.path for a in store.client.list_artifacts(parent.info.run_id)}
-    assert {"matrix.json", "A_heatmap.png"} <= artifacts and "tables" not in artifacts  # tables attach once:
+    assert {"matrix.json", "A_heatmap.png", "A.json"} <= artifacts and "tables" not in artifacts  # tables attach once:
     assert "tables" in {a.path for a in store.client.list_artifacts(runs[f"tables/{cfg['benchmark']}"].info.run_id)}
-    assert "forgetting" in parent.data.metrics
+    assert "Forgetting" in parent.data.metrics
     assert parent.data.params["method.kappa_max"] == str(cfg["method_configs"]["codyra"]["kappa_max"])
     assert parent.data.params["train.lr"] == str(cfg["train"]["lr"])
     matrix = json.loads((cell_path(cfg, "codyra", 0, 1, 1).parent.parent / "matrix.json").read_text())
-    for name in ("transfer", "average", "last"):  # per task j at step j (Transfer is undefined for task 1)
-        points = {m.step: m.value for m in store.client.get_metric_history(parent.info.run_id, f"{name}_task")}
-        assert points == {j + 1: v for j, v in enumerate(matrix["metrics"]["per_task"][name]) if v is not None}
-        assert parent.data.metrics[f"{name}.{cfg['tasks'][-1]['name']}"] == matrix["metrics"]["per_task"][name][-1]
+    for j, task in enumerate(t["name"] for t in cfg["tasks"]):  # the accuracy on task j after each task i
+        points = {m.step: m.value for m in store.client.get_metric_history(parent.info.run_id, f"Accuracy/{task}")}
+        assert points == {i: round(row[j], 2) for i, row in enumerate(matrix["A"])}
+    for name in ("transfer", "average", "last"):
+        assert parent.data.metrics[f"{name.title()}/{cfg['tasks'][-1]['name']}"] == round(
+            matrix["metrics"]["per_task"][name][-1], 2
+        )
     children = [r for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert parent.info.end_time == max(r.info.end_time for r in children)  # the parent ends with its own work
     for key, run in runs.items():  # ... and every parent starts with it (made by its first job, not by mlflow-init)
@@ -154,14 +156,15 @@ def test_unreachable_tracking_keeps_results_and_sync_fills_mlflow_once(tmp_path)
     first = sync_mlflow(loaded)
     second = sync_mlflow(loaded)
     runs = Store(loaded).runs_by_key()
-    assert first["created"] == len([k for k in runs if k.startswith(("train/", "cell/"))]) > 0
+    assert first["created"] == len([k for k in runs if k.startswith(("train/", "row/"))]) > 0
     assert second == {"created": 0, "replaced": 0, "kept": first["created"]}
     assert len({r.data.tags[KEY] for r in runs.values()}) == len(runs)
-    path = cell_path(loaded, "codyra", 0, 2, 1)  # a rebuilt run is dated when its job did the work, not at sync time
-    cell, written = json.loads(path.read_text()), int(path.stat().st_mtime * 1000)
-    run = runs[f"cell/{loaded['benchmark']}/codyra/seed0/A_2_1"]
-    assert run.info.end_time == written and run.info.start_time == int((path.stat().st_mtime - cell["seconds"]) * 1000)
-    assert {m.timestamp for m in Store(loaded).client.get_metric_history(run.info.run_id, "accuracy")} == {written}
+    paths = [cell_path(loaded, "codyra", 0, 2, j) for j in range(1, 4)]  # a rebuilt run is dated when its job did
+    written = max(int(p.stat().st_mtime * 1000) for p in paths)  # the work (its cells), not at sync time
+    began = min(int((p.stat().st_mtime - json.loads(p.read_text())["seconds"]) * 1000) for p in paths)
+    run = runs[f"row/{loaded['benchmark']}/codyra/seed0/A_2"]
+    assert run.info.end_time == written and run.info.start_time == began
+    assert {m.timestamp for m in Store(loaded).client.get_metric_history(run.info.run_id, "A_2_1")} == {written}
     parent = runs[f"run/{loaded['benchmark']}/codyra/seed0"]
     assert parent.info.start_time == min(
         r.info.start_time for r in runs.values() if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id

@@ -20,7 +20,8 @@ from codyra.store.cells import read_cell
 from codyra.store.io import read_json, require_writable, write_json
 from codyra.store.model_states import require_updates
 from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
-from codyra.tracking.mirror import SETTINGS, JobRun, cell_metrics, cell_run
+from codyra.tracking.mirror import SETTINGS, JobRun, cell_metric, row_run, row_seconds, row_settings, with_store
+from codyra.tracking.sync import log_row
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +32,26 @@ def _check_indices(cfg: dict, i: int, j: int) -> None:
         raise ValueError(f"cell A[{i},{j}] is outside the grid: i must be in 0..{n}, j in 1..{n}")
 
 
-def tracked(cfg: dict, method: str, seed: int | None, i: int, j: int, compute) -> dict:
-    """Run ``compute()`` (which writes the cell file) mirrored by an MLflow cell run."""
-    run = JobRun(cfg, **cell_run(cfg, method, seed, i, j))
+def tracked(cfg: dict, method: str, seed: int | None, i: int, js: list[int], compute) -> list[dict]:
+    """``compute(j)`` (which writes cell A[i, j]'s file) for every j of ``js``, mirrored by one
+    MLflow run of the row whose metrics are its cells: a job of the whole row sends each as soon
+    as it is computed; a job of single cells (a copy of row 0) logs the row once it is whole."""
+    if len(js) < len(cfg["tasks"]):
+        with_store(cfg, lambda store: store.ensure_parent(method, seed))  # the run's parent starts with its first job
+        cells = [compute(j) for j in js]
+        with_store(cfg, lambda store: log_row(store, cfg, method, seed, i))
+        return cells
+    run = JobRun(cfg, **row_run(cfg, method, seed, i))
+    cells = []
     try:
-        result = compute()
+        for j in js:
+            cells.append(compute(j))
+            run.metrics({"step": 0, **cell_metric(cells[-1])})
     except BaseException:
         run.fail()
         raise
-    run.finish(cell_metrics(result), tags={SETTINGS: result["settings"]})
-    return result
+    run.finish(row_seconds(cells), tags={SETTINGS: row_settings(cells)})
+    return cells
 
 
 def evaluate_row0(cfg: dict, j: int, *, device=None) -> dict:
@@ -59,7 +70,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
     Method ``pretrained`` (row 0 only) writes the benchmark's shared row-0 files. Row 0 and every
     row of a method that never trains (nor rewrites prompts) equal the pretrained model's row: those cells are copied
     from the shared row-0 files (computing the missing ones first). Each cell is written
-    atomically and mirrored by its own MLflow run, as soon as it is done.
+    atomically as soon as it is done; the row is one MLflow run with its cells as metrics.
     """
     js = list(range(1, len(cfg["tasks"]) + 1) if js is None else js)
     for j in js:
@@ -69,9 +80,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
             raise ValueError("the pretrained model only has row i = 0")
         require_writable(row0_cell_path(cfg, 1).parent)
         cells = _with_settings(cfg, PRETRAINED, None, 0, _computed_cells(cfg, PRETRAINED, None, 0, js, device))
-        return [
-            tracked(cfg, PRETRAINED, None, 0, j, lambda j=j: _stored(row0_cell_path(cfg, j), next(cells))) for j in js
-        ]
+        return tracked(cfg, PRETRAINED, None, 0, js, lambda j: _stored(row0_cell_path(cfg, j), next(cells)))
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
     require_writable(cell_path(cfg, method, seed, i, 1).parent)
@@ -90,15 +99,9 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
                 "copied_from": str(row0),
             }
 
-        return [
-            tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), copy(j)))
-            for j in js
-        ]
+        return tracked(cfg, method, seed, i, js, lambda j: _stored(cell_path(cfg, method, seed, i, j), copy(j)))
     cells = _with_settings(cfg, method, seed, i, _computed_cells(cfg, method, seed, i, js, device))
-    return [
-        tracked(cfg, method, seed, i, j, lambda j=j: _stored(cell_path(cfg, method, seed, i, j), next(cells)))
-        for j in js
-    ]
+    return tracked(cfg, method, seed, i, js, lambda j: _stored(cell_path(cfg, method, seed, i, j), next(cells)))
 
 
 def _stored(path, result: dict) -> dict:

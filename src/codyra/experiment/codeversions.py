@@ -22,7 +22,9 @@ of the method kinds the job runs. Left out of the walk, neither hashed nor follo
   progress bars (``codyra.progress``). The CLI's argument parsing (``codyra.cli``) is no
   job's entry and no entry imports it;
 - the method kinds, unless the job runs them. A kind ``x`` is the module or package
-  ``codyra.methods.x`` that exposes ``METHOD`` (the registry's contract). Its code is the
+  ``codyra.methods.x`` that exposes ``METHOD`` (the registry's contract), or the module that
+  another distribution registers as ``x`` (entry-point group ``codyra.methods``), whose
+  top-level package is hashed like ``codyra`` (its modules and data files). Its code is the
   closure of that module: its class, the modules of the kinds it builds on (``lwf_vr`` ->
   ``lwf`` -> ``full``, and ``base``), its private helpers (``methods/_routing``). The
   shared code never brings a kind in: the registry's import by name loads the kind of the
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 from functools import cache
 from pathlib import Path
 
@@ -56,16 +59,47 @@ NOT_RESULTS = ("codyra.tracking", "codyra.progress")  # packages and modules nei
 REGISTRY = "codyra.methods"  # its modules and packages that expose METHOD are the method kinds
 
 
+@cache
+def _plugins() -> dict[str, str]:
+    """The module of each method kind another distribution registers (``codyra.methods.plugins``)."""
+    from codyra.methods import plugin_modules
+
+    return plugin_modules()
+
+
+@cache
+def _plugin_roots() -> dict[str, Path]:
+    """The top-level package (folder) or module (file) of each registered kind's module."""
+    roots = {}
+    for module in _plugins().values():
+        top = module.split(".")[0]
+        spec = importlib.util.find_spec(top)
+        if spec is None:
+            raise ValueError(f"method module {module} is registered but {top} is not importable: reinstall it")
+        roots[top] = Path(spec.submodule_search_locations[0]) if spec.submodule_search_locations else Path(spec.origin)
+    return roots
+
+
+def _roots(root: Path) -> dict[str, Path]:
+    """The packages whose code is hashed: ``codyra`` at ``root`` and, for the installed package,
+    those of the method kinds other distributions register (hashed like a kind of codyra's)."""
+    return {PACKAGE: root, **(_plugin_roots() if root == ROOT else {})}
+
+
 def module_file(name: str, root: Path = ROOT) -> Path | None:
-    """The source file of module ``name`` (``codyra.x.y``), or None if it is not a module of the package."""
+    """The source file of module ``name`` (``codyra.x.y``, or a registered kind's), or None if it
+    is not a module of a hashed package."""
     parts = name.split(".")
-    if parts[0] != PACKAGE:
+    top = _roots(root).get(parts[0])
+    if top is None:
         return None
+    if top.is_file():  # a registered kind that is a single top-level module
+        return top if len(parts) == 1 else None
     registry = REGISTRY.split(".")
     if parts[: len(registry)] == registry and len(parts) > len(registry):
         bases = [folder.joinpath(*parts[len(registry) :]) for folder in _registry_folders(root)]
     else:
-        bases = [root.joinpath(*parts[1:])]
+        bases = [top.joinpath(*parts[1:])]
     for base in bases:
         for path in (base.with_suffix(".py"), base / "__init__.py"):
             if path.is_file():
@@ -138,7 +172,7 @@ def direct_imports(name: str, root: Path = ROOT, module_level: bool = False) -> 
 
 
 def _package_modules(package: str, root: Path) -> set[str]:
-    folder = root.joinpath(*package.split(".")[1:])
+    folder = _roots(root)[package.split(".")[0]].joinpath(*package.split(".")[1:])
     return {
         ".".join([package, *p.relative_to(folder).with_suffix("").parts]).removesuffix(".__init__")
         for p in folder.rglob("*.py")
@@ -164,8 +198,13 @@ def _exposes_method(path: Path) -> bool:
 
 
 def method_kinds(root: Path = ROOT) -> frozenset[str]:
-    """The method kinds: the modules and packages directly in the registry that expose ``METHOD``."""
-    return _kinds_in(tuple(_registry_folders(root)))
+    """The method kinds: the modules and packages directly in the registry that expose ``METHOD``,
+    and (for the installed package) those other distributions register."""
+    return _kinds_in(tuple(_registry_folders(root))) | (frozenset(_plugins()) if root == ROOT else frozenset())
+
+
+def _kind_module(kind: str, root: Path) -> str:
+    return _plugins()[kind] if root == ROOT and kind in _plugins() else f"{REGISTRY}.{kind}"
 
 
 @cache
@@ -182,7 +221,10 @@ def _kinds_in(folders: tuple[Path, ...]) -> frozenset[str]:
 def _kind(name: str, root: Path) -> str | None:
     """The method kind module ``name`` belongs to, if any."""
     prefix = f"{REGISTRY}."
-    kind = name.removeprefix(prefix).split(".")[0] if name.startswith(prefix) else None
+    if not name.startswith(prefix):  # a registered kind's module, or a module in it
+        plugins = _plugins() if root == ROOT else {}
+        return next((k for k, m in plugins.items() if name == m or name.startswith(f"{m}.")), None)
+    kind = name.removeprefix(prefix).split(".")[0]
     return kind if kind in method_kinds(root) else None
 
 
@@ -220,17 +262,17 @@ def _package(name: str, root: Path) -> str:
 
 
 @cache
-def _data_file_owners(root: Path) -> tuple[tuple[Path, str], ...]:
-    """Every non-Python file with its nearest enclosing package (a folder with Python modules,
-    namespace packages included)."""
+def _data_file_owners(root: Path, package: str = PACKAGE) -> tuple[tuple[Path, str], ...]:
+    """Every non-Python file under the folder ``root`` of ``package`` with its nearest enclosing
+    package (a folder with Python modules, namespace packages included)."""
     owned = []
-    for path in root.rglob("*"):
+    for path in root.rglob("*") if root.is_dir() else ():
         if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
             continue
         folder = path.parent
         while folder != root and not any(folder.glob("*.py")):
             folder = folder.parent
-        owned.append((path, ".".join([PACKAGE, *folder.relative_to(root).parts])))
+        owned.append((path, ".".join([package, *folder.relative_to(root).parts])))
     return tuple(owned)
 
 
@@ -264,12 +306,19 @@ def code_version(*entries: str, methods: tuple[str, ...] = (), root: Path = ROOT
     unknown = sorted(set(methods) - kinds)
     if unknown:
         raise ValueError(f"no method kind {', '.join(unknown)} in {REGISTRY}; kinds: {', '.join(sorted(kinds))}")
-    starts = [*entries, *(f"{REGISTRY}.{kind}" for kind in methods)]
+    starts = [*entries, *(_kind_module(kind, root) for kind in methods)]
     modules = frozenset().union(*(module_closure(start, root) for start in starts))
     packages = {_package(m, root) for m in modules}
-    data = {path for path, owner in _data_file_owners(root) if owner in packages}
-    # labelled by module name (a method kind may live outside root) and a data file's path in root
-    files = {m: module_file(m, root) for m in modules} | {path.relative_to(root).as_posix(): path for path in data}
+    # labelled by module name (a method kind may live outside root) and a data file's path in
+    # root (in a registered kind's package: prefixed by the package's name)
+    files = {m: module_file(m, root) for m in modules}
+    for package, folder in _roots(root).items():
+        prefix = "" if package == PACKAGE else f"{package}/"
+        files |= {
+            prefix + path.relative_to(folder).as_posix(): path
+            for path, owner in _data_file_owners(folder, package)
+            if owner in packages
+        }
     digest = hashlib.sha256()
     for label, path in sorted(files.items()):
         digest.update(label.encode() + b"\0" + _file_code(path) + b"\0")

@@ -1,24 +1,89 @@
 """Method registry: a method kind ``x`` is the module (or folder) ``codyra.methods.x`` exposing
-``METHOD``; private modules (``_routing``, ``_prompting``) hold helpers shared by methods."""
+``METHOD``, or a module of another distribution that registers it under the entry-point group
+``codyra.methods`` (``x = "its_package.module"``; docs/adding-a-method.md, "A method in a package
+of its own"). Private modules (``_routing``, ``_prompting``) hold helpers shared by methods."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
+import sys
+from importlib import metadata
 
 from codyra.methods.base import Method
 
 _NOT_METHODS = {"base", "options"}
+ENTRY_POINTS = "codyra.methods"
+
+
+def _builtin_kinds() -> list[str]:
+    return [m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_METHODS and not m.name.startswith("_")]
+
+
+def _source(entry: metadata.EntryPoint) -> str:
+    dist = entry.dist.name if entry.dist is not None else "an unknown distribution"
+    return f"distribution {dist} (entry point {entry.name} = {entry.value!r})"
+
+
+@functools.cache
+def _registered(path: tuple[str, ...]) -> tuple[metadata.EntryPoint, ...]:
+    """The group's entry points of the distributions on ``path`` (``sys.path``: scanned once per path)."""
+    return tuple(metadata.entry_points(group=ENTRY_POINTS))
+
+
+def plugins() -> dict[str, metadata.EntryPoint]:
+    """The method kinds other distributions register, by name; a name defined twice (by codyra
+    and a distribution, or by two distributions) is an error naming both."""
+    builtin, found = set(_builtin_kinds()), {}
+    rename = (
+        f'; rename one (the entry point\'s name under [project.entry-points."{ENTRY_POINTS}"] '
+        "in its pyproject.toml) or uninstall it"
+    )
+    for entry in _registered(tuple(sys.path)):
+        if entry.name in builtin:
+            raise ValueError(
+                f"method kind {entry.name!r} is defined twice: by codyra (codyra.methods.{entry.name}) "
+                f"and by {_source(entry)}{rename}"
+            )
+        other = found.get(entry.name)
+        if other is not None and other.value != entry.value:
+            raise ValueError(
+                f"method kind {entry.name!r} is defined twice: by {_source(other)} and by {_source(entry)}{rename}"
+            )
+        if ":" in entry.value:
+            raise ValueError(f"{_source(entry)} must name a module exposing METHOD, not an object in it")
+        found[entry.name] = entry
+    return found
+
+
+def plugin_modules() -> dict[str, str]:
+    """The module of each registered kind, by name (without importing it)."""
+    return {name: entry.value for name, entry in plugins().items()}
 
 
 def available_kinds() -> list[str]:
-    return sorted(
-        m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_METHODS and not m.name.startswith("_")
-    )
+    return sorted([*_builtin_kinds(), *plugins()])
 
 
 def method_class(kind: str) -> type[Method]:
-    if kind not in available_kinds():
+    registered = plugins()
+    if kind in registered:
+        entry = registered[kind]
+        try:
+            module = importlib.import_module(entry.value)
+        except Exception as err:
+            raise ImportError(
+                f"method kind {kind!r} of {_source(entry)} failed to import ({type(err).__name__}: {err}); "
+                "fix that distribution or uninstall it"
+            ) from err
+        cls = getattr(module, "METHOD", None)
+        if not (isinstance(cls, type) and issubclass(cls, Method) and cls.kind == kind):
+            raise ValueError(
+                f"{_source(entry)}: module {entry.value} must set METHOD to its Method subclass, whose kind is {kind!r}"
+            )
+        return cls
+    if kind not in _builtin_kinds():
         raise ValueError(f"unknown method kind {kind!r}; available: {', '.join(available_kinds())}")
     return importlib.import_module(f"{__name__}.{kind}").METHOD
 

@@ -2,15 +2,20 @@
 
 Layout: one experiment per benchmark (``codyra/<benchmark>``); a parent run per
 (method, seed) plus one for the shared pretrained row; child runs per training task and
-per cell. Every run carries the tag ``codyra.key`` (e.g. ``cell/mini/codyra/seed0/A_2_1``)
+per evaluated row of the accuracy matrix (its cells are the row's metrics ``A_<i>_<j>``). Every
+run carries the tag ``codyra.key`` (e.g. ``row/mini/codyra/seed0/A_2``)
 that identifies it, ``codyra.complete = true`` once everything it mirrors is logged, and
-``codyra.settings``, the settings fingerprint its result file records. ``sync`` uses the
+``codyra.settings``, the settings fingerprint its result files record. ``sync`` uses the
 key to fill in what live logging missed without ever duplicating a run, and replaces a
 run whose settings are not those of the file (a rerun after a config change).
 Every job attempt starts a new run for its key (a resumed training run first logs the
 checkpoint's history, so the curve is whole). Artifacts go to the experiment's artifact
-location: ``results/mlartifacts`` for a local store, the server's ``--artifacts-destination``
-for a tracking server.
+location: ``results/mlartifacts`` for a local store (at a location relative to that folder, so
+the results folder can be copied or moved: ``codyra.tracking.artifacts``), the server's
+``--artifacts-destination`` for a tracking server.
+
+For browsing: every experiment is of the model-training kind, every run of a method has the
+method's colour, and runs are tagged benchmark / method / seed (the UI's "Group by").
 
 Live logging is best-effort: a job first probes the store (an HTTP server must answer
 ``/health`` within seconds); if the store is down, or any call fails later, the job logs a
@@ -28,7 +33,7 @@ import urllib.request
 from importlib import metadata
 from pathlib import Path
 
-from codyra.store.paths import TIME
+from codyra.store.paths import PRETRAINED, TIME
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no store-migration chatter in job output
@@ -38,12 +43,39 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 log = logging.getLogger(__name__)
 KEY, COMPLETE, SETTINGS = "codyra.key", "codyra.complete", "codyra.settings"
+# MLflow's experiment tag for the experiment's kind (its UI opens a model-training experiment in
+# the training runs view) and its run tag for a run's colour in the runs table and charts
+EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
+RUN_COLOR = "mlflow.runColor"
+# one colour per method, in the grid's order: matplotlib's tab20 without its greys (grey: the pretrained row)
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#aec7e8",
+    "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5",
+)  # fmt: skip
+PRETRAINED_COLOR = "#7f7f7f"
 METRIC_FLUSH_SECONDS = 10.0
 
 
 def tracking_uri(cfg: dict) -> str:
     uri = cfg["tracking"]["uri"] or os.environ.get("MLFLOW_TRACKING_URI")
     return uri or f"sqlite:///{Path(cfg['results']).absolute() / 'mlflow.db'}"
+
+
+def artifact_root(cfg: dict) -> Path:
+    """Where a local store's artifacts are: in the results folder, wherever it is."""
+    return Path(cfg["results"]).absolute() / "mlartifacts"
+
+
+def is_remote(uri: str) -> bool:
+    return uri.startswith(("http://", "https://"))
+
+
+def method_color(cfg: dict, method: str) -> str:
+    """The method's colour: by its place in the grid (methods outside it after, by name)."""
+    if method == PRETRAINED:
+        return PRETRAINED_COLOR
+    names = [*cfg["methods"], *sorted(set(cfg["method_configs"]) - set(cfg["methods"]))]
+    return PALETTE[names.index(method) % len(PALETTE)] if method in names else PRETRAINED_COLOR
 
 
 def experiment_name(cfg: dict) -> str:
@@ -58,8 +90,8 @@ def train_key(cfg: dict, method: str, seed: int, i: int) -> str:
     return f"train/{cfg['benchmark']}/{method}/seed{seed}/task{i}"
 
 
-def cell_key(cfg: dict, method: str, seed: int | None, i: int, j: int) -> str:
-    return f"cell/{cfg['benchmark']}/{method}" + ("" if seed is None else f"/seed{seed}") + f"/A_{i}_{j}"
+def row_key(cfg: dict, method: str, seed: int | None, i: int) -> str:
+    return f"row/{cfg['benchmark']}/{method}" + ("" if seed is None else f"/seed{seed}") + f"/A_{i}"
 
 
 PACKAGES = ("torch", "open_clip_torch", "transformers", "peft", "deepspeed", "mlflow", "snakemake", "numpy")
@@ -97,7 +129,7 @@ def parent_params(cfg: dict, method: str) -> dict:
 
 def store_answers(uri: str) -> bool:
     """Cheap reachability probe (no MLflow retries): an HTTP server's /health, or a local store's folder."""
-    if uri.startswith(("http://", "https://")):
+    if is_remote(uri):
         try:
             with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=3) as response:
                 return response.status == 200
@@ -122,24 +154,28 @@ class Store:
         require_extra("mlflow", "workflow", "MLflow tracking (config key tracking.enabled)")
         from mlflow import MlflowClient
 
+        from codyra.tracking.artifacts import ResultsClient
+
         self.cfg, self.uri = cfg, tracking_uri(cfg)
-        self.client = MlflowClient(self.uri)
+        self.client = MlflowClient(self.uri) if is_remote(self.uri) else ResultsClient(self.uri, artifact_root(cfg))
         self.experiment_id = self._experiment()
 
     def _experiment(self) -> str:
         from mlflow.exceptions import MlflowException
 
+        from codyra.tracking.artifacts import proxied_location
+
         name = experiment_name(self.cfg)
         found = self.client.get_experiment_by_name(name)
         if found is not None:
+            if found.tags.get(EXPERIMENT_KIND) != MODEL_TRAINING:  # a store made before experiments had a kind
+                self.client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
             return found.experiment_id
         # a server stores artifacts where its --artifacts-destination says (None: its default location)
-        remote = self.uri.startswith(("http://", "https://"))
-        artifacts = None if remote else (Path(self.cfg["results"]).absolute() / "mlartifacts").as_uri()
+        artifacts = None if is_remote(self.uri) else proxied_location(self.cfg["benchmark"])
+        tags = {"codyra.benchmark": self.cfg["benchmark"], EXPERIMENT_KIND: MODEL_TRAINING}
         try:
-            return self.client.create_experiment(
-                name, artifact_location=artifacts, tags={"codyra.benchmark": self.cfg["benchmark"]}
-            )
+            return self.client.create_experiment(name, artifact_location=artifacts, tags=tags)
         except MlflowException:  # created concurrently by another job
             return self.client.get_experiment_by_name(name).experiment_id
 
@@ -171,9 +207,11 @@ class Store:
         if run is None:
             tags = {
                 KEY: key,
+                "kind": "pretrained" if method == PRETRAINED else "run",
                 "benchmark": self.cfg["benchmark"],
                 "method": method,
                 "seed": "" if seed is None else str(seed),
+                RUN_COLOR: method_color(self.cfg, method),
                 **provenance(),
             }
             created = self.client.create_run(
@@ -392,7 +430,15 @@ def train_run(cfg: dict, method: str, seed: int, i: int) -> dict:
         "key": train_key(cfg, method, seed, i),
         "parent": (method, seed),
         "name": f"task{i}-{task}",
-        "tags": {"kind": "train", "benchmark": cfg["benchmark"], "method": method, "seed": seed, "task": task, "i": i},
+        "tags": {
+            "kind": "train",
+            "benchmark": cfg["benchmark"],
+            "method": method,
+            "seed": seed,
+            "task": task,
+            "i": i,
+            RUN_COLOR: method_color(cfg, method),
+        },
     }
 
 
@@ -400,27 +446,50 @@ def train_final_metrics(summary: dict) -> dict:
     return {k: summary[k] for k in SUMMARY_METRICS if isinstance(summary.get(k), (int, float))}
 
 
-def cell_run(cfg: dict, method: str, seed: int | None, i: int, j: int) -> dict:
-    task = cfg["tasks"][j - 1]["name"]
+def row_run(cfg: dict, method: str, seed: int | None, i: int) -> dict:
     return {
-        "key": cell_key(cfg, method, seed, i, j),
+        "key": row_key(cfg, method, seed, i),
         "parent": (method, seed),
-        "name": f"A[{i},{j}]",
+        "name": f"row{i}",
         "tags": {
-            "kind": "cell",
+            "kind": "row",
             "benchmark": cfg["benchmark"],
             "method": method,
             "seed": "" if seed is None else seed,
-            "task": task,
             "i": i,
-            "j": j,
+            RUN_COLOR: method_color(cfg, method),
         },
     }
 
 
-def cell_metrics(cell: dict) -> dict:
-    return {
-        k: cell[k]
-        for k in ("accuracy", "num_samples", "num_classes", "seconds")
-        if isinstance(cell.get(k), (int, float))
-    }
+DECIMALS = 2  # metrics in % points: 21.85, not 21.849999999999998 (the result files keep every digit)
+
+
+def rounded(value: float) -> float:
+    return round(float(value), DECIMALS)
+
+
+def cell_metric(cell: dict) -> dict:
+    """A cell as a metric of its row's run: ``A_<i>_<j>``, its accuracy."""
+    return {f"A_{cell['i']}_{cell['j']}": rounded(cell["accuracy"])}
+
+
+def cell_seconds(cell: dict) -> float:
+    """The time a cell's job took: a copied cell (row 0 of a run, a method that never trains) none."""
+    return 0.0 if "copied_from" in cell else float(cell.get("seconds", 0.0))
+
+
+def row_seconds(cells: list[dict]) -> dict:
+    return {"seconds": rounded(sum(cell_seconds(cell) for cell in cells))}
+
+
+def row_metrics(cells: list[dict]) -> dict:
+    """A row's metrics: its cells and the seconds they took."""
+    return {name: value for cell in cells for name, value in cell_metric(cell).items()} | row_seconds(cells)
+
+
+def row_settings(cells: list[dict]) -> str:
+    """The settings of a row's run: those of its cells (a row with other cells or settings is another run)."""
+    from codyra.store.io import fingerprint
+
+    return fingerprint({str(cell["j"]): cell.get("settings") for cell in cells})

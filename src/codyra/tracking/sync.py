@@ -32,10 +32,13 @@ from codyra.tracking.mirror import (
     SETTINGS,
     TIME,
     Store,
-    cell_metrics,
-    cell_run,
+    cell_seconds,
     flatten,
     provenance,
+    rounded,
+    row_metrics,
+    row_run,
+    row_settings,
     tracking_uri,
     train_final_metrics,
     train_run,
@@ -46,25 +49,67 @@ log = logging.getLogger(__name__)
 SUMMARY_METRICS_TAG = "codyra.metrics_logged"
 
 
+SUMMARY_NAMES = {
+    "transfer": "Transfer",
+    "average": "Average",
+    "last": "Last",
+    "forgetting": "Forgetting",
+    "bwt": "BWT",
+    "op": "OP",
+}  # Table 1's names (runs table columns) for summarize's keys
+# on the experiment: its tasks and methods in the grid's order, Table 1's columns and rows
+TASKS_TAG, METHODS_TAG = "codyra.tasks", "codyra.methods"
+MATRIX_TABLE, MATRIX_IMAGE = "A.json", "A_heatmap"
+
+
 def parent_metric_rows(matrix: dict) -> list[dict]:
-    """The run's summary metrics and per-task Transfer / Average / Last, twice: as `<metric>.<task>`
-    (one column each in `mlflow.search_runs`, so Table 1 is a group-by) and as the curve
-    `<metric>_task` over step j = task index (browsing)."""
-    metrics, tasks = matrix["metrics"], matrix["tasks"]
-    summary = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
-    per_task = {name: values for name, values in metrics["per_task"].items()}
-    flat = {
-        f"{name}.{task}": values[j]
-        for name, values in per_task.items()
-        for j, task in enumerate(tasks)
-        if values[j] is not None
-    }
-    rows = [{"step": 0, **summary, **flat}]
-    for j in range(len(tasks)):
-        rows.append(
-            {"step": j + 1, **{f"{name}_task": values[j] for name, values in per_task.items() if values[j] is not None}}
-        )
+    """A (method, seed) run's metrics, rounded: at step 0 (one value: a bar per run in the UI) the summary as
+    Table 1 names it (Transfer, Average, Last, Forgetting, BWT, OP) and per task j as
+    ``<name>/<task>`` (one column each in ``mlflow.search_runs``, so Table 1 is a group-by; one
+    chart section each in the UI); and ``Accuracy/<task>`` at step i = 0..N, the accuracy on
+    the task after training task i (a curve over the run's progress: row i of A)."""
+    metrics, tasks, A = matrix["metrics"], matrix["tasks"], matrix["A"]
+    final = {SUMMARY_NAMES[k]: rounded(v) for k, v in metrics.items() if k in SUMMARY_NAMES and v is not None}
+    final.update(
+        {
+            f"{SUMMARY_NAMES[name]}/{task}": rounded(values[j])
+            for name, values in metrics["per_task"].items()
+            for j, task in enumerate(tasks)
+            if values[j] is not None
+        }
+    )
+    rows = [
+        {"step": i, **{f"Accuracy/{task}": rounded(row[j]) for j, task in enumerate(tasks)}} for i, row in enumerate(A)
+    ]
+    rows[0].update(final)
     return rows
+
+
+def matrix_table(matrix: dict):
+    """A as a table: one row per model (pretrained, after task 1, ...), one column per task."""
+    import pandas as pd
+
+    tasks = matrix["tasks"]
+    after = ["pretrained", *(f"after {i}: {task}" for i, task in enumerate(tasks, start=1))]
+    table = pd.DataFrame([[rounded(v) for v in row] for row in matrix["A"]], columns=tasks)
+    table.insert(0, "model", after)
+    return table
+
+
+def log_matrix(store: Store, run_id: str, matrix: dict, heatmap: Path) -> None:
+    """A on the run as a table and, if drawn, its heatmap as an image (the UI's artifact and image views);
+    MLflow appends to a logged table, so an earlier matrix's table and images are removed first."""
+    from codyra.tracking.artifacts import artifact_repository
+
+    present = {f.path for f in store.client.list_artifacts(run_id)}
+    for stale in {MATRIX_TABLE, "images"} & present:
+        artifact_repository(store.client, run_id).delete_artifacts(stale)
+    store.client.log_table(run_id, data=matrix_table(matrix), artifact_file=MATRIX_TABLE)
+    if heatmap.is_file():
+        from PIL import Image
+
+        with Image.open(heatmap) as image:
+            store.client.log_image(run_id, image.convert("RGB"), key=MATRIX_IMAGE, step=len(matrix["tasks"]))
 
 
 def log_parent_results(store: Store, cfg: dict, method: str, seed: int) -> None:
@@ -78,6 +123,9 @@ def log_parent_results(store: Store, cfg: dict, method: str, seed: int) -> None:
     logged = fingerprint(matrix["A"])
     if store.client.get_run(parent).data.tags.get(SUMMARY_METRICS_TAG) != logged:  # log each matrix once
         store.log_metrics(parent, parent_metric_rows(matrix))
+        log_matrix(store, parent, matrix, directory / HEATMAP_FILE)
+        store.client.set_experiment_tag(store.experiment_id, TASKS_TAG, json.dumps(matrix["tasks"]))
+        store.client.set_experiment_tag(store.experiment_id, METHODS_TAG, json.dumps(cfg["methods"]))
         store.client.set_tag(parent, SUMMARY_METRICS_TAG, logged)
     for path in (matrix_path, directory / HEATMAP_FILE):
         if path.is_file():
@@ -93,29 +141,40 @@ def log_tables(store: Store, tables_dir: Path) -> None:
 
 
 def work_span(path: Path, record: dict) -> tuple[float, float]:
-    """When a result file's job did its work: it ended when the file was written, ``seconds`` earlier it began."""
+    """When a result file's job did its work: it ended when the file was written, ``seconds``
+    earlier it began (a copied cell: when it was copied)."""
     end = path.stat().st_mtime
-    return end - float(record.get("seconds", 0.0)), end
+    return end - cell_seconds(record), end
+
+
+def row_record(cfg: dict, method: str, seed: int | None, i: int) -> dict | None:
+    """Row i's cell files as the run they become (None: no cell of the row yet)."""
+    n = len(cfg["tasks"])
+    paths = [
+        row0_cell_path(cfg, j) if method == PRETRAINED else cell_path(cfg, method, seed, i, j) for j in range(1, n + 1)
+    ]
+    found = [
+        (path, read_cell(cfg, path, method, seed, i, j, classifies=family_of(cfg).classifies))
+        for j, path in enumerate(paths, start=1)
+        if path.is_file()
+    ]
+    if not found:
+        return None
+    spans = [work_span(path, cell) for path, cell in found]
+    cells = [cell for _, cell in found]
+    return {
+        "spec": row_run(cfg, method, seed, i),
+        "settings": row_settings(cells),
+        "span": (min(start for start, _ in spans), max(end for _, end in spans)),
+        "rows": [{"step": 0, **row_metrics(cells)}],
+        "whole": len(found) == n,
+    }
 
 
 def result_records(cfg: dict) -> list[dict]:
     """Every result file of ``cfg`` as the run it becomes: spec, settings, work span, metric rows, params."""
-    records, n = [], len(cfg["tasks"])
-
-    def cell(path: Path, method: str, seed: int | None, i: int, j: int) -> None:
-        if path.is_file():
-            found = read_cell(cfg, path, method, seed, i, j, classifies=family_of(cfg).classifies)
-            records.append(
-                {
-                    "spec": cell_run(cfg, method, seed, i, j),
-                    "settings": found.get("settings"),
-                    "span": work_span(path, found),
-                    "rows": [{"step": 0, **cell_metrics(found)}],
-                }
-            )
-
-    for j in range(1, n + 1):
-        cell(row0_cell_path(cfg, j), PRETRAINED, None, 0, j)
+    n = len(cfg["tasks"])
+    records = [row_record(cfg, PRETRAINED, None, 0)]
     for method in cfg["methods"]:
         for seed in cfg["seeds"]:
             for i in range(1, n + 1):
@@ -136,10 +195,41 @@ def result_records(cfg: dict) -> list[dict]:
                             "params": flatten(summary["job"]),
                         }
                     )
-            for i in range(n + 1):
-                for j in range(1, n + 1):
-                    cell(cell_path(cfg, method, seed, i, j), method, seed, i, j)
-    return records
+            records += [row_record(cfg, method, seed, i) for i in range(n + 1)]
+    return [record for record in records if record is not None]
+
+
+def create_run(store: Store, record: dict, parent_start: int | None = None) -> None:
+    """The run of a result ``record``, dated when its job did the work (its parent, if new, at ``parent_start``)."""
+    spec = record["spec"]
+    start, end = (int(t * 1000) for t in record["span"])
+    parent = store.ensure_parent(*spec["parent"], start_time=start if parent_start is None else parent_start)
+    tags = {
+        KEY: spec["key"],
+        SETTINGS: str(record["settings"]),
+        "mlflow.parentRunId": parent,
+        **provenance(),
+        **{k: str(v) for k, v in spec["tags"].items()},
+    }
+    run_id = store.client.create_run(
+        store.experiment_id, start_time=start, tags=tags, run_name=spec["name"]
+    ).info.run_id
+    if record.get("params"):
+        store.log_params(run_id, record["params"])
+    store.log_metrics(run_id, [{TIME: record["span"][1], **row} for row in record["rows"]])  # a row's own _time wins
+    store.complete(run_id, end_time=end)
+
+
+def log_row(store: Store, cfg: dict, method: str, seed: int | None, i: int) -> None:
+    """Row i's run, once its last cell is written by a job of single cells (a copy of row 0):
+    one run of the whole row, replacing any earlier one; nothing while cells are missing."""
+    record = row_record(cfg, method, seed, i)
+    if record is None or not record["whole"]:
+        return
+    while (old := store.find(record["spec"]["key"])) is not None:
+        store.client.delete_run(old.info.run_id)
+    create_run(store, record)
+    store.find(record["spec"]["key"])  # two cell jobs that completed the row at once: one run survives
 
 
 def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None = None) -> dict:
@@ -163,24 +253,7 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
             store.client.delete_run(run.info.run_id)
             counts["replaced"] += 1
         counts["created"] += 1
-        start, end = (int(t * 1000) for t in record["span"])
-        parent = store.ensure_parent(*spec["parent"], start_time=earliest[spec["parent"]])
-        tags = {
-            KEY: spec["key"],
-            SETTINGS: str(settings),
-            "mlflow.parentRunId": parent,
-            **provenance(),
-            **{k: str(v) for k, v in spec["tags"].items()},
-        }
-        run_id = store.client.create_run(
-            store.experiment_id, start_time=start, tags=tags, run_name=spec["name"]
-        ).info.run_id
-        if record.get("params"):
-            store.log_params(run_id, record["params"])
-        store.log_metrics(
-            run_id, [{TIME: record["span"][1], **row} for row in record["rows"]]
-        )  # a row's own _time wins
-        store.complete(run_id, end_time=end)
+        create_run(store, record, earliest[spec["parent"]])
 
     n = len(cfg["tasks"])
     if all(row0_cell_path(cfg, j).is_file() for j in range(1, n + 1)):
