@@ -266,3 +266,16 @@ def test_ddas_batches_restart_at_every_split_epoch_and_when_exhausted():
     assert ae.seen[:5] == [0, 1, 2, 0, 1]
     with pytest.raises(ValueError, match="at least one batch"):
         routing.fit_autoencoder(ae, batches, iterations=1, lr=0.01, weight_decay=0.0, decay_epochs=10, epoch_batches=0)
+
+
+def test_moe_experts_start_from_the_jobs_generator_not_the_global_rng():
+    """Task 1's experts are a function of the job's generator alone: the global RNG's state depends on
+    whatever ran before in the process (jobs run as threads of one Snakemake process)."""
+    from codyra.methods.moe_adapters.layer import Adapter
+
+    def experts(seed: int, global_seed: int) -> torch.Tensor:
+        torch.manual_seed(global_seed)
+        return Adapter(8, 4, generator=torch.Generator().manual_seed(seed)).down_proj.weight.detach().clone()
+
+    assert torch.equal(experts(0, global_seed=1), experts(0, global_seed=2))
+    assert not torch.equal(experts(0, global_seed=1), experts(1, global_seed=1))

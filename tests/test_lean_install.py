@@ -47,7 +47,8 @@ def test_every_module_but_the_snakefile_helper_imports():
     )
     assert result.returncode == 0, result.stderr
     failed = json.loads(result.stdout.strip().splitlines()[-1])
-    assert list(failed) == ["codyra.experiment.snakemake_compat"]  # imported by the Snakefile only
+    # the Snakefile's helper, and the MlflowClient subclass that only the mirror and sync import, lazily
+    assert sorted(failed) == ["codyra.experiment.snakemake_compat", "codyra.tracking.artifacts"]
 
 
 def test_a_method_trains_a_step_and_every_command_has_help():

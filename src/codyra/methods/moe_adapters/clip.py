@@ -32,8 +32,9 @@ ROUTER = "ddas"
 _BACKBONE = ("ln_2.", "mlp.")  # a MoE layer's wrapped block parts: the frozen backbone, never stored
 
 
-def attach_experts(model, options) -> tuple[moe.Control, dict[str, moe.MoELayer]]:
-    """Experts beside the MLP of every block of both towers of an open_clip model."""
+def attach_experts(model, options, generator=None) -> tuple[moe.Control, dict[str, moe.MoELayer]]:
+    """Experts beside the MLP of every block of both towers of an open_clip model, initialised from
+    ``generator`` (training; a row loads the stored experts over them)."""
     control = moe.Control()
     moe.attach(
         [model.visual.transformer, model.transformer],
@@ -43,6 +44,7 @@ def attach_experts(model, options) -> tuple[moe.Control, dict[str, moe.MoELayer]
         bottleneck=options.bottleneck,
         scale=options.adapter_scale,
         dropout=options.dropout,
+        generator=generator,
     )
     return control, {name: m for name, m in model.named_modules() if isinstance(m, moe.MoELayer)}
 

@@ -32,14 +32,22 @@ BALANCE_WEIGHT = 1e-2
 
 
 class Adapter(nn.Module):
-    def __init__(self, d_model: int, bottleneck: int = 64, dropout: float = 0.1, scale: float = 0.1):
+    def __init__(
+        self,
+        d_model: int,
+        bottleneck: int = 64,
+        dropout: float = 0.1,
+        scale: float = 0.1,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         self.down_proj = nn.Linear(d_model, bottleneck)
         self.up_proj = nn.Linear(bottleneck, d_model)
         # masks from the engine's per-step generator (a resumed run draws the masks an uninterrupted one drew)
         self.dropout, self.scale = GeneratorDropout(dropout), scale
         with torch.no_grad():
-            nn.init.kaiming_uniform_(self.down_proj.weight, a=math.sqrt(5))
+            # from the job's generator: the global RNG's state depends on what ran before in the process
+            nn.init.kaiming_uniform_(self.down_proj.weight, a=math.sqrt(5), generator=generator)
             nn.init.zeros_(self.up_proj.weight)
             nn.init.zeros_(self.down_proj.bias)
             nn.init.zeros_(self.up_proj.bias)
@@ -136,12 +144,13 @@ class MoELayer(nn.Module):
         bottleneck: int,
         scale: float,
         dropout: float,
+        generator: torch.Generator | None = None,
     ):
         super().__init__()
         if not 1 <= top_k <= experts:
             raise ValueError(f"top_k must be in 1..{experts} (the number of experts), got {top_k}")
         self.ln_2, self.mlp, self.control, self.top_k = ln_2, mlp, control, top_k
-        self.experts = nn.ModuleList(Adapter(d_model, bottleneck, dropout, scale) for _ in range(experts))
+        self.experts = nn.ModuleList(Adapter(d_model, bottleneck, dropout, scale, generator) for _ in range(experts))
         self.routers = nn.ParameterList()
         self.noise = nn.ParameterList()
         self.register_buffer("frozen", torch.zeros(experts, dtype=torch.bool))

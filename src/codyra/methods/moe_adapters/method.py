@@ -142,7 +142,7 @@ class MoEAdapters(Method):
         self.ddas = ddas_state([*autoencoders, ae], [*thresholds.tolist(), threshold])
         self.autoencoders = [*autoencoders, ae]
 
-        self.control, self.layers = attach_experts(ctx.model, o)
+        self.control, self.layers = attach_experts(ctx.model, o, ctx.generator)
         routers = load_expert_state(self.layers, ctx.previous_state) if ctx.previous_state else 0
         if routers != ctx.task_index - 1:
             raise ValueError(
