@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 
 import pytest
 import yaml
@@ -72,3 +73,13 @@ def tiny_run(tiny_cfg, tiny_pretrained):
 def write_yaml(path, obj) -> str:
     path.write_text(yaml.safe_dump(obj))
     return str(path)
+
+
+@pytest.fixture(autouse=True)
+def _tracking_uri_stays_in_its_test(monkeypatch):
+    """``mlflow.set_tracking_uri`` (the docs' example calls it) also sets MLFLOW_TRACKING_URI for the
+    whole process, and every later run and Snakemake subprocess would log into that store."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    yield
+    if "mlflow" in sys.modules:
+        sys.modules["mlflow"].set_tracking_uri(None)
