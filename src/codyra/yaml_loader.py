@@ -32,7 +32,11 @@ ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, l
 
 def load_yaml(stream):
     """The document in ``stream`` (a string or an open file), read with :class:`ConfigLoader`."""
-    return yaml.load(stream, Loader=ConfigLoader)  # a SafeLoader: builds plain data only
+    loader = ConfigLoader(stream)  # a SafeLoader (plain data only), as yaml.safe_load builds one
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def scalar(text: str):

@@ -153,6 +153,14 @@ class RowContext:
     rebuild: Callable[[], Any]
     pretrained: Callable[[], Any]
 
+    def from_stored_state(self, row_function):
+        """The cells of ``row_function(cfg, method, options, seed, i, js, device, state)``: a method
+        that evaluates a row from task i's stored state alone (its modules beside theta_0)."""
+        c = self.cell
+        return row_function(
+            self.cfg, c.method, self.options, c.seed, c.task, list(c.tasks), self.device, self.stored_state()
+        )
+
 
 class Method(ABC):
     kind: str = ""

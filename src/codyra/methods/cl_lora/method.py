@@ -172,10 +172,7 @@ class CLLoRA(Method):
     def routed_cells(cls, row):
         from codyra.methods.cl_lora.clip import cl_lora_row
 
-        c = row.cell
-        return cl_lora_row(
-            row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, row.stored_state()
-        )
+        return row.from_stored_state(cl_lora_row)
 
 
 METHOD = CLLoRA

@@ -103,8 +103,7 @@ class DIKI(Method):
     def routed_cells(cls, row):
         from codyra.methods.diki.clip import diki_row
 
-        c = row.cell
-        return diki_row(row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, row.stored_state())
+        return row.from_stored_state(diki_row)
 
 
 METHOD = DIKI

@@ -206,8 +206,7 @@ class MoEAdapters(Method):
     def routed_cells(cls, row):
         from codyra.methods.moe_adapters.clip import moe_row
 
-        c = row.cell
-        return moe_row(row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, row.stored_state())
+        return row.from_stored_state(moe_row)
 
 
 METHOD = MoEAdapters

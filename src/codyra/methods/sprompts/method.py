@@ -108,10 +108,7 @@ class SPrompts(Method):
     def routed_cells(cls, row):
         from codyra.methods.sprompts.clip import sprompts_row
 
-        c = row.cell
-        return sprompts_row(
-            row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, row.stored_state()
-        )
+        return row.from_stored_state(sprompts_row)
 
 
 METHOD = SPrompts
