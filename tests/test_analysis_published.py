@@ -76,13 +76,32 @@ def test_kendall_counts_concordant_pairs():
     assert (concordant, pairs, tau) == (0, 3, pytest.approx(-1.0))
 
 
+# our Table 1, forgetting and TRACE tables label methods by display name (codyra.evaluation.tables.row_labels)
+LABELS = {
+    "zeroshot": "Zero-shot",
+    "codyra": "CoDyRA",
+    "lwf": "LwF",
+    "codyra-dagger†": "CoDyRA†",
+    "rail-dual†": "RAIL-Dual†",
+    "moe-adapters†": "MoE-Adapter†",
+    "full-ft": "Full FT",
+    "olora": "O-LoRA",
+    "inflora": "InfLoRA",
+    "zscl": "ZSCL",
+    "lora-r4": "LoRA (r=4)",
+}
+
+
 def _write(out, name, cells: dict[tuple[str, str, str], list[float]]):
-    """Our table ``name`` (as codyra.evaluation.tables writes it) with per-seed values of (block, row, column) cells."""
+    """Our table ``name`` (as codyra.evaluation.tables writes it) with per-seed values of (block, row, column) cells,
+    a method's row under its display name in the tables that label methods so."""
+    if name in ("table1", "forgetting"):
+        cells = {(b, LABELS.get(r, r), c): v for (b, r, c), v in cells.items()}
     columns = list(dict.fromkeys(c for _, _, c in cells))
     table = Table(name, name, columns)
     for block, row in dict.fromkeys((b, r) for b, r, _ in cells):
         table.rows.append((block, row, [cells.get((block, row, c)) for c in columns]))
-    write_table(out, table)
+    write_table(out, table, "bench")
 
 
 def _rows(out) -> dict[tuple[str, str], list[str]]:
@@ -397,14 +416,14 @@ def test_full_shot_mtil_flags_zscl_transfer(tiny_cfg, tmp_path):
 def test_trace_comparison_reads_the_backbones_block(tiny_cfg, tmp_path):
     cfg = _paper_cfg(tiny_cfg, "trace", None, benchmarks()["trace"]["tasks"], ["codyra", "icl", "lora-r4"])
     cfg["model"].update(family="causal_lm", name="google/gemma-2b-it")  # Table 2's backbones are causal LMs
-    table = Table("table2", "t2", ["codyra", "icl", "lora-r4"])
+    table = Table("table2", "t2", ["CoDyRA", "FIX(ICL)", "LoRA (r=4)"])
     table.rows.append(
         ("", "OP", [[33.0, 34.0, 35.0], [32.0, 32.3, 32.6], [30.0, 31.0, 32.0]])
     )  # codyra 34 ± 1 vs 33.96 ± 1.0: ok
     table.rows.append(
         ("", "Forgetting", [[10.0, 10.0, 10.0], [1.0, 1.0, 1.0], [5.0, 5.0, 5.0]])
     )  # 10 vs 7.94 ± 0.8: differs
-    write_table(tmp_path, table)
+    write_table(tmp_path, table, "bench")
     rows = _rows(comparison_table(cfg, tmp_path))
     assert rows["OP", "codyra"][3:7] == ["33.96 ± 1.00", "34.00 ± 1.00", "+0.04", "ok"]
     assert rows["Forgetting", "codyra"][5:7] == ["+2.06", "DIFFERS"]

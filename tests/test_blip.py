@@ -263,10 +263,10 @@ def test_the_blip_table_holds_each_methods_means_over_tasks(tmp_path):
     assert table.name == "blip" and table.columns == ["Transfer", "Average", "Last"]
     rows = {label: [s[0] for s in stats] for _, label, stats in table.stats()}
     # Transfer = A[1, 2]; Average = mean over tasks of the mean over rows 1..2; Last = mean of row 2
-    assert rows["zeroshot"] == [50.0, 45.0, 45.0]
-    assert rows["codyra"] == pytest.approx([53.0, ((75 + 72) + (77 + 70)) / 2 / 2, (80 + 80) / 2])
-    assert rows["rail-primal†"] == pytest.approx([50.0, (89 + 72) / 2, 91.0])  # the paper's dagger and groups
-    assert table.groups["rail-primal†"] == "Model complementation"
+    assert rows["Zero-shot"] == [50.0, 45.0, 45.0]
+    assert rows["CoDyRA"] == pytest.approx([53.0, ((75 + 72) + (77 + 70)) / 2 / 2, (80 + 80) / 2])
+    assert rows["RAIL-Primal†"] == pytest.approx([50.0, (89 + 72) / 2, 91.0])  # the paper's dagger and groups
+    assert table.groups["RAIL-Primal†"] == "Model complementation"
 
 
 def test_a_blip_config_is_compared_with_the_papers_blip_table():

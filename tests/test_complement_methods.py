@@ -176,22 +176,23 @@ def test_rail_aggregation_table_pairs_rail_with_codyra_rail_per_variant():
         "data": {"kind": "mini"},
         "methods": methods,
         "method_configs": {m: {"kind": k} for m, k in zip(methods, kinds, strict=True)},
+        "analysis": {},
     }
     cfg["method_configs"]["rail-dual"]["variant"] = cfg["method_configs"]["codyra-rail-dual"]["variant"] = "dual"
     A = {m: [[50, 40], [80, 45], [70, 90]] for m in methods}
     A["codyra-rail-primal"] = [[50, 40], [85, 50], [80, 95]]
     runs = {m: [{"A": np.asarray(a, float).tolist(), "seed": 0}] for m, a in A.items()}
     table = tables.rail_aggregation_table(cfg, runs)
-    assert [(b, m) for b, m, _ in table.rows] == [
-        ("RAIL-Primal", "rail-primal"),
-        ("RAIL-Primal", "codyra-rail-primal"),
-        ("RAIL-Dual", "rail-dual"),
-        ("RAIL-Dual", "codyra-rail-dual"),
+    assert [(b, table.methods[label], label) for b, label, _ in table.rows] == [
+        ("RAIL-Primal", "rail-primal", "RAIL-Primal†"),
+        ("RAIL-Primal", "codyra-rail-primal", "CoDyRA + RAIL-Primal†"),
+        ("RAIL-Dual", "rail-dual", "RAIL-Dual†"),
+        ("RAIL-Dual", "codyra-rail-dual", "CoDyRA + RAIL-Dual†"),
     ]
-    stats = {m: [s[0] for s in cells] for _, m, cells in table.stats()}
+    stats = {table.methods[label]: [s[0] for s in cells] for _, label, cells in table.stats()}
     # Transfer: A[1,2]; Average: mean over j of the mean of A[1..N, j]; Last: mean of A[N, :]
     assert stats["codyra-rail-primal"] == [50.0, pytest.approx(((85 + 80) / 2 + (50 + 95) / 2) / 2), 87.5]
     assert stats["rail-primal"] == [45.0, pytest.approx(((80 + 70) / 2 + (45 + 90) / 2) / 2), 80.0]
-    assert ("RAIL-Primal", "codyra-rail-primal", 0) in table.best()
+    assert ("RAIL-Primal", "CoDyRA + RAIL-Primal†", 0) in table.best()
     assert "rail_aggregation" in tables.table_names(cfg)
     assert "rail_aggregation" not in tables.table_names({**cfg, "methods": methods[:3]})

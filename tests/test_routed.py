@@ -74,6 +74,7 @@ def _cfg(methods, kinds, kind="mini"):
         "data": {"kind": kind},
         "methods": methods,
         "method_configs": {m: {"kind": k} for m, k in zip(methods, kinds, strict=True)},
+        "analysis": {},
     }
 
 
@@ -92,7 +93,7 @@ def test_tables_group_methods_and_mark_the_best_within_each_group():
     }
     table = tables.forgetting_table(cfg, _runs(A))
     # paper order: reference, complementation, continually learned; the dagger on the routed method
-    assert [label for _, label, _ in table.rows] == ["zeroshot", "codyra-dagger†", "codyra", "lora-r16"]
+    assert [label for _, label, _ in table.rows] == ["Zero-shot", "CoDyRA†", "CoDyRA", "LoRA (r=16)"]
     md = tables.to_markdown(table).splitlines()
     assert md[4] == "| ***Zero-shot reference*** |" + " |" * 6
     assert md[6] == "| ***Model complementation*** |" + " |" * 6
@@ -100,12 +101,12 @@ def test_tables_group_methods_and_mark_the_best_within_each_group():
     # Last: codyra (mean 74.5) against lora-r16 (68.5) within the continually learned group
     best = table.best()
     last = table.columns.index("Last")
-    assert ("", "codyra", last) in best and ("", "lora-r16", last) not in best
-    assert not any(label == "codyra-dagger†" for _, label, _ in best)  # a group of one has no best
+    assert ("", "CoDyRA", last) in best and ("", "LoRA (r=16)", last) not in best
+    assert not any(label == "CoDyRA†" for _, label, _ in best)  # a group of one has no best
     csv = tables.to_csv(table).splitlines()
-    assert csv[0] == "block,group,row,column,mean,std,n_seeds,best"
-    assert csv[1].startswith(",Zero-shot reference,zeroshot,Forgetting,")
-    assert r"\multicolumn{7}{l}{\textbf{\textit{Model complementation}}} \\" in tables.to_latex(table)
+    assert csv[0] == "block,group,row,method,column,mean,std,n_seeds,best"
+    assert csv[1].startswith(",Zero-shot reference,Zero-shot,zeroshot,Forgetting,")
+    assert r"\multicolumn{7}{l}{\textbf{\textit{Model complementation}}} \\" in tables.to_latex(table, "b")
 
 
 def test_table2_groups_its_method_columns(monkeypatch):
@@ -116,7 +117,7 @@ def test_table2_groups_its_method_columns(monkeypatch):
         "lora-r16": [[0, 0], [70, 0], [40, 60]],
     }
     table = tables.table2(cfg, _runs(A))
-    assert table.columns == ["codyra-dagger†", "codyra", "lora-r16"]
+    assert table.columns == ["CoDyRA†", "CoDyRA", "LoRA (r=16)"]
     md = tables.to_markdown(table).splitlines()
     assert md[4] == "| *group* | Model complementation | Model continually learned | Model continually learned |"
     # OP: codyra 45.5 vs lora 50.5 within the continually learned group; the dagger is alone in its group
@@ -129,7 +130,7 @@ def test_routing_table_averages_router_accuracy_over_learned_rows(tmp_path):
     for s, matrix in enumerate(runs["codyra-dagger"]):
         matrix["routing"] = [[None, None], [90 + s, 50], [80 + s, 70]]
     table = tables.routing_table(cfg, runs)
-    assert [label for _, label, _ in table.rows] == ["codyra-dagger†"]
+    assert [label for _, label, _ in table.rows] == ["CoDyRA†"]
     ((_, _, stats),) = table.stats()
     assert stats[0][:2] == (85.5, pytest.approx(np.std([85, 86], ddof=1))) and stats[1][0] == 60.0
     assert stats[2][0] == pytest.approx(np.mean([(85 + 60) / 2, (86 + 60) / 2]))
@@ -143,8 +144,65 @@ def test_tables_without_complementation_methods_are_unchanged():
     cfg = _cfg(["zeroshot", "codyra"], ["zeroshot", "codyra"])
     table = tables.table1(cfg, _runs({"zeroshot": [[50, 40]] * 3, "codyra": [[50, 40], [70, 45], [68, 60]]}))
     assert table.groups == {} and "***" not in tables.to_markdown(table)
-    assert tables.to_csv(table).splitlines()[0] == "block,row,column,mean,std,n_seeds,best"
-    assert [label for _, label, _ in table.rows[:2]] == ["zeroshot", "codyra"]
+    assert tables.to_csv(table).splitlines()[0] == "block,row,method,column,mean,std,n_seeds,best"
+    assert [label for _, label, _ in table.rows[:2]] == ["Zero-shot", "CoDyRA"]
+
+
+def test_the_zero_shot_reference_never_takes_the_bold_and_is_greyed_out():
+    cfg = _cfg(["zeroshot", "codyra", "lora-r16"], ["zeroshot", "codyra", "lora"])
+    A = {  # zero-shot: the highest Last (45) and no forgetting, yet never best
+        "zeroshot": [[50, 40]] * 3,
+        "codyra": [[50, 40], [40, 30], [30, 35]],
+        "lora-r16": [[50, 40], [45, 30], [20, 20]],
+    }
+    table = tables.forgetting_table(cfg, _runs(A))
+    best = table.best()
+    for column, winner in (("Last", "CoDyRA"), ("Forgetting", "CoDyRA")):
+        assert {label for _, label, c in best if table.columns[c] == column} == {winner}
+    assert table.reference == {"Zero-shot"}
+    latex = tables.to_latex(table, "b").splitlines()
+    assert next(line for line in latex if "Zero-shot" in line).startswith(
+        r"\textcolor{gray}{Zero-shot} & \textcolor{gray}{"
+    )
+    assert '<th class="reference">Zero-shot</th><td class="reference">' in tables.to_html(table)
+
+
+def test_latex_tables_are_labelled_per_benchmark_and_fit_the_page():
+    cfg = _cfg(["zeroshot", "codyra", "codyra-dagger"], ["zeroshot", "codyra", "codyra_dagger"])
+    A = {m: [[50, 40], [70, 45], [68, 60]] for m in cfg["methods"]}
+    latex = tables.to_latex(tables.table1(cfg, _runs(A)), "xtail-16shot").splitlines()
+    assert latex[0] == r"% needs \usepackage{booktabs}, \usepackage{adjustbox}, \usepackage{xcolor}"
+    assert latex[1:9] == [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\caption{b: Transfer, Average and Last accuracy (\%) per task, mean $\pm$ std over seeds [0, 1]}",
+        r"\label{tab:xtail-16shot-table1}",
+        r"\begin{adjustbox}{max width=\linewidth}",
+        r"\begin{tabular}{lccc}",
+        r"\toprule",
+        r"Method & a & b & Average \\",
+    ]
+    assert latex[-4:] == [r"\bottomrule", r"\end{tabular}", r"\end{adjustbox}", r"\end{table}"]
+    assert any(line.startswith(r"CoDyRA$^\dagger$ & ") for line in latex)  # one dagger, in LaTeX's notation
+    assert all("±" not in line and "†" not in line for line in latex)
+
+
+def test_row_labels_are_display_names_unless_two_methods_share_one():
+    cfg = _cfg(
+        ["zeroshot", "full-ft", "lora-r16", "lora-r8", "codyra", "codyra-b", "sora"],
+        ["zeroshot", "full", "lora", "lora", "codyra", "codyra", "sora"],
+    )
+    cfg["method_configs"]["lora-r8"]["rank"] = 8
+    cfg["analysis"] = {"paper_names": {"sora": "SoRA-gated"}}
+    assert tables.row_labels(cfg, cfg["methods"]) == {
+        "zeroshot": "Zero-shot",
+        "full-ft": "Full FT",  # no paper row: the kind's display name
+        "lora-r16": "LoRA (r=16)",
+        "lora-r8": "LoRA (r=8)",  # the template filled in with the method's options
+        "codyra": "codyra",  # two rows would read "CoDyRA": both keep their config names
+        "codyra-b": "codyra-b",
+        "sora": "SoRA-gated",  # the config's analysis.paper_names wins
+    }
 
 
 def _rail_states(cfg, options, upto):

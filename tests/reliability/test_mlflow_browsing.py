@@ -40,7 +40,7 @@ def write_matrix(cfg: dict, method: str, seed: int, matrix) -> None:
     folder = run_dir(cfg, method, seed)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MATRIX_FILE).write_text(json.dumps(result))
-    save_heatmap(result, folder / HEATMAP_FILE)
+    save_heatmap(matrix, tasks, f"{method} / seed {seed}", folder / HEATMAP_FILE)
 
 
 def with_results(cfg: dict, results: Path) -> dict:

@@ -10,7 +10,7 @@ import pytest
 
 from codyra.evaluation.metrics import summarize
 from codyra.experiment.config import load_config
-from codyra.store.paths import cell_path, heldout_path, row0_heldout_path, tables_dir
+from codyra.store.paths import cell_path, figures_dir, heldout_path, row0_heldout_path, run_dir, tables_dir
 from codyra.tracking.mirror import KEY, Store
 from codyra.tracking.sync import sync_mlflow
 
@@ -38,7 +38,7 @@ def test_tables_equal_metrics_of_the_cell_files(finished_grid):
     for method in cfg["methods"]:
         per_seed = [summarize(matrix_from_cells(cfg, method, s)) for s in cfg["seeds"]]
         for block, key in (("Transfer", "transfer"), ("Average", "average"), ("Last", "last")):
-            got = {r["column"]: r for r in rows if r["block"] == block and r["row"] == method}
+            got = {r["column"]: r for r in rows if r["block"] == block and r["method"] == method}
             want = sum(s[key] for s in per_seed) / len(per_seed)
             assert float(got["Average"]["mean"]) == pytest.approx(want)
             first = cfg["tasks"][0]["name"]
@@ -49,14 +49,27 @@ def test_tables_equal_metrics_of_the_cell_files(finished_grid):
                     sum(s["per_task"][key][0] for s in per_seed) / len(per_seed)
                 )
     forgetting = {
-        r["row"]: r for r in csv.DictReader((folder / "forgetting.csv").open()) if r["column"] == "Forgetting"
+        r["method"]: r for r in csv.DictReader((folder / "forgetting.csv").open()) if r["column"] == "Forgetting"
     }
     want = [summarize(matrix_from_cells(cfg, "full-ft", s))["forgetting"] for s in cfg["seeds"]]
     assert float(forgetting["full-ft"]["mean"]) == pytest.approx(sum(want) / len(want))
     assert forgetting["zeroshot"]["mean"] == "0.0"
     assert sum(r["best"] == "True" for r in forgetting.values()) >= 1
+    assert forgetting["zeroshot"]["row"] == "Zero-shot" and forgetting["full-ft"]["row"] == "Full FT"
+    assert forgetting["zeroshot"]["best"] == "False"  # no forgetting, yet the reference is never best
     latex = (folder / "table1.tex").read_text()
     assert "\\toprule" in latex and "\\textbf{" in latex and "$\\pm$" in latex
+    assert f"\\label{{tab:{cfg['benchmark']}-table1}}" in latex
+
+
+def test_each_method_has_a_mean_heatmap_and_each_run_a_vector_one(finished_grid):
+    _, raw, _ = finished_grid
+    cfg = load_config(raw)
+    for method in cfg["methods"]:
+        for ext in ("png", "pdf"):
+            assert (figures_dir(cfg) / f"A_{method}.{ext}").stat().st_size > 0
+        for seed in cfg["seeds"]:
+            assert (run_dir(cfg, method, seed) / "A_heatmap.pdf").read_bytes().startswith(b"%PDF")
 
 
 def test_rerunning_one_cell_recomputes_only_its_row(finished_grid):
@@ -259,6 +272,9 @@ def test_report_of_the_paper_target_shows_every_analysis_with_its_caption(finish
     } <= files
     assert {"heldout_tracking.html", "general_capability.html", "paper_vs_reproduced.html", "rank_codyra.html"} <= files
     assert {"amplification.html", "amplification_codyra_seed1.png"} <= files
+    # one heatmap per method (the mean over seeds; zero-shot's once), each table with its own caption
+    assert {f"A_{m}.png" for m in cfg["methods"]} <= files and "A_heatmap.png" not in files
+    assert "The paper's Table 1 layout" in html and "BWT (TreeLoRA's, higher is better)" in html
     assert "cost_reference</tt> (full-ft)" in html
     alphas = load_config(cfg)["analysis"]["interpolation_alphas"]  # ... and one only its default gives
     assert str(alphas) in html

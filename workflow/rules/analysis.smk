@@ -2,34 +2,19 @@
 # (PNG + PDF) under results/figures/<benchmark>/, every one a report() result. `paper` builds
 # all that apply to the config (README "Analyses"). Analyses read stored files only; the
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
-from codyra.analysis.common import FIGURES_DIR, adapter_methods, trained_methods
-from codyra.analysis.registry import available, outputs, skipped
+from codyra.analysis.common import adapter_methods, trained_methods
+from codyra.analysis.registry import available, skipped
 from codyra.analysis.compare import named_tables
 from codyra.analysis.probes import probe_names
 from codyra.experiment.jobs import method_kinds
 from codyra.store.paths import GRAD_CONFLICT, PROBE
 
 ANALYSES = available(CFG)
-FIGURES = FIGURES_DIR.format(**_fixed)
 TRAINED_METHODS = trained_methods(CFG)
 PROBE_PATTERN = PROBE.format(**_fixed, method="{method}", seed="{seed}", probe="{probe}")
 # alpha = 0 and 1 are the held-out files H_0 and H_N: only the alphas between are probed
 PROBES = probe_names(CFG)
 CONFLICT_FILE = GRAD_CONFLICT.format(**_fixed)
-
-
-def analysis_files(name, method=None):
-    """The tables (4 formats; HTML shown in the report) and figures (PNG shown, PDF beside) of an analysis."""
-    tables, figures = outputs(CFG, name, method)
-    caption = f"../report/analysis_{name}.rst"
-    files = [f"{TABLES}/{t}.{ext}" for t in tables for ext in TABLE_FORMATS if ext != "html"]
-    files += [report(f"{TABLES}/{t}.html", caption=caption, category=BENCHMARK, subcategory="analyses", labels={"analysis": name, "result": t}) for t in tables]
-    files += [report(f"{FIGURES}/{f}.png", caption=caption, category=BENCHMARK, subcategory="analyses", labels={"analysis": name, "result": f}) for f in figures]
-    return files + [f"{FIGURES}/{f}.pdf" for f in figures]
-
-
-def update_files(methods):
-    return [f for m in methods for s in CFG["seeds"] for f in run_updates(m, s)]
 
 
 MATRICES = [run_path(m, s, "matrix.json") for m in CFG["methods"] for s in CFG["seeds"]]
@@ -144,8 +129,10 @@ for _name, _why in skipped(CFG).items():
             f"analysis_{_name}"
         params:
             why=_why,
+        log:
+            f"{LOGS}/analysis/{_name}.log",
         run:
-            print(f"analysis {rule.removeprefix('analysis_')} skipped for {BENCHMARK}: {params.why}")
+            say_skipped(log[0], rule.removeprefix("analysis_"), params.why)
 
 
 # table-only analyses run in the Snakemake process (localrules takes names; these are computed)

@@ -1,12 +1,16 @@
-# Configuration, paths and the helpers every rule uses.
+# Configuration, paths and every helper function the rules use (the rule files hold rules only).
+from codyra.cli import DEFAULT_CONFIG
 from codyra.experiment.pretraining import own_pretraining
 from codyra.experiment.config import ConfigError, config_from_files, load_config, resolve_job
 from codyra.store.io import fingerprint
 from codyra.data.presence import require_benchmark_data
 from codyra.experiment.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
 from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule
+from codyra.analysis.probes import probe_names
+from codyra.analysis.registry import outputs
 from codyra.methods import method_of
-from codyra.store.paths import CELL, ROW0_CELL, RUN_DIR, TABLES_DIR
+from codyra.methods.lora import norm_references
+from codyra.store.paths import CELL, FIGURES_DIR, HELDOUT, PROBE, ROW0_CELL, ROW0_HELDOUT, RUN_DIR, TABLES_DIR
 
 # One gpu_slot per group job, so its GPU members run in series on one member's resources; here, not
 # in a profile, as a submitted job reads none (docs/architecture-snakemake.md, "Group jobs").
@@ -25,10 +29,11 @@ if workflow.remote_exec:  # a submitted job: its group's `run:` members run as t
 
 def _raw_config():
     # A --configfile replaces the default config/config.yaml instead of being deep-merged
-    # into it (a merge would leak the mini benchmark's keys into a paper benchmark). The
-    # files are read again by codyra: Snakemake's loader knows nothing of `extends`.
+    # into it (a merge would leak the mini benchmark's keys into a paper benchmark), so the
+    # Snakefile declares no `configfile:` (Snakemake would merge into it, and say so). The
+    # files are read by codyra: Snakemake's loader knows nothing of `extends`.
     settings = workflow.config_settings
-    return config_from_files(settings.configfiles or workflow.configfiles, settings.config)
+    return config_from_files(settings.configfiles or [DEFAULT_CONFIG], settings.config)
 
 
 try:
@@ -52,6 +57,8 @@ RUN = RUN_DIR.format(**_fixed, method="{method}", seed="{seed}")
 CELL_PATTERN = CELL.format(**_fixed, method="{method}", seed="{seed}", i="{i}", j="{j}")
 ROW0_PATTERN = ROW0_CELL.format(**_fixed, j="{j}")
 TABLES = TABLES_DIR.format(**_fixed)
+FIGURES = FIGURES_DIR.format(**_fixed)
+TABLE_FORMATS = ("md", "csv", "tex", "html")
 PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their own theta_0
 TRACKING = CFG["tracking"]["enabled"]
 JOB_GROUP = job_group(CFG)  # one SLURM job per CLIP run, per LM task (codyra.experiment.jobs.job_group)
@@ -98,4 +105,114 @@ def common_inputs():
         inputs["pretrained"] = PRETRAINED_WEIGHTS
     if TRACKING:
         inputs["mlflow"] = ancient(MLFLOW_MARKER)
+    return inputs
+
+
+# --- training (train.smk)
+
+
+def train_inputs(w):
+    inputs = common_inputs()
+    i = int(w.i)
+    # the norm-matched probe's target is the median ||dW||_F of these methods' updates of task i
+    references = norm_references(resolve_job(CFG, w.method, i)["method"])
+    if references:
+        inputs["norm_references"] = [run_path(m, w.seed, f"task{i}", "summary.json") for m in references]
+    if i > 1:
+        inputs["previous"] = run_path(w.method, w.seed, f"task{i - 1}", "summary.json")
+        # theta_{i-1} is rebuilt from the update files 1..i-1: a changed one must rerun this job
+        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", "update.safetensors") for k in range(1, i)]
+    return inputs
+
+
+# --- rows of cells (eval.smk)
+
+
+def eval_settings():
+    # The row's cells: one fingerprint for the row, of its columns' (codyra.experiment.fingerprints)
+    return fingerprint([eval_fingerprint(CFG, j) for j in TASKS])
+
+
+def row_inputs(w):
+    inputs = common_inputs()
+    if trains(w.method):  # the update files too: a row reads them, and a changed one must rerun the row
+        inputs["updates"] = run_updates(w.method, w.seed, w.i)
+    return inputs
+
+
+# --- per-run results and tables in the report (tables.smk)
+
+
+def run_result(path, caption, kind):
+    return report(path, caption=caption, category=BENCHMARK, subcategory="{method}", labels={"seed": "{seed}", "result": kind})
+
+
+def table_result(name, ext):
+    path = f"{TABLES}/{name}.{ext}"
+    if ext != "html":  # the report shows each table once, rendered; the other formats sit next to it
+        return path
+    caption = f"../report/tables/{'A_method' if name.startswith('A_') else name}.rst"
+    return report(path, caption=caption, category=BENCHMARK, subcategory="tables", labels={"table": name})
+
+
+def heatmap_result(method, name):
+    path = f"{FIGURES}/{name}.png"
+    return report(path, caption="../report/heatmap.rst", category=BENCHMARK, subcategory=method, labels={"seed": "mean", "result": "heatmap"})
+
+
+# --- analyses (analysis.smk)
+
+
+def analysis_files(name, method=None):
+    """The tables (4 formats; HTML shown in the report) and figures (PNG shown, PDF beside) of an analysis."""
+    tables, figures = outputs(CFG, name, method)
+    caption = f"../report/analysis_{name}.rst"
+    files = [f"{TABLES}/{t}.{ext}" for t in tables for ext in TABLE_FORMATS if ext != "html"]
+    files += [report(f"{TABLES}/{t}.html", caption=caption, category=BENCHMARK, subcategory="analyses", labels={"analysis": name, "result": t}) for t in tables]
+    files += [report(f"{FIGURES}/{f}.png", caption=caption, category=BENCHMARK, subcategory="analyses", labels={"analysis": name, "result": f}) for f in figures]
+    return files + [f"{FIGURES}/{f}.pdf" for f in figures]
+
+
+def update_files(methods):
+    return [f for m in methods for s in CFG["seeds"] for f in run_updates(m, s)]
+
+
+def say_skipped(log_path, analysis, why):
+    """An analysis that does not apply to this config: why, on the terminal and in its log."""
+    message = f"analysis {analysis} skipped for {BENCHMARK}: {why}"
+    print(message)
+    with open(log_path, "w") as out:
+        print(message, file=out)
+
+
+# --- single-task studies (single_task.smk: SINGLE, SINGLE_RUN, REFERENCES, PROBED)
+
+
+def single_files(target, method, seed):
+    """The files a single-task run leaves: its cells and held-out files (and its probes, if it is probed)."""
+    cfg = SINGLE[target]
+    run = SINGLE_RUN.format(target=target, method=method, seed=seed)
+    files = [f"{run}/cells/A_{i}_1.json" for i in (0, 1)]
+    files += [HELDOUT.format(**_single, method=method, seed=seed, i=i, name=h).format(target=target) for i in (0, 1) for h in REFERENCES]
+    if method in PROBED[target]:
+        files += [PROBE.format(**_single, method=method, seed=seed, probe=p).format(target=target) for p in probe_names(cfg)]
+    return files
+
+
+def single_update(w):
+    return [f"{SINGLE_RUN}/task1/{f}".format(target=w.target, method=w.method, seed=w.seed) for f in ("summary.json", "update.safetensors")]
+
+
+def single_row0(w):
+    return [ROW0_CELL.format(**_single, j=1).format(target=w.target)] + [
+        ROW0_HELDOUT.format(**_single, name=h).format(target=w.target) for h in REFERENCES
+    ]
+
+
+def single_train_inputs(w):
+    inputs = common_inputs()
+    # the norm-matched probe's target: the median ||dW||_F of these runs' updates of the same task
+    references = norm_references(resolve_job(SINGLE[w.target], w.method, 1)["method"])
+    if references:
+        inputs["norm_references"] = [f"{SINGLE_RUN}/task1/summary.json".format(target=w.target, method=m, seed=w.seed) for m in references]
     return inputs

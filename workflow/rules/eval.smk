@@ -9,11 +9,6 @@ EVALUATED = [m for m in CFG["methods"] if not copies_row0(m)]
 COPIED = [m for m in CFG["methods"] if copies_row0(m)]
 
 
-def eval_settings():
-    # The row's cells: one fingerprint for the row, of its columns' (codyra.experiment.fingerprints)
-    return fingerprint([eval_fingerprint(CFG, j) for j in TASKS])
-
-
 rule eval_row0:
     input:
         unpack(lambda w: common_inputs()),
@@ -60,13 +55,6 @@ if COPIED:
             f"{LOGS}/cells/{{method}}/seed{{seed}}/A_{{i}}_{{j}}.log",
         run:
             codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, "--j", wildcards.j)
-
-
-def row_inputs(w):
-    inputs = common_inputs()
-    if trains(w.method):  # the update files too: a row reads them, and a changed one must rerun the row
-        inputs["updates"] = run_updates(w.method, w.seed, w.i)
-    return inputs
 
 
 if EVALUATED:

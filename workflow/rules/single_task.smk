@@ -10,7 +10,6 @@ from codyra.analysis.probes import probe_names
 from codyra.experiment.jobs import method_kinds
 from codyra.experiment.config import single_task_config
 from codyra.experiment.single_task import INFIX, removal_methods, targets
-from codyra.methods.lora import norm_references
 from codyra.store.paths import HELDOUT, PROBE
 
 SINGLE = {t: single_task_config(CFG, t) for t in targets(CFG)}
@@ -23,28 +22,7 @@ SINGLE_LOGS = f"{LOGS}/single_task/{{target}}"
 SINGLE_METHODS = "|".join(map(re.escape, dict.fromkeys(m for cfg in SINGLE.values() for m in cfg["methods"])))
 
 
-def single_files(target, method, seed):
-    """The files a single-task run leaves: its cells and held-out files (and its probes, if it is probed)."""
-    cfg = SINGLE[target]
-    run = SINGLE_RUN.format(target=target, method=method, seed=seed)
-    files = [f"{run}/cells/A_{i}_1.json" for i in (0, 1)]
-    files += [HELDOUT.format(**_single, method=method, seed=seed, i=i, name=h).format(target=target) for i in (0, 1) for h in REFERENCES]
-    if method in PROBED[target]:
-        files += [PROBE.format(**_single, method=method, seed=seed, probe=p).format(target=target) for p in probe_names(cfg)]
-    return files
-
-
 SINGLE_TASK_FILES = [f for t, cfg in SINGLE.items() for m in cfg["methods"] for s in CFG["seeds"] for f in single_files(t, m, s)]
-
-
-def single_update(w):
-    return [f"{SINGLE_RUN}/task1/{f}".format(target=w.target, method=w.method, seed=w.seed) for f in ("summary.json", "update.safetensors")]
-
-
-def single_row0(w):
-    return [ROW0_CELL.format(**_single, j=1).format(target=w.target)] + [
-        ROW0_HELDOUT.format(**_single, name=h).format(target=w.target) for h in REFERENCES
-    ]
 
 
 if SINGLE:
@@ -66,14 +44,6 @@ if SINGLE:
         run:
             for command in ("cell", "heldout"):
                 codyra_cli(log[0], command, "--method", "pretrained", "--i", 0, threads=threads, cfg=SINGLE[wildcards.target])
-
-    def single_train_inputs(w):
-        inputs = common_inputs()
-        # the norm-matched probe's target: the median ||dW||_F of these runs' updates of the same task
-        references = norm_references(resolve_job(SINGLE[w.target], w.method, 1)["method"])
-        if references:
-            inputs["norm_references"] = [f"{SINGLE_RUN}/task1/summary.json".format(target=w.target, method=m, seed=w.seed) for m in references]
-        return inputs
 
     rule single_task_train:
         wildcard_constraints:

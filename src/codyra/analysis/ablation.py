@@ -17,10 +17,11 @@ import statistics
 
 import numpy as np
 
-from codyra.analysis.common import figures_dir, new_figure, run_summaries, save_figure, write_any_table
+from codyra.analysis.common import new_figure, run_summaries, save_figure, write_any_table
 from codyra.evaluation.metrics import summarize
 from codyra.evaluation.tables import Table
 from codyra.experiment.sweeps import sweep_methods, value_label
+from codyra.store.paths import figures_dir
 
 COLUMNS = ["Transfer", "Average", "Last", "Forgetting", "active rank"]
 
@@ -163,14 +164,14 @@ def matched_table(cfg: dict, name: str, runs: dict[str, list[dict]]) -> Table:
     return table
 
 
-def write_ablations(cfg: dict, runs: dict[str, list[dict]], out) -> None:
+def write_ablations(cfg: dict, runs: dict[str, list[dict]]) -> None:
     for name in cfg["ablations"]:
         table = ablation_table(cfg, name, runs)
-        write_any_table(out, table)
-        write_any_table(out, per_task_table(cfg, name, runs))
+        write_any_table(cfg, table)
+        write_any_table(cfg, per_task_table(cfg, name, runs))
         write_ablation_figure(cfg, name, table)
         if "table" in cfg["ablations"][name]:
-            write_any_table(out, matched_table(cfg, name, runs))
+            write_any_table(cfg, matched_table(cfg, name, runs))
 
 
 def ablation_outputs(cfg: dict) -> tuple[list[str], list[str]]:

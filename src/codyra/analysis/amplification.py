@@ -19,9 +19,10 @@ import statistics
 
 import torch
 
-from codyra.analysis.common import adapter_methods, figures_dir, run_updates
+from codyra.analysis.common import adapter_methods, run_updates
 from codyra.analysis.rank import matrices, write_heatmaps
 from codyra.evaluation.tables import Table
+from codyra.store.paths import figures_dir
 from codyra.store.updates import TaskUpdate, apply_update, task_summary
 
 
@@ -87,7 +88,7 @@ def amplification_table(cfg: dict, factors: dict[str, list[list[dict[str, float]
     return table
 
 
-def write_amplification(cfg: dict, out) -> None:
+def write_amplification(cfg: dict) -> None:
     from codyra.analysis.common import write_any_table
     from codyra.family import family_of
 
@@ -105,4 +106,4 @@ def write_amplification(cfg: dict, out) -> None:
                 stem=figures_dir(cfg) / f"amplification_{method}_seed{seed}",
             )
             factors[method].append(per_task)
-    write_any_table(out, amplification_table(cfg, factors))
+    write_any_table(cfg, amplification_table(cfg, factors))

@@ -14,16 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codyra.store.io import atomic_write, write_text
-from codyra.store.paths import results_path
+from codyra.store.paths import tables_dir
 
 if TYPE_CHECKING:
     from codyra.store.updates import TaskUpdate
-
-FIGURES_DIR = "{results}/figures/{benchmark}"
-
-
-def figures_dir(cfg: dict) -> Path:
-    return results_path(cfg, FIGURES_DIR)
 
 
 def trained_methods(cfg: dict) -> list[str]:
@@ -86,27 +80,13 @@ class PlainTable:
         writer.writerows(self.rows)
         return out.getvalue()
 
-    def latex(self) -> str:
-        from codyra.evaluation.tables import _tex
+    def latex(self, benchmark: str) -> str:
+        from codyra.evaluation.tables import _tex, latex_label, latex_table
 
-        lines = [
-            r"\begin{table}[t]",
-            r"\centering",
-            r"\begin{tabular}{l" + "c" * (len(self.columns) - 1) + "}",
-            r"\toprule",
-        ]
-        lines.append(" & ".join(_tex(c) for c in self.columns) + r" \\")
-        lines.append(r"\midrule")
-        lines += [" & ".join(_tex(c).replace("±", r"$\pm$") for c in row) + r" \\" for row in self.rows]
+        head = [" & ".join(_tex(c) for c in self.columns) + r" \\"]
+        body = [" & ".join(_tex(c) for c in row) + r" \\" for row in self.rows]
         caption = " ".join([self.caption, *self.notes])
-        lines += [
-            r"\bottomrule",
-            r"\end{tabular}",
-            rf"\caption{{{_tex(caption)}}}",
-            rf"\label{{tab:{self.name}}}",
-            r"\end{table}",
-        ]
-        return "\n".join(lines) + "\n"
+        return latex_table(latex_label(benchmark, self.name), caption, len(self.columns), head, body)
 
     def html(self) -> str:
         head = "".join(f"<th>{escape(c)}</th>" for c in self.columns)
@@ -121,15 +101,21 @@ class PlainTable:
         )
 
 
-def write_any_table(out: Path, table) -> None:
+def write_any_table(cfg: dict, table) -> None:
     """A ``codyra.evaluation.tables.Table`` (mean +- std over seeds) or a ``PlainTable`` in Markdown, CSV, LaTeX
-    and HTML."""
+    and HTML, in ``cfg``'s tables folder."""
     from codyra.evaluation.tables import Table, write_table
 
+    out = tables_dir(cfg)
     if isinstance(table, Table):
-        write_table(out, table)
+        write_table(out, table, cfg["benchmark"])
         return
-    for ext, text in (("md", table.markdown()), ("csv", table.csv()), ("tex", table.latex()), ("html", table.html())):
+    for ext, text in (
+        ("md", table.markdown()),
+        ("csv", table.csv()),
+        ("tex", table.latex(cfg["benchmark"])),
+        ("html", table.html()),
+    ):
         write_text(out / f"{table.name}.{ext}", text)
 
 

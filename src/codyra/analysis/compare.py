@@ -36,7 +36,7 @@ import csv
 import itertools
 import math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from codyra.analysis.common import PlainTable
@@ -45,7 +45,6 @@ from codyra.evaluation.tables import method_layout
 from codyra.experiment.pretraining import own_pretraining
 from codyra.family import family_of
 from codyra.methods import method_class
-from codyra.methods.options import parse_options
 
 COMPARED, NO_ROW, NO_NUMBER, NOT_RUN = "compared", "no published row", "no published number", "not run"
 PAPER_COLUMNS = {
@@ -84,21 +83,9 @@ def paper_row(cfg: dict, method: str) -> tuple[str | None, str]:
     cls = method_class(spec["kind"])
     if "paper_row" not in vars(cls):
         return None, f"method kind {spec['kind']} declares no paper_row (codyra.methods.{spec['kind']})"
-    declared = cls.paper_row
-    if declared is None:
+    if cls.paper_row is None:
         return None, f"the paper has no row for method kind {spec['kind']}"
-    options = parse_options(cls.Options, spec, kind=spec["kind"])
-    values = {f.name: getattr(options, f.name) for f in fields(options)}
-    return declared.format(**{k: _Text(v) if isinstance(v, str) else v for k, v in values.items()}), ""
-
-
-class _Text(str):
-    """A text option in a ``paper_row`` template: ``{variant:title}`` prints it title-cased."""
-
-    __slots__ = ()
-
-    def __format__(self, spec: str) -> str:
-        return self.title() if spec == "title" else super().__format__(spec)
+    return cls.row_label(spec, cls.paper_row), ""
 
 
 @dataclass(frozen=True)

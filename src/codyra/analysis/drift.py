@@ -13,9 +13,10 @@ from collections.abc import Iterable
 
 import torch
 
-from codyra.analysis.common import figures_dir, new_figure, run_updates, save_figure, trained_methods
+from codyra.analysis.common import new_figure, run_updates, save_figure, trained_methods
 from codyra.evaluation.tables import Table
 from codyra.store.io import ResultError
+from codyra.store.paths import figures_dir
 from codyra.store.updates import TaskUpdate
 
 
@@ -66,11 +67,11 @@ def drift_table(cfg: dict) -> tuple[Table, dict]:
     return table, curves
 
 
-def write_drift(cfg: dict, out) -> None:
+def write_drift(cfg: dict) -> None:
     from codyra.analysis.common import write_any_table
 
     table, curves = drift_table(cfg)
-    write_any_table(out, table)
+    write_any_table(cfg, table)
     fig, ax = new_figure(figsize=(5, 3.5))
     for method, per_seed in curves.items():
         mean = torch.tensor(per_seed, dtype=torch.float64).mean(0)

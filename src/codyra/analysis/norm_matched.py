@@ -14,9 +14,10 @@ from __future__ import annotations
 import statistics
 
 from codyra.analysis.ablation import plasticity_forgetting
-from codyra.analysis.common import figures_dir, new_figure, norm_methods, run_summaries, save_figure
+from codyra.analysis.common import new_figure, norm_methods, run_summaries, save_figure
 from codyra.evaluation.tables import Table
 from codyra.methods.lora import norm_references
+from codyra.store.paths import figures_dir
 
 COLUMNS = ["eff. rank", "Frobenius dW (task)", "target", "Delta-plasticity", "Forgetting"]
 MISS = 0.1

@@ -17,8 +17,9 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from codyra.analysis.common import adapter_methods, figures_dir, new_figure, run_updates, save_figure
+from codyra.analysis.common import adapter_methods, new_figure, run_updates, save_figure
 from codyra.evaluation.tables import Table
+from codyra.store.paths import figures_dir
 from codyra.store.updates import TaskUpdate
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import statistics
 
-from codyra.analysis.common import figures_dir, new_figure, save_figure, trained_methods
+from codyra.analysis.common import new_figure, save_figure, trained_methods
 from codyra.analysis.probes import interp_name, module_label, read_probe, remove_name, without_name
 from codyra.analysis.retention import read_heldout
 from codyra.evaluation.tables import Table
 from codyra.family import family_of
 from codyra.store.cells import read_cell
-from codyra.store.paths import cell_path
+from codyra.store.paths import cell_path, figures_dir
 
 
 def _with_average(accuracies: dict[str, float]) -> dict[str, float]:

@@ -13,9 +13,10 @@ import statistics
 
 import numpy as np
 
-from codyra.analysis.common import figures_dir, new_figure, run_summaries, save_figure
+from codyra.analysis.common import new_figure, run_summaries, save_figure
 from codyra.evaluation.tables import Table
 from codyra.store.io import ResultError
+from codyra.store.paths import figures_dir
 
 _LAYER = re.compile(r"\.(\d+)\.")
 

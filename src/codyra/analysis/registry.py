@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from codyra.analysis.common import adapter_methods, figures_dir, norm_methods, trained_methods, write_any_table
+from codyra.analysis.common import adapter_methods, norm_methods, trained_methods, write_any_table
 from codyra.experiment.single_task import studies
 from codyra.family import family_of
-from codyra.store.paths import tables_dir
+from codyra.store.paths import figures_dir, tables_dir
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,6 @@ def write(cfg: dict, name: str, method: str | None = None) -> None:
         return
     if name not in available(cfg):
         raise ValueError(f"analysis {name!r} does not apply to this config; available: {', '.join(available(cfg))}")
-    out = tables_dir(cfg)
     figures_dir(cfg).mkdir(parents=True, exist_ok=True)
     if name == "rank":
         from codyra.analysis.rank import rank_stats_table, write_rank_figures
@@ -122,49 +121,49 @@ def write(cfg: dict, name: str, method: str | None = None) -> None:
             raise ValueError(
                 f"rank activation applies to adapter methods: {', '.join(adapter_methods(cfg))}; got {method!r}"
             )
-        write_any_table(out, rank_stats_table(cfg, method))
+        write_any_table(cfg, rank_stats_table(cfg, method))
         for seed in cfg["seeds"]:
             write_rank_figures(cfg, method, seed)
     elif name == "drift":
         from codyra.analysis.drift import write_drift
 
-        write_drift(cfg, out)
+        write_drift(cfg)
     elif name == "amplification":
         from codyra.analysis.amplification import write_amplification
 
-        write_amplification(cfg, out)
+        write_amplification(cfg)
     elif name == "probes":
         from codyra.analysis.probe_tables import interpolation_table, removal_table, write_interpolation_figure
 
         table = interpolation_table(cfg)
-        write_any_table(out, table)
+        write_any_table(cfg, table)
         write_interpolation_figure(cfg, table)
-        write_any_table(out, removal_table(cfg))
+        write_any_table(cfg, removal_table(cfg))
     elif name == "orth":
         from codyra.analysis.orth import a_cosine_table, write_a_cosine_figure
 
         table = a_cosine_table(cfg)
-        write_any_table(out, table)
+        write_any_table(cfg, table)
         write_a_cosine_figure(cfg, table)
     elif name == "norm_matched":
         from codyra.analysis.norm_matched import norm_matched_table, write_norm_matched_figure
         from codyra.evaluation.tables import load_runs
 
         table = norm_matched_table(cfg, load_runs(cfg))
-        write_any_table(out, table)
+        write_any_table(cfg, table)
         write_norm_matched_figure(cfg, table)
     elif name == "ablations":
         from codyra.analysis.ablation import write_ablations
         from codyra.evaluation.tables import load_runs
 
-        write_ablations(cfg, load_runs(cfg), out)
+        write_ablations(cfg, load_runs(cfg))
     elif name == "single_task":
         from codyra.analysis.single_task import write_single_task
 
-        write_single_task(cfg, out)
+        write_single_task(cfg)
     else:
         for table in _tables(cfg, name):
-            write_any_table(out, table)
+            write_any_table(cfg, table)
 
 
 def _tables(cfg: dict, name: str) -> list:

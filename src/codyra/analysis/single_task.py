@@ -30,12 +30,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from codyra.analysis.common import figures_dir, new_figure, save_figure
+from codyra.analysis.common import new_figure, save_figure
 from codyra.analysis.norm_matched import MISS, missed
 from codyra.evaluation.tables import Table
 from codyra.experiment.config import single_task_config
 from codyra.experiment.single_task import studies, study_runs
 from codyra.experiment.sweeps import value_label
+from codyra.store.paths import figures_dir
 
 COLUMNS = ["Delta-plasticity", "Forgetting", "eff. rank", "Frobenius dW (task)", "trainable params"]
 TARGET = "target"
@@ -253,22 +254,22 @@ def write_removal_figure(cfg: dict, name: str, table: Table) -> None:
     save_figure(fig, figures_dir(cfg) / f"{name}_removal")
 
 
-def write_single_task(cfg: dict, out) -> None:
+def write_single_task(cfg: dict) -> None:
     from codyra.analysis.common import write_any_table
 
     for name, study in studies(cfg).items():
         cfg_task, runs = study_records(cfg, name)
         table = runs_table(cfg, name, runs, f"{name}_runs" if study.get("pivot") else name)
-        write_any_table(out, table)
+        write_any_table(cfg, table)
         if study.get("pivot"):
-            write_any_table(out, pivot_table(cfg, name, runs))
+            write_any_table(cfg, pivot_table(cfg, name, runs))
         write_study_figure(cfg, name, table, runs)
         if study.get("remove_modules"):
             table = removal_table(cfg, name, cfg_task, runs)
-            write_any_table(out, table)
+            write_any_table(cfg, table)
             write_removal_figure(cfg, name, table)
     for table_name, names in summaries(cfg).items():
-        write_any_table(out, summary_table(cfg, table_name, names))
+        write_any_table(cfg, summary_table(cfg, table_name, names))
 
 
 def summaries(cfg: dict) -> dict[str, list[str]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from codyra.evaluation.metrics import summarize
 from codyra.family import family_of
 from codyra.store.cells import read_cells
-from codyra.store.io import ResultError, write_json
+from codyra.store.io import ResultError, atomic_write, write_json
 from codyra.store.paths import (
     HEATMAP_FILE,
     MATRIX_FILE,
@@ -38,7 +38,8 @@ def summarize_run(cfg: dict, method: str, seed: int) -> dict:
             [cell["routing"]["accuracy"] if "routing" in cell else None for cell in row] for row in cells
         ]
     directory = run_dir(cfg, method, seed)
-    save_heatmap(result, directory / HEATMAP_FILE)
+    title = f"A[i,j] {result['benchmark']} / {method} / seed {seed}"
+    save_heatmap(A, result["tasks"], title, directory / HEATMAP_FILE)
     write_json(directory / MATRIX_FILE, result)
     mirror_parent(cfg, method, seed)
     return result
@@ -54,15 +55,15 @@ def check_task_folders(cfg: dict, method: str, seed: int) -> None:
             task_summary(cfg, method, seed, i)
 
 
-def save_heatmap(result: dict, path: Path) -> None:
-    """The A matrix as a PNG (rows: after task i, columns: evaluated task j)."""
+def save_heatmap(A, tasks: list[str], title: str, png: Path) -> None:
+    """The A matrix as ``png`` and, beside it, the same figure as a vector PDF: row i is the model
+    after training tasks 1..i (row 0: the pretrained model), column j the evaluated task."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure  # no pyplot: its global state is not thread-safe
 
-    A, tasks = result["A"], result["tasks"]
-    fig = Figure(figsize=(1.2 + 0.9 * len(tasks), 1.0 + 0.7 * len(A)))
+    fig = Figure(figsize=(1.8 + 0.9 * len(tasks), 1.4 + 0.7 * len(A)))
     ax = fig.add_subplot()
     image = ax.imshow(A, vmin=0, vmax=100, cmap="viridis")
     for i, row in enumerate(A):
@@ -72,12 +73,13 @@ def save_heatmap(result: dict, path: Path) -> None:
             )
     ax.set_xticks(range(len(tasks)), tasks, rotation=45, ha="right")
     ax.set_yticks(range(len(A)), ["pretrained"] + [f"after {k}: {t}" for k, t in enumerate(tasks, 1)])
-    ax.set_title(f"A[i,j] {result['benchmark']} / {result['method']} / seed {result['seed']}")
+    ax.set_xlabel("evaluated task j")
+    ax.set_ylabel("model after training task i")
+    ax.set_title(title)
     fig.colorbar(image, ax=ax, label="accuracy (%)")
     fig.tight_layout()
-    from codyra.store.io import atomic_write
-
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    for path, ext in ((png, "png"), (png.with_suffix(".pdf"), "pdf")):
+        atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=110))
 
 
 def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:

@@ -2,7 +2,12 @@
 
 Every number is mean +- sample standard deviation over seeds (ddof = 1; 0 with one seed),
 computed by ``codyra.evaluation.metrics`` from the A matrices the DAG produced. The best mean of
-each column is marked (bold in Markdown, LaTeX and HTML, ``best = true`` in the CSV).
+each column is marked (bold in Markdown, LaTeX and HTML, ``best = true`` in the CSV); the zero-shot
+reference row never takes it (it is greyed out in LaTeX and HTML, as the paper does). Rows carry the
+methods' display names (``Method.row_label``: the paper's row, e.g. ``LoRA (r=16)``, ``CoDyRA†``);
+the CSV also names each row's config method. The LaTeX is a ``table`` with a caption and the label
+``tab:<benchmark>-<table>``, its tabular in booktabs rules, shrunk to the line width where it is
+wider (``adjustbox``); the file's first line names the packages it needs.
 
 - ``table1``: the paper's Table 1 layout: blocks Transfer / Average / Last, rows = methods,
   columns = tasks + Average.
@@ -29,17 +34,20 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from codyra.evaluation.metrics import summarize
+from codyra.evaluation.results import save_heatmap
 from codyra.family import family_of
 from codyra.methods import method_of
 from codyra.store.io import read_json, write_json, write_text
-from codyra.store.paths import MATRIX_FILE, run_dir, tables_dir
+from codyra.store.paths import MATRIX_FILE, figures_dir, run_dir, tables_dir
 
 
 @dataclass
@@ -55,6 +63,10 @@ class Table:
     decimals: int = 1
     # method group of a row label (best_along column) or of a column (best_along row); {}: no groups
     groups: dict[str, str] = field(default_factory=dict)
+    # row labels (best_along column) or columns (best_along row) of the zero-shot reference: never best
+    reference: set[str] = field(default_factory=set)
+    # the config method of a row label or column (the CSV's ``method``); {}: the label itself
+    methods: dict[str, str] = field(default_factory=dict)
 
     def stats(self):
         """(block, label, [(mean, std, n) or None per column])."""
@@ -73,7 +85,9 @@ class Table:
                     means = [
                         (s[0], col)
                         for col, s in enumerate(stats)
-                        if s is not None and self.group_of(self.columns[col]) == group
+                        if s is not None
+                        and self.group_of(self.columns[col]) == group
+                        and self.columns[col] not in self.reference
                     ]
                     if len(means) > 1:
                         target = (max if self.higher_is_better.get(label, True) else min)(m for m, _ in means)
@@ -84,7 +98,10 @@ class Table:
                 means = [
                     (s[col][0], label)
                     for b, label, s in rows
-                    if b == block and self.group_of(label) == group and s[col] is not None
+                    if b == block
+                    and self.group_of(label) == group
+                    and s[col] is not None
+                    and label not in self.reference
                 ]
                 if len(means) < 2:
                     continue
@@ -148,43 +165,82 @@ def to_markdown(table: Table) -> str:
 
 
 def _tex(text: str) -> str:
-    for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
+    for char, escaped in (
+        ("\\", r"\textbackslash{}"),
+        ("_", r"\_"),
+        ("%", r"\%"),
+        ("&", r"\&"),
+        ("#", r"\#"),
+        ("±", r"$\pm$"),  # one notation for mean ± std, in cells and captions alike
+        ("†", r"$^\dagger$"),  # the paper's dagger (a method that predicts the domain)
+    ):
         text = text.replace(char, escaped)
     return text
 
 
-def to_latex(table: Table) -> str:
+LATEX_PACKAGES = ("booktabs", "adjustbox", "xcolor")
+
+
+def latex_table(label: str, caption: str, columns: int, head: list[str], body: list[str]) -> str:
+    """A LaTeX ``table``: caption and label above, a booktabs tabular of ``columns`` columns (the
+    first left-aligned), shrunk to the line width when it is wider (never enlarged)."""
+    packages = ", ".join(rf"\usepackage{{{p}}}" for p in LATEX_PACKAGES)
+    return (
+        "\n".join(
+            [
+                f"% needs {packages}",
+                r"\begin{table}[t]",
+                r"\centering",
+                rf"\caption{{{_tex(caption)}}}",
+                rf"\label{{{label}}}",
+                r"\begin{adjustbox}{max width=\linewidth}",
+                r"\begin{tabular}{l" + "c" * (columns - 1) + "}",
+                r"\toprule",
+                *head,
+                r"\midrule",
+                *body,
+                r"\bottomrule",
+                r"\end{tabular}",
+                r"\end{adjustbox}",
+                r"\end{table}",
+            ]
+        )
+        + "\n"
+    )
+
+
+def latex_label(benchmark: str, name: str) -> str:
+    return f"tab:{benchmark}-{name}"
+
+
+def _grey(text: str) -> str:
+    return rf"\textcolor{{gray}}{{{text}}}"
+
+
+def to_latex(table: Table, benchmark: str) -> str:
     best = table.best()
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering",
-        r"\begin{tabular}{l" + "c" * len(table.columns) + "}",
-        r"\toprule",
-        "Method & " + " & ".join(_tex(c) for c in table.columns) + r" \\",
-        r"\midrule",
-    ]
+    width = len(table.columns) + 1
+    head = ["Method & " + " & ".join(_tex(c) for c in table.columns) + r" \\"]
     if table.best_along == "row" and table.groups:
-        lines[-2:-1] = ["Group & " + " & ".join(_tex(table.group_of(c)) for c in table.columns) + r" \\", lines[-2]]
-    current = None
+        head.insert(0, "Group & " + " & ".join(_tex(table.group_of(c)) for c in table.columns) + r" \\")
+    body, current = [], None
     for block, label, stats, group in table.row_groups():
         if block and block != current:
             if current is not None:
-                lines.append(r"\midrule")
-            lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{l}}{{\emph{{{_tex(block)}}}}} \\")
+                body.append(r"\midrule")
+            body.append(rf"\multicolumn{{{width}}}{{l}}{{\emph{{{_tex(block)}}}}} \\")
             current = block
         if group:
-            lines.append(rf"\multicolumn{{{len(table.columns) + 1}}}{{l}}{{\textbf{{\textit{{{_tex(group)}}}}}}} \\")
-        cells = [_fmt(s, table.decimals).replace("±", r"$\pm$") for s in stats]
+            body.append(rf"\multicolumn{{{width}}}{{l}}{{\textbf{{\textit{{{_tex(group)}}}}}}} \\")
+        cells = [_tex(_fmt(s, table.decimals)) for s in stats]
         cells = [rf"\textbf{{{c}}}" if (block, label, k) in best else c for k, c in enumerate(cells)]
-        lines.append(f"{_tex(label)} & " + " & ".join(cells) + r" \\")
-    lines += [
-        r"\bottomrule",
-        r"\end{tabular}",
-        rf"\caption{{{_tex(table.caption)}}}",
-        rf"\label{{tab:{table.name}}}",
-        r"\end{table}",
-    ]
-    return "\n".join(lines) + "\n"
+        if table.best_along == "row":
+            cells = [_grey(c) if table.columns[k] in table.reference else c for k, c in enumerate(cells)]
+        row = [_tex(label), *cells]
+        if label in table.reference and table.best_along == "column":
+            row = [_grey(c) for c in row]
+        body.append(" & ".join(row) + r" \\")
+    return latex_table(latex_label(benchmark, table.name), table.caption, width, head, body)
 
 
 def to_html(table: Table) -> str:
@@ -207,15 +263,16 @@ def to_html(table: Table) -> str:
                 f'<tr class="block"><td colspan="{len(table.columns) + 1}"><b><em>{escape(group)}</em></b></td></tr>'
             )
         cells = "".join(
-            f"<td><b>{_fmt(s, table.decimals)}</b></td>"
+            f"<td{_html_class(table, label, c)}><b>{_fmt(s, table.decimals)}</b></td>"
             if (block, label, c) in best
-            else f"<td>{_fmt(s, table.decimals)}</td>"
+            else f"<td{_html_class(table, label, c)}>{_fmt(s, table.decimals)}</td>"
             for c, s in enumerate(stats)
         )
-        rows.append(f"<tr><th>{escape(label)}</th>{cells}</tr>")
+        rows.append(f"<tr><th{_html_class(table, label)}>{escape(label)}</th>{cells}</tr>")
     style = (
         "body{font-family:sans-serif}table{border-collapse:collapse}"
         "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}tr.block td{text-align:left}"
+        ".reference{color:#888}"
     )
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(table.name)}</title>'
@@ -226,17 +283,33 @@ def to_html(table: Table) -> str:
     )
 
 
+def _html_class(table: Table, label: str, column: int | None = None) -> str:
+    """` class="reference"` on the zero-shot reference's cells (greyed out), else nothing."""
+    along_row = table.best_along == "row"
+    if along_row and column is None:
+        return ""
+    name = table.columns[column] if along_row else label
+    return ' class="reference"' if name in table.reference else ""
+
+
 def to_csv(table: Table) -> str:
     best = table.best()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    grouped = bool(table.groups)
-    writer.writerow(["block", *(["group"] if grouped else []), "row", "column", "mean", "std", "n_seeds", "best"])
+    grouped, named = bool(table.groups), bool(table.methods)
+    writer.writerow(
+        ["block", *(["group"] if grouped else []), "row", *(["method"] if named else []), "column"]
+        + ["mean", "std", "n_seeds", "best"]
+    )
     for block, label, stats in table.stats():
         for col, stat in enumerate(stats):
             mean, std, n = stat if stat is not None else ("", "", 0)
-            group = [table.group_of(label if table.best_along == "column" else table.columns[col])] if grouped else []
-            writer.writerow([block, *group, label, table.columns[col], mean, std, n, (block, label, col) in best])
+            key = label if table.best_along == "column" else table.columns[col]
+            group = [table.group_of(key)] if grouped else []
+            method = [table.methods.get(key, "")] if named else []
+            writer.writerow(
+                [block, *group, label, *method, table.columns[col], mean, std, n, (block, label, col) in best]
+            )
     return out.getvalue()
 
 
@@ -258,29 +331,60 @@ GROUPS = {
 DAGGER = "†"
 
 
-def method_layout(cfg: dict, methods) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """([(method, row label)] in table order, {label: group title}). Without a model-complementation
-    method: config order, plain names, no groups. With one: grouped as the paper (stable within a
-    group), a dagger after each method that predicts the domain at inference."""
+def row_labels(cfg: dict, methods) -> dict[str, str]:
+    """method -> its row label: config ``analysis.paper_names``, else its kind's ``Method.row_label``
+    (its paper row or display name filled in with its options; an ablation variant keeps its own
+    name), else the method's name. Labels that two methods would share fall back to their names."""
+    from codyra.experiment.sweeps import variant_names
+
+    explicit, variants = cfg["analysis"].get("paper_names", {}), set(variant_names(cfg))
+    labels = {}
+    for m in methods:
+        declared = None if m in variants else method_of(cfg, m).row_label(cfg["method_configs"][m])
+        labels[m] = explicit.get(m) or declared or m
+    shared = Counter(labels.values())
+    return {m: label if shared[label] == 1 else m for m, label in labels.items()}
+
+
+class Layout(NamedTuple):
+    rows: list[tuple[str, str]]  # (method, row label) in table order
+    groups: dict[str, str]  # row label -> group title; {}: no groups
+    reference: set[str]  # the row labels of the zero-shot reference (never best)
+
+    def table_fields(self) -> dict:
+        """A ``Table``'s groups, reference rows and config method per label."""
+        return {"groups": self.groups, "reference": self.reference, "methods": {label: m for m, label in self.rows}}
+
+
+def method_layout(cfg: dict, methods) -> Layout:
+    """The methods' rows, labelled by :func:`row_labels`. Without a model-complementation method:
+    config order, no groups. With one: grouped as the paper (stable within a group), a dagger
+    after each method that predicts the domain at inference."""
     classes = {m: method_of(cfg, m) for m in methods}
+    labels = row_labels(cfg, methods)
+    reference = {labels[m] for m, c in classes.items() if c.group == "reference"}
     if not any(c.group == "complementation" or c.predicts_domain for c in classes.values()):
-        return [(m, m) for m in methods], {}
+        return Layout([(m, labels[m]) for m in methods], {}, reference)
     order = sorted(methods, key=lambda m: list(GROUPS).index(classes[m].group))
-    labels = [(m, m + DAGGER if classes[m].predicts_domain else m) for m in order]
-    return labels, {label: GROUPS[classes[m].group] for m, label in labels}
+    rows = [(m, _daggered(labels[m]) if classes[m].predicts_domain else labels[m]) for m in order]
+    return Layout(rows, {label: GROUPS[classes[m].group] for m, label in rows}, reference)
+
+
+def _daggered(label: str) -> str:
+    return label if label.endswith(DAGGER) else label + DAGGER
 
 
 def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     tasks = [t["name"] for t in cfg["tasks"]]
-    layout, groups = method_layout(cfg, runs)
+    layout = method_layout(cfg, runs)
     table = Table(
         "table1",
         f"{cfg['benchmark']}: Transfer, Average and Last accuracy (%) per task, mean ± std over seeds {cfg['seeds']}",
         tasks + ["Average"],
-        groups=groups,
+        **layout.table_fields(),
     )
     for block, key in (("Transfer", "transfer"), ("Average", "average"), ("Last", "last")):
-        for method, label in layout:
+        for method, label in layout.rows:
             summaries = [summarize(m["A"]) for m in runs[method]]
             cells = [_defined([s["per_task"][key][j] for s in summaries]) for j in range(len(tasks))]
             table.rows.append((block, label, cells + [_defined([s[key] for s in summaries])]))
@@ -289,33 +393,33 @@ def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
 
 def forgetting_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     columns = ["Forgetting", "BWT", "OP", "Transfer", "Average", "Last"]
-    layout, groups = method_layout(cfg, runs)
+    layout = method_layout(cfg, runs)
     table = Table(
         "forgetting",
         f"{cfg['benchmark']}: Forgetting (paper; lower is better), BWT (TreeLoRA; higher is better) and means (%)",
         columns,
         higher_is_better={"Forgetting": False},
-        groups=groups,
+        **layout.table_fields(),
     )
-    for method, label in layout:
+    for method, label in layout.rows:
         summaries = [summarize(m["A"]) for m in runs[method]]
         table.rows.append(("", label, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
     return table
 
 
 def table2(cfg: dict, runs: dict[str, list[dict]]) -> Table:
-    layout, groups = method_layout(cfg, runs)
+    layout = method_layout(cfg, runs)
     table = Table(
         "table2",
         f"{cfg['benchmark']}: Overall Performance (OP, higher is better) and Forgetting (lower is better), mean ± std",
-        [label for _, label in layout],
+        [label for _, label in layout.rows],
         higher_is_better={"Forgetting": False},
         best_along="row",
-        groups=groups,
+        **layout.table_fields(),
     )
     summaries = {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()}
     for label, key in (("OP", "op"), ("Forgetting", "forgetting")):
-        table.rows.append(("", label, [_defined([s[key] for s in summaries[m]]) for m, _ in layout]))
+        table.rows.append(("", label, [_defined([s[key] for s in summaries[m]]) for m, _ in layout.rows]))
     return table
 
 
@@ -327,10 +431,12 @@ def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     """Router accuracy (%) per task: the share of task j's test samples routed where they belong
     (their own task once learned, the zero-shot model before), averaged over rows i = 1..N."""
     tasks = [t["name"] for t in cfg["tasks"]]
+    labels = dict(method_layout(cfg, cfg["methods"]).rows)
     table = Table(
         "routing",
         f"{cfg['benchmark']}: domain-router accuracy (%) per task, mean over rows i = 1..N, ± std over seeds",
         tasks + ["Average"],
+        methods={labels[m]: m for m in routed_methods(cfg)},
     )
     for method in routed_methods(cfg):
         per_seed = []
@@ -347,7 +453,7 @@ def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
         table.rows.append(
             (
                 "",
-                method + DAGGER,
+                labels[method],
                 [[s[j] for s in per_seed] for j in range(len(tasks))] + [[float(np.mean(s)) for s in per_seed]],
             )
         )
@@ -371,17 +477,23 @@ def rail_aggregation_methods(cfg: dict) -> dict[str, list[str]]:
 
 
 def rail_aggregation_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
-    columns = ["Transfer", "Average", "Last"]
+    columns, blocks = ["Transfer", "Average", "Last"], rail_aggregation_methods(cfg)
+    labels = dict(method_layout(cfg, cfg["methods"]).rows)
     table = Table(
         "rail_aggregation",
         f"{cfg['benchmark']}: CoDyRA + RAIL's aggregation-based adapters, mean over tasks (%) ± std over seeds",
         columns,
+        methods={labels[m]: m for methods in blocks.values() for m in methods},
     )
-    for variant, methods in rail_aggregation_methods(cfg).items():
+    for variant, methods in blocks.items():
         for method in methods:
             summaries = [summarize(m["A"]) for m in runs[method]]
             table.rows.append(
-                (f"RAIL-{variant.title()}", method, [_defined([s[c.lower()] for s in summaries]) for c in columns])
+                (
+                    f"RAIL-{variant.title()}",
+                    labels[method],
+                    [_defined([s[c.lower()] for s in summaries]) for c in columns],
+                )
             )
     return table
 
@@ -393,14 +505,14 @@ def means_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     """The family's table of means (``Family.means_table``): Transfer / Average / Last over tasks
     per method, the rows labelled and grouped as Table 1's."""
     name, columns = family_of(cfg).means_table, ["Transfer", "Average", "Last"]
-    layout, groups = method_layout(cfg, runs)
+    layout = method_layout(cfg, runs)
     table = Table(
         name,
         f"{cfg['benchmark']}: {MEANS_CAPTIONS[name]}, mean over tasks (%) ± std over seeds {cfg['seeds']}",
         columns,
-        groups=groups,
+        **layout.table_fields(),
     )
-    for method, label in layout:
+    for method, label in layout.rows:
         summaries = [summarize(m["A"]) for m in runs[method]]
         table.rows.append(("", label, [_defined([s[c.lower()] for s in summaries]) for c in columns]))
     return table
@@ -409,7 +521,10 @@ def means_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
 def matrix_table(cfg: dict, method: str, matrices: list[dict]) -> Table:
     tasks = [t["name"] for t in cfg["tasks"]]
     stack = np.asarray([m["A"] for m in matrices], dtype=float)  # (seeds, N+1, N)
-    table = Table(f"A_{method}", f"{cfg['benchmark']} / {method}: A[i,j] (%), mean ± std over seeds", tasks)
+    shown = row_labels(cfg, cfg["methods"])[method]
+    table = Table(
+        f"A_{method}", f"{cfg['benchmark']} / {shown}: A[i,j] (%), mean ± std over seeds {cfg['seeds']}", tasks
+    )
     for i in range(stack.shape[1]):
         label = "pretrained" if i == 0 else f"after {i}: {tasks[i - 1]}"
         table.rows.append(("", label, [list(stack[:, i, j]) for j in range(len(tasks))]))
@@ -425,10 +540,20 @@ def table_names(cfg: dict) -> list[str]:
     return ["table1", "forgetting", *trace, *means, *routing, *rail, *(f"A_{m}" for m in cfg["methods"])]
 
 
-def write_table(out: Path, table: Table) -> None:
-    """``table`` as ``out/<name>.{md,csv,tex,html}``."""
-    for ext, render in (("md", to_markdown), ("csv", to_csv), ("tex", to_latex), ("html", to_html)):
-        write_text(out / f"{table.name}.{ext}", render(table))
+def heatmap_names(cfg: dict) -> list[str]:
+    """The mean-over-seeds heatmaps ``write_tables`` draws (PNG and PDF, under results/figures/<benchmark>/)."""
+    return [f"A_{m}" for m in cfg["methods"]]
+
+
+def write_table(out: Path, table: Table, benchmark: str) -> None:
+    """``table`` as ``out/<name>.{md,csv,tex,html}`` (its LaTeX label names ``benchmark``)."""
+    for ext, text in (
+        ("md", to_markdown(table)),
+        ("csv", to_csv(table)),
+        ("tex", to_latex(table, benchmark)),
+        ("html", to_html(table)),
+    ):
+        write_text(out / f"{table.name}.{ext}", text)
 
 
 def write_tables(cfg: dict) -> Path:
@@ -445,8 +570,13 @@ def write_tables(cfg: dict) -> Path:
         tables.append(rail_aggregation_table(cfg, runs))
     tables += [matrix_table(cfg, m, matrices) for m, matrices in runs.items()]
     assert [t.name for t in tables] == table_names(cfg)
-    out = tables_dir(cfg)
     for table in tables:
-        write_table(out, table)
+        write_table(tables_dir(cfg), table, cfg["benchmark"])
+    labels, tasks = row_labels(cfg, cfg["methods"]), [t["name"] for t in cfg["tasks"]]
+    for method, name in zip(cfg["methods"], heatmap_names(cfg), strict=True):
+        mean = np.mean([m["A"] for m in runs[method]], axis=0)
+        title = f"A[i,j] {cfg['benchmark']} / {labels[method]}, mean over seeds {cfg['seeds']}"
+        save_heatmap(mean.tolist(), tasks, title, figures_dir(cfg) / f"{name}.png")
+    out = tables_dir(cfg)
     write_json(out / "summary.json", {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()})
     return out

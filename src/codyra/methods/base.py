@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from codyra.methods.options import MethodOptions, parse_options
@@ -195,9 +195,24 @@ class Method(ABC):
     # "RAIL-{variant:title}†"), or None (the paper has no such row). Every kind declares it in its
     # own class body, never inherited (a subclass is another row of the paper's tables).
     paper_row: ClassVar[str | None]
+    # the row label in our tables where the paper has no row (paper_row None): a template as
+    # paper_row ("Full FT"); None: the config's method name
+    display_name: ClassVar[str | None] = None
 
     def __init__(self, spec: dict):
         self.options = parse_options(self.Options, spec, kind=self.kind)
+
+    @classmethod
+    def row_label(cls, spec: dict, template: str | None = None) -> str | None:
+        """``template`` (default: the kind's paper_row, else its display_name) filled in with the
+        options of the method config ``spec``; None where there is no template."""
+        if template is None:
+            template = cls.__dict__.get("paper_row") or cls.display_name
+        if template is None:
+            return None
+        options = parse_options(cls.Options, spec, kind=cls.kind)
+        values = {f.name: getattr(options, f.name) for f in fields(options)}
+        return template.format(**{k: _Text(v) if isinstance(v, str) else v for k, v in values.items()})
 
     @abstractmethod
     def setup(self, ctx: TaskContext) -> list[dict]:
@@ -338,3 +353,12 @@ def standalone_context(
         method_name="",
         seed=0,
     )
+
+
+class _Text(str):
+    """A text option in a row-label template: ``{variant:title}`` prints it title-cased."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        return self.title() if spec == "title" else super().__format__(spec)

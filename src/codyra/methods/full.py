@@ -50,6 +50,7 @@ class FullFineTune(Method):
     kind = "full"
     families = ("clip", "causal_lm")
     paper_row = None  # the paper has no plain full fine-tuning row
+    display_name = "Full FT"
     Options = FullOptions
 
     def setup(self, ctx):

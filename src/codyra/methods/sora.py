@@ -82,6 +82,7 @@ class SoRA(LoRA):
     kind = "sora"
     families = ("clip", "causal_lm")
     paper_row = None  # the paper has no SoRA row (its sparse gating appears in the ablation figure only)
+    display_name = "SoRA (r={rank})"
     gated = True
     Options = SoRAOptions
     threshold = 0.0

@@ -24,6 +24,7 @@ HEATMAP_FILE = "A_heatmap.png"
 CELL = RUN_DIR + "/cells/A_{i}_{j}.json"
 ROW0_CELL = "{results}/{benchmark}/" + PRETRAINED + "/cells/A_0_{j}.json"
 TABLES_DIR = "{results}/tables/{benchmark}"
+FIGURES_DIR = "{results}/figures/{benchmark}"
 # held-out accuracy of theta_i (config key heldout_tasks); i = 0 is shared like row 0
 HELDOUT = RUN_DIR + "/heldout/H_{i}_{name}.json"
 ROW0_HELDOUT = "{results}/{benchmark}/" + PRETRAINED + "/heldout/H_0_{name}.json"
@@ -88,3 +89,7 @@ def mini_data_dir(cfg: dict) -> Path:
 
 def tables_dir(cfg: dict) -> Path:
     return results_path(cfg, TABLES_DIR)
+
+
+def figures_dir(cfg: dict) -> Path:
+    return results_path(cfg, FIGURES_DIR)
