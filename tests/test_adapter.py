@@ -265,6 +265,20 @@ def test_pruned_components_stay_exactly_zero_and_are_not_stored():
     torch.testing.assert_close(outputs(model, images, text), out, atol=1e-5, rtol=1e-5)
 
 
+def test_step_metrics_count_the_surviving_gates_of_every_adapter():
+    model = tiny_clip()
+    method = attached(model)
+    adapters = list(method.adapters.values())
+    rank, n = adapters[0].w.numel(), len(adapters)
+    with torch.no_grad():
+        adapters[0].w[:3] = 0.0
+        adapters[-1].w[:] = 0.0
+        adapters[1].w[0] = -0.0  # a negative zero is pruned too
+    total = n * rank - 3 - rank - 1
+    assert method.step_metrics() == {"active_rank_mean": total / n, "active_rank_total": float(total), "kappa": 0.0}
+    assert total == sum(a.active_rank() for a in adapters)  # the per-adapter count agrees
+
+
 def test_vit_b16_rank16_parameter_count_and_all_144_adapters_reach_the_output():
     model = open_clip.create_model("ViT-B-16", pretrained=None)
     method = build_method({"kind": "codyra", "rank": 16})

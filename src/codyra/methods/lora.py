@@ -143,8 +143,12 @@ class LoRA(Method):
         return self.options.norm_penalty * (self.frobenius() - self.norm_goal) ** 2
 
     def step_metrics(self):
-        ranks = [a.active_rank() for a in self.adapters.values()]
-        out = {"active_rank_mean": sum(ranks) / len(ranks), "active_rank_total": float(sum(ranks))}
+        import torch
+
+        # one count over every adapter's gates (w != 0, RankSelectiveLoRA.active): three kernels and
+        # one device sync per step, however many matrices are adapted
+        total = int(torch.count_nonzero(torch.cat([a.w.detach() for a in self.adapters.values()])))
+        out = {"active_rank_mean": total / len(self.adapters), "active_rank_total": float(total)}
         if self.norm_goal is not None:
             out["dW_fro_total"] = self.frobenius().item()
         return out
