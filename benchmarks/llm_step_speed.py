@@ -78,7 +78,7 @@ def base_model(args) -> torch.nn.Module:
 def variant(model, spec: dict, args):
     method = build_method(spec)
     groups = method.setup(standalone_context(model, CAUSAL_LM, torch.Generator().manual_seed(args.seed), 0.01))
-    hp = {"lr": args.lr, "betas": (0.9, 0.95), "eps": 1e-8, "precision": "fp32"}
+    hp = {"optimizer": "adamw", "lr": args.lr, "betas": (0.9, 0.95), "eps": 1e-8, "precision": "fp32"}
     backend = PlainBackend(model, groups, hp, torch.device("cpu"), clip_norm=1.0)
     model.train()
     return method, backend

@@ -12,7 +12,7 @@ import torch
 from codyra.steps.backends import PlainBackend
 from codyra.steps.optim import pack_optimizer_state, unpack_optimizer_state
 
-HP = {"lr": 0.1, "betas": [0.9, 0.95], "eps": 1e-8, "precision": "fp32"}
+HP = {"optimizer": "adamw", "lr": 0.1, "betas": [0.9, 0.95], "eps": 1e-8, "precision": "fp32"}
 
 
 class Two(torch.nn.Module):

@@ -320,9 +320,9 @@ def _check_semantics(cfg: dict) -> None:
             if m not in cfg["method_configs"]:
                 raise ConfigError(f"config key tasks[{k}].methods: {m!r} is not a method in method_configs")
         for m in cfg["methods"]:
-            _check_accumulation(
-                cfg["model"]["family"], resolve_job(cfg, m, k + 1)["train"]["gradient_accumulation"], m, task["name"]
-            )
+            train = resolve_job(cfg, m, k + 1)["train"]
+            _check_accumulation(cfg["model"]["family"], train["gradient_accumulation"], m, task["name"])
+            _check_optimizer(cfg["model"]["family"], train, m, task["name"])
     for m in cfg["methods"]:
         # the method's own config first, then each task that overrides it: the error names that layer
         base = {k: v for k, v in cfg["method_configs"][m].items() if k != "train"}
@@ -395,6 +395,24 @@ def _check_accumulation(family: str, steps: int, method: str, task: str) -> None
             f"{where}: CLIP training takes each batch in one pass, as the paper and the released code do "
             "(BLIP trains as CLIP); set it to 1 and choose train.batch_size instead"
         )
+
+
+def _check_optimizer(family: str, train: dict, method: str, task: str) -> None:
+    where = f"train.optimizer for method {method!r}, task {task!r}"
+    if train["optimizer"] == "adamw":
+        if train["momentum"] != 0:
+            raise ConfigError(
+                f"train.momentum for method {method!r}, task {task!r}: applies to optimizer sgd "
+                f"(AdamW's momentum is betas[0]); remove it or set train.optimizer: sgd"
+            )
+        return
+    if family not in IMAGE_FAMILIES:
+        raise ConfigError(
+            f"{where}: sgd applies to the image families; causal LMs train with AdamW (on several GPUs "
+            "DeepSpeed's): set it to adamw"
+        )
+    if train["carry_optimizer"]:
+        raise ConfigError(f"{where}: carry_optimizer continues AdamW's moments; with sgd set carry_optimizer: false")
 
 
 IMAGE_FAMILIES = ("clip", "blip")  # classify images by class prompts (data kinds mini, mtil, xtail)

@@ -1,4 +1,4 @@
-"""How an optimizer step runs in one process (torch AdamW); DeepSpeed ZeRO-2 across ranks is
+"""How an optimizer step runs in one process (torch AdamW or SGD); DeepSpeed ZeRO-2 across ranks is
 :mod:`codyra.llm.deepspeed_backend`. Both expose the interface :class:`codyra.family.Backend` states:
 
 - ``autocast()``, ``forward(**inputs)``, ``backward(loss)`` (once per micro-batch: gradients accumulate), ``step()``
@@ -22,19 +22,28 @@ from codyra.device import autocast
 from codyra.store.checkpoints import load_checkpoint, save_checkpoint
 
 
+def build_optimizer(groups: list[dict], hp: dict) -> torch.optim.Optimizer:
+    """``train.optimizer`` over the method's parameter groups (each group's weight decay its own),
+    fused: one kernel for all parameters instead of a loop over hundreds of small adapter tensors,
+    and on a CPU the same numbers on every processor (AdamW's looped square root goes through
+    MKL's vector math, whose rounding differs between processors; see
+    ``codyra.device.portable_sqrt``)."""
+    if hp["optimizer"] == "sgd":
+        return torch.optim.SGD(groups, lr=hp["lr"], momentum=hp["momentum"], fused=True)
+    return torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"], fused=True)
+
+
 class PlainBackend:
-    """A single process: torch AdamW over the method's groups, optional bf16 autocast on a GPU
-    (``train.precision``), optional gradient clipping (``clip_norm`` > 0). Fused AdamW: one kernel
-    for all parameters instead of a loop over hundreds of small adapter tensors, and on a CPU the
-    same numbers on every processor (the loop's square root goes through MKL's vector math, whose
-    rounding differs between processors; see ``codyra.device.portable_sqrt``)."""
+    """A single process: ``train.optimizer`` (fused torch AdamW or SGD) over the method's groups,
+    optional bf16 autocast on a GPU (``train.precision``), optional gradient clipping
+    (``clip_norm`` > 0)."""
 
     rank, world_size = 0, 1
 
     def __init__(self, model, groups, hp: dict, device: torch.device, *, clip_norm: float = 0.0):
         self.module, self.device, self.precision = model.to(device), device, hp["precision"]
         self.params = {n: p for n, p in model.named_parameters() if p.requires_grad}
-        self.optimizer = torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"], fused=True)
+        self.optimizer = build_optimizer(groups, hp)
         self.clip_norm = clip_norm
 
     def autocast(self):

@@ -28,7 +28,7 @@ the reference trains a cosine classifier per task and replaces it by class proto
 the classes of a task not learned yet are scored by the shared LoRA alone (``unseen_branch:
 shared``: the model the next task starts from, its specific LoRA zero) or by the last learned
 branch (``last``). The reference takes two SGD steps per batch (the reassigned distillation
-gradient, then the cross-entropy's); the platform's loop takes one AdamW step on their sum.
+gradient, then the cross-entropy's); the platform's loop takes one optimizer step on their sum.
 Evaluation is the method's own (``routed_cells``, as the domain-predicting methods): a class's
 score depends on its task's branch, so no single image embedding serves every class; each
 cell records, as the reference's ``Task correct`` log, which task the argmax class belongs to.

@@ -18,8 +18,9 @@ the prefixes of every image of the batch (``eval_batch_size`` images), each imag
 weight, the class prompts the batch's mean weight. The CLIP side:
 :mod:`codyra.methods.diki.clip`.
 
-Where we differ (the config says so too): the training loop's AdamW, not the reference's SGD at
-lr 5 (``optim.name: SGD``); training on the platform's augmented training batches (the
+The reference's SGD at lr 5 without momentum (``optim.name: SGD``) is the paper config's
+``train.optimizer: sgd``. Where we differ (the config says so too): the cosine ends at 0 (the
+reference's ``build_cosine_scheduler`` at lr x 1e-3); training on the platform's augmented training batches (the
 reference applies CLIP's test preprocessing to its training images too); no validation-based choice of the epoch
 (``use_validation: True`` keeps the best of 10 epochs on a held-out split); fp32 prefixes (the
 reference's are fp16); the likelihood in float64.
