@@ -1,0 +1,97 @@
+"""How long Snakemake takes to build the DAG of each paper config: the dry run a user types before
+submitting, and the start-up of every real run.
+
+For each config (``--configs``, default every config in ``config/``), ``snakemake -n`` of each
+target (``--targets``, default ``all_tables`` and ``paper``) in a fresh process, in an empty
+working directory (no results yet: the whole grid is planned), with ``--config
+check_data=False`` (the datasets are not needed to plan). Reported per (config, target): the
+median wall seconds of ``--repeats`` runs, the number of jobs planned, and whether it meets the
+target of 10 s. Recorded beside them: the 1-minute load average at start and end, the number of
+cores, and whether SLURM's client (``sbatch``) is installed: Snakemake's SLURM executor plugin
+is not loaded by a local dry run, but an installed client changes what the environment probes.
+
+    .venv/bin/python benchmarks/dag_build_time.py                       # every config, ~10 min
+    .venv/bin/python benchmarks/dag_build_time.py --configs xtail_16shot.yaml --targets paper
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_S = 10.0
+
+
+def dry_run(config: Path, target: str, workdir: Path) -> tuple[float, int]:
+    """(wall seconds, jobs planned) of one dry run in a fresh process."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "-n", target]
+    cmd += ["--configfile", str(config), "--config", "check_data=False"]
+    began = time.perf_counter()
+    done = subprocess.run(cmd, cwd=workdir, check=False, capture_output=True, text=True)
+    seconds = time.perf_counter() - began
+    if done.returncode != 0:
+        sys.exit(f"snakemake -n {target} --configfile {config} failed:\n{done.stderr[-3000:]}")
+    total = re.search(r"^total\s+(\d+)$", done.stdout, re.MULTILINE)
+    return seconds, int(total.group(1)) if total else 0
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", default=None, help="comma-separated files of config/ (default: all)")
+    parser.add_argument("--targets", default="all_tables,paper", help="comma-separated targets")
+    parser.add_argument("--repeats", type=int, default=1, help="dry runs per (config, target); the median counts")
+    parser.add_argument("--out", type=Path, default=Path("results/benchmarks/dag_build_time.json"))
+    args = parser.parse_args(argv)
+    names = args.configs.split(",") if args.configs else sorted(p.name for p in (REPO / "config").glob("*.yaml"))
+    load_before = os.getloadavg()[0]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            for target in args.targets.split(","):
+                runs = [dry_run(REPO / "config" / name, target, Path(tmp)) for _ in range(args.repeats)]
+                seconds = statistics.median(s for s, _ in runs)
+                rows.append(
+                    {
+                        "config": name,
+                        "target": target,
+                        "seconds": seconds,
+                        "jobs": runs[0][1],
+                        "meets_target": seconds <= TARGET_S,
+                    }
+                )
+                print(f"{name:28s} {target:10s} {seconds:6.1f} s  {runs[0][1]:6d} jobs", flush=True)
+    import snakemake
+
+    from codyra.store.io import write_json
+
+    summary = {
+        "runs": rows,
+        "target_s": TARGET_S,
+        "meets_target": all(r["meets_target"] for r in rows),
+        "slurm_client_installed": shutil.which("sbatch") is not None,
+        "snakemake": snakemake.__version__,
+        "repeats": args.repeats,
+        "loadavg_1min": [load_before, os.getloadavg()[0]],
+        "cpu_count": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "host": platform.node(),
+        "measured": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.out, summary)
+    return summary
+
+
+if __name__ == "__main__":
+    main()
