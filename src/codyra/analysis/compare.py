@@ -25,7 +25,9 @@ row is its kind's ``paper_row`` (codyra.methods.base), or config key ``analysis.
 Tables of ours named as the paper's (:func:`named_tables`) are compared cell by cell: the
 single-task studies (config key single_task) named supp_dtd, supp_eurosat, supp_flowers,
 supp_norm_matched (their numbers apply to CLIP ViT-B/16 with OpenAI's weights, the paper's task
-and ImageNet as the reference set; the paper does not name supp_norm_matched's task), and an
+and ImageNet as the reference set; the paper does not name supp_norm_matched's task), their
+summary table peft (its accuracies per task; the parameter counts, printed to two digits, are
+shown, not compared), and an
 ablation sweep's ``table`` supp_placement_matched (X-TAIL's numbers, rows matched by placement and
 rank). On a mini benchmark, the order of the rows per column, ours against the paper's.
 """
@@ -493,15 +495,18 @@ SINGLE_TASK_COLUMNS = {  # the paper's column -> ours (codyra.analysis.single_ta
     "Forgetting": "Forgetting",
 }
 PLACEMENT_MATCHED = "supp_placement_matched"
+PEFT = "peft"  # a single-task summary table (codyra.analysis.single_task.summary_table)
 PLACEMENT_ROWS = {"Attn-only": "attn", "MLP-only": "mlp", "All (ours)": "all"}  # the paper's row -> our placement
 PLACEMENT_COLUMNS = {"Transfer": "Transfer", "Avg.": "Average", "Last": "Last"}
 
 
 def named_tables(cfg: dict) -> list[str]:
-    """Our tables named as a paper table and compared with it: the single-task studies and ablation tables."""
+    """Our tables named as a paper table and compared with it: the single-task studies, their
+    summary table peft and ablation tables."""
+    from codyra.analysis.single_task import summaries
     from codyra.experiment.single_task import studies
 
-    names = [n for n in studies(cfg) if n in SINGLE_TASK_TABLES]
+    names = [n for n in studies(cfg) if n in SINGLE_TASK_TABLES] + [n for n in summaries(cfg) if n == PEFT]
     return names + [s["table"] for s in cfg["ablations"].values() if s.get("table") == PLACEMENT_MATCHED]
 
 
@@ -521,6 +526,8 @@ def cell_pairs(cfg: dict, name: str) -> tuple[list[tuple[str, str, tuple]], str 
 
     published = table(name)
     pairs = []
+    if name == PEFT:
+        return _peft_pairs(cfg, published), _single_task_why(cfg, None)
     if name == PLACEMENT_MATCHED:
         sweep = next(s for s in cfg["ablations"].values() if s.get("table") == name)
         keys, base = sweep_options(sweep), cfg["method_configs"][sweep["method"]]
@@ -546,22 +553,49 @@ def cell_pairs(cfg: dict, name: str) -> tuple[list[tuple[str, str, tuple]], str 
         ]
     task = studies(cfg)[name]["task"]
     paper_task = SINGLE_TASK_TABLES[name]
-    model = (cfg["model"]["name"], cfg["model"]["pretrained"])
-    why = None
-    if model != ("ViT-B-16", "openai"):
-        why = "the paper's numbers are for CLIP ViT-B/16 with OpenAI's weights"
-    elif paper_task is not None and PAPER_COLUMNS.get(task, task) != paper_task:
-        why = f"the paper trained {paper_task}; this study trains {task}"
-    elif cfg["single_task"]["reference_tasks"] != SINGLE_TASK_REFERENCE:
-        why = "the paper's reference set is ImageNet-1k"
-    return pairs, why
+    if paper_task is not None and PAPER_COLUMNS.get(task, task) != paper_task:
+        return pairs, f"the paper trained {paper_task}; this study trains {task}"
+    if cfg["single_task"]["reference_tasks"] != SINGLE_TASK_REFERENCE:
+        return pairs, _single_task_why(cfg, "the paper's reference set is ImageNet-1k")
+    return pairs, _single_task_why(cfg, None)
 
 
-def _published_cell(name: str, row: str, column: str) -> tuple[float, float | None] | None:
+def _single_task_why(cfg: dict, otherwise: str | None) -> str | None:
+    if (cfg["model"]["name"], cfg["model"]["pretrained"]) != ("ViT-B-16", "openai"):
+        return "the paper's numbers are for CLIP ViT-B/16 with OpenAI's weights"
+    return otherwise
+
+
+def _peft_pairs(cfg: dict, published: dict) -> list[tuple[str, str, tuple]]:
+    """Table peft's accuracies against ours: each paper column's task (its study), each paper row
+    the run whose paper row it is (or the zero-shot row). The parameter counts are shown, not
+    compared: the paper prints them to two digits (4.4M)."""
+    import copy
+
+    from codyra.analysis.single_task import ACCURACY, summaries
+    from codyra.experiment.single_task import studies, study_runs
+
+    names = summaries(cfg)[PEFT]
+    ours_column = {PAPER_COLUMNS.get(t, t): t for t in (studies(cfg)[n]["task"] for n in names)}
+    aliases, labels = published.get("aliases", {}), {"Zero-shot": "Zero-shot"}
+    for name in names:
+        with_variants = copy.deepcopy(cfg)
+        for method, label in study_runs(with_variants, name):
+            row = paper_row(with_variants, method)[0]
+            labels.setdefault(aliases.get(row, row), label)
+    return [
+        (r["row"], c, (ACCURACY, labels.get(r["row"], r["row"]), ours_column.get(c, c)))
+        for r in published["rows"]
+        if r["block"] == ACCURACY
+        for c in published["columns"]
+    ]
+
+
+def _published_cell(name: str, row: str, column: str, block: str = "") -> tuple[float, float | None] | None:
     """(mean, std) the paper prints at (row, column) of a named table; rows of supp_placement_matched
     are "<placement row> r=<Rank>" (its placement rows repeat, one per rank)."""
     if name != PLACEMENT_MATCHED:
-        return mean_std(value(name, row, column))
+        return mean_std(value(name, row, column, block))
     published = table(name)
     placement, rank = row.rsplit(" r=", 1)
     for r in published["rows"]:
@@ -577,7 +611,7 @@ def named_table_rows(cfg: dict, tables_dir: Path) -> list[list[str]]:
         ours_table = read_csv_table(tables_dir / f"{name}.csv")
         pairs, why = cell_pairs(cfg, name)
         for paper_row_name, column, key in pairs:
-            stat = _published_cell(name, paper_row_name, column)
+            stat = _published_cell(name, paper_row_name, column, key[0])
             ours = ours_table.get(key)
             status = NO_NUMBER if why or stat is None else NOT_RUN if ours is None else COMPARED
             cells, flag = ["n/a"] * 4, "n/a"
@@ -605,7 +639,7 @@ def named_table_orders(cfg: dict, tables_dir: Path) -> list[list[str]]:
         ours_table = read_csv_table(tables_dir / f"{name}.csv")
         by_column: dict[str, list[tuple[str, float, float]]] = {}
         for paper_row_name, column, key in cell_pairs(cfg, name)[0]:
-            stat, ours = _published_cell(name, paper_row_name, column), ours_table.get(key)
+            stat, ours = _published_cell(name, paper_row_name, column, key[0]), ours_table.get(key)
             if stat is not None and ours is not None:
                 by_column.setdefault(column, []).append((paper_row_name, stat[0], ours[0]))
         for column, common in by_column.items():

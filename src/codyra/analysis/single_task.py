@@ -20,9 +20,10 @@ the reference tasks when there are several). Per study (mean ± std over seeds):
   probe's accuracies.
 
 Studies naming one ``summary`` table make a table over tasks (paper table "peft": single-task
-16-shot accuracy and the final parameter count): a column per study (its task), the zero-shot
-accuracy, and per method its accuracy after training / the parameters its stored update keeps
-(a LoRA update's surviving A and B factors: CoDyRA's pruned components are gone).
+16-shot accuracy and the final parameter count): a column per study (its task); block Accuracy:
+the zero-shot accuracy and per method its accuracy after training; block Parameters (M): the
+parameters its stored update keeps (a LoRA update's surviving A and B factors: CoDyRA's pruned
+components are gone).
 """
 
 from __future__ import annotations
@@ -289,40 +290,35 @@ def kept_params(update) -> int:
     return update.num_stored()
 
 
-def _count(n: float) -> str:
-    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}K" if n >= 1e3 else f"{n:.0f}"
+ACCURACY, PARAMETERS = "Accuracy", "Parameters (M)"  # the blocks of a summary table
 
 
-def _mean_std(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
-
-
-def summary_table(cfg: dict, table_name: str, names: list[str]):
-    """A column per study: zero-shot accuracy on its task; per method, accuracy after training /
-    parameters kept (mean ± std over seeds / mean)."""
-    from codyra.analysis.common import PlainTable
+def summary_table(cfg: dict, table_name: str, names: list[str]) -> Table:
+    """A column per study (its task); block Accuracy: the zero-shot accuracy on it and each
+    method's after training, block Parameters (M): the parameters each method's stored update
+    keeps, in millions; mean ± std over seeds."""
     from codyra.store.updates import stored_update
 
     tasks = [studies(cfg)[n]["task"] for n in names]
-    table = PlainTable(
+    table = Table(
         table_name,
-        f"{cfg['benchmark']}: one task trained from theta_0 per column: accuracy (%) on it, mean ± std over seeds "
-        f"{cfg['seeds']} / the parameters the stored update keeps (paper: peft)",
-        ["Method", *tasks],
+        f"{cfg['benchmark']}: one task trained from theta_0 per column: accuracy (%) on it and the parameters "
+        f"(millions) the stored update keeps, mean ± std over seeds {cfg['seeds']} (paper: peft)",
+        tasks,
+        mark_best=False,
+        decimals=2,
     )
-    columns, methods = [], {}
-    for name in names:
+    accuracy: dict[str, list] = {"Zero-shot": [None] * len(tasks)}
+    params: dict[str, list] = {}
+    for k, name in enumerate(names):
         cfg_task, runs = study_records(cfg, name)
-        column = {"Zero-shot": _mean_std([r["task"][0] for r in runs[0].records])}
+        accuracy["Zero-shot"][k] = [r["task"][0] for r in runs[0].records]
         for run in runs:
-            params = [kept_params(stored_update(cfg_task, run.method, s, 1)) for s in cfg["seeds"]]
-            column[run.label] = f"{_mean_std([r['task'][1] for r in run.records])} / {_count(statistics.fmean(params))}"
-            methods[run.label] = None
-        columns.append(column)
-    for label in ["Zero-shot", *methods]:
-        table.rows.append([label, *(column.get(label, "n/a") for column in columns)])
+            accuracy.setdefault(run.label, [None] * len(tasks))[k] = [r["task"][1] for r in run.records]
+            kept = [kept_params(stored_update(cfg_task, run.method, s, 1)) / 1e6 for s in cfg["seeds"]]
+            params.setdefault(run.label, [None] * len(tasks))[k] = kept
+    table.rows += [(ACCURACY, label, cells) for label, cells in accuracy.items()]
+    table.rows += [(PARAMETERS, label, cells) for label, cells in params.items()]
     return table
 
 
