@@ -105,6 +105,8 @@ def write_heatmaps(summaries: list[dict], values: list[dict[str, float]], *, vma
             ax.set_title(f"task {t + 1} ({summary['task']}), {tower}", fontsize=8)
             if t == len(summaries) - 1:
                 ax.set_xlabel("layer", fontsize=8)
+            if c == 0:
+                ax.set_ylabel("module kind", fontsize=8)
     fig.colorbar(image, ax=axes, shrink=0.6, label=label)
     save_figure(fig, stem)
 
