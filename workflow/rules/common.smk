@@ -1,4 +1,6 @@
 # Configuration, paths and every helper function the rules use (the rule files hold rules only).
+import functools
+
 from codyra.cli import DEFAULT_CONFIG
 from codyra.experiment.pretraining import own_pretraining
 from codyra.experiment.config import ConfigError, config_from_files, load_config, resolve_job
@@ -128,6 +130,7 @@ def train_inputs(w):
 # --- rows of cells (eval.smk)
 
 
+@functools.cache  # the same for every row of the workflow: computed once, not once per job
 def eval_settings():
     # The row's cells: one fingerprint for the row, of its columns' (codyra.experiment.fingerprints)
     return fingerprint([eval_fingerprint(CFG, j) for j in TASKS])

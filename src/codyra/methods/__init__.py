@@ -17,8 +17,12 @@ _NOT_METHODS = {"base", "options"}
 ENTRY_POINTS = "codyra.methods"
 
 
-def _builtin_kinds() -> list[str]:
-    return [m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_METHODS and not m.name.startswith("_")]
+@functools.cache
+def _builtin_kinds() -> tuple[str, ...]:
+    """The package's own method modules (scanned once per process: the DAG asks for every job)."""
+    return tuple(
+        m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_METHODS and not m.name.startswith("_")
+    )
 
 
 def _source(entry: metadata.EntryPoint) -> str:
