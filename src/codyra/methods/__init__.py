@@ -17,11 +17,16 @@ _NOT_METHODS = {"base", "options"}
 ENTRY_POINTS = "codyra.methods"
 
 
-@functools.cache
 def _builtin_kinds() -> tuple[str, ...]:
-    """The package's own method modules (scanned once per process: the DAG asks for every job)."""
+    """The package's own method modules."""
+    return _modules_on(tuple(__path__))
+
+
+@functools.cache
+def _modules_on(path: tuple[str, ...]) -> tuple[str, ...]:
+    # scanned once per package path, not once per lookup: the DAG looks up every job's method
     return tuple(
-        m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_METHODS and not m.name.startswith("_")
+        m.name for m in pkgutil.iter_modules(path) if m.name not in _NOT_METHODS and not m.name.startswith("_")
     )
 
 
