@@ -36,6 +36,13 @@ def warn_if_cpu_unpinned() -> None:
         )
 
 
+def use_threads(threads: int) -> None:
+    """Run torch's CPU kernels on ``threads`` threads, the config's count, and say so in the job's
+    log: on a CPU the thread count splits reductions differently, so it changes the numbers."""
+    torch.set_num_threads(threads)
+    log.info("torch CPU threads: %d", threads)
+
+
 def portable_sqrt(x: torch.Tensor) -> torch.Tensor:
     """Square root (x > 0) that every CPU rounds alike: ``torch.sqrt`` of a CPU tensor calls MKL's
     vector math, whose result depends on the processor (scripts/cpu-numerics.py: one value in six

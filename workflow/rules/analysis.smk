@@ -100,7 +100,7 @@ if "probes" in ANALYSES and PROBES:
         log:
             f"{LOGS}/probes/{{method}}/seed{{seed}}.log",
         run:
-            codyra_cli(log[0], "probe", "--method", wildcards.method, "--seed", wildcards.seed, threads=threads)
+            codyra_cli(log[0], "probe", "--method", wildcards.method, "--seed", wildcards.seed)
 
 
 if "conflict" in ANALYSES:
@@ -117,7 +117,7 @@ if "conflict" in ANALYSES:
         log:
             f"{LOGS}/grad_conflict.log",
         run:
-            codyra_cli(log[0], "grad-conflict", threads=threads)
+            codyra_cli(log[0], "grad-conflict")
 
 
 # The paper's analyses that do not apply to this config (e.g. gradient conflict on TRACE): their

@@ -74,13 +74,14 @@ wildcard_constraints:
     j=r"\d+",
 
 
-def codyra_cli(log_path, *argv, threads=None, cfg=None):
+def codyra_cli(log_path, *argv, cfg=None):
     """Run one codyra command with this workflow's validated config (or ``cfg``, a single-task
-    study's, single_task.smk), its log and (compute commands) the job's threads."""
+    study's, single_task.smk) and its log. The command runs on the config's thread counts, not
+    the scheduler's allotment: on a CPU the thread count changes the numbers, and `--cores`
+    below a rule's threads must not (the rule's `threads:` only sizes the scheduling)."""
     from codyra.cli import run
 
-    argv = [*map(str, argv), "--log", str(log_path), *(["--threads", str(threads)] if threads else [])]
-    run(argv, config=CFG if cfg is None else cfg)
+    run([*map(str, argv), "--log", str(log_path)], config=CFG if cfg is None else cfg)
 
 
 def trains(method):

@@ -20,7 +20,7 @@ rule eval_row0:
     log:
         f"{LOGS}/cells/pretrained/row0.log",
     run:
-        codyra_cli(log[0], "cell", "--method", "pretrained", "--i", 0, threads=threads)
+        codyra_cli(log[0], "cell", "--method", "pretrained", "--i", 0)
 
 
 localrules:
@@ -79,4 +79,4 @@ if EVALUATED:
         log:
             f"{LOGS}/cells/{{method}}/seed{{seed}}/row{{i}}.log",
         run:
-            codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, threads=threads)
+            codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i)

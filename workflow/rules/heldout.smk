@@ -20,7 +20,7 @@ rule heldout_row0:
     log:
         f"{LOGS}/heldout/pretrained/H_0.log",
     run:
-        codyra_cli(log[0], "heldout", "--method", "pretrained", "--i", 0, threads=threads)
+        codyra_cli(log[0], "heldout", "--method", "pretrained", "--i", 0)
 
 
 HELDOUT_TRAINED = [m for m in CFG["methods"] if trains(m)]
@@ -63,7 +63,7 @@ if HELDOUT_TRAINED:
         log:
             f"{LOGS}/heldout/{{method}}/seed{{seed}}/H_{{i}}.log",
         run:
-            codyra_cli(log[0], "heldout", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, threads=threads)
+            codyra_cli(log[0], "heldout", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i)
 
 
 localrules:

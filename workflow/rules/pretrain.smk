@@ -13,4 +13,4 @@ if PRETRAINED_WEIGHTS:
         log:
             f"{LOGS}/pretrain_mini.log",
         run:
-            codyra_cli(log[0], "pretrain-mini", threads=threads)
+            codyra_cli(log[0], "pretrain-mini")

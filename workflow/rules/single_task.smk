@@ -43,7 +43,7 @@ if SINGLE:
             f"{SINGLE_LOGS}/pretrained.log",
         run:
             for command in ("cell", "heldout"):
-                codyra_cli(log[0], command, "--method", "pretrained", "--i", 0, threads=threads, cfg=SINGLE[wildcards.target])
+                codyra_cli(log[0], command, "--method", "pretrained", "--i", 0, cfg=SINGLE[wildcards.target])
 
     rule single_task_train:
         wildcard_constraints:
@@ -62,7 +62,7 @@ if SINGLE:
         log:
             f"{SINGLE_LOGS}/{{method}}/seed{{seed}}/train.log",
         run:
-            codyra_cli(log[0], "train", "--method", wildcards.method, "--seed", wildcards.seed, "--task", 1, threads=threads, cfg=SINGLE[wildcards.target])
+            codyra_cli(log[0], "train", "--method", wildcards.method, "--seed", wildcards.seed, "--task", 1, cfg=SINGLE[wildcards.target])
 
     rule single_task_eval:
         wildcard_constraints:
@@ -83,7 +83,7 @@ if SINGLE:
         run:
             for i in (0, 1):
                 for command in ("cell", "heldout"):
-                    codyra_cli(log[0], command, "--method", wildcards.method, "--seed", wildcards.seed, "--i", i, threads=threads, cfg=SINGLE[wildcards.target])
+                    codyra_cli(log[0], command, "--method", wildcards.method, "--seed", wildcards.seed, "--i", i, cfg=SINGLE[wildcards.target])
 
     SINGLE_PROBES = probe_names(next(iter(SINGLE.values())))  # every task's runs take every study's removals
 
@@ -106,4 +106,4 @@ if SINGLE:
             log:
                 f"{SINGLE_LOGS}/{{method}}/seed{{seed}}/probe.log",
             run:
-                codyra_cli(log[0], "probe", "--method", wildcards.method, "--seed", wildcards.seed, threads=threads, cfg=SINGLE[wildcards.target])
+                codyra_cli(log[0], "probe", "--method", wildcards.method, "--seed", wildcards.seed, cfg=SINGLE[wildcards.target])

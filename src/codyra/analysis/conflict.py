@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from codyra import __version__
 from codyra.analysis.common import PlainTable, fmt
+from codyra.device import use_threads
 from codyra.family import family_of
 from codyra.store.io import ResultError, read_json, write_json
 from codyra.store.paths import GRAD_CONFLICT, results_path
@@ -82,7 +83,7 @@ def run_conflict(cfg: dict, *, device=None) -> dict:
             "the gradient-conflict probe applies to CLIP benchmarks (model.family: clip), "
             f"not to {family.name}: {family.inapplicable_analyses['conflict']}"
         )
-    torch.set_num_threads(cfg["eval"]["threads"])
+    use_threads(cfg["eval"]["threads"])
     started = time.time()
     gradients = task_gradients(cfg, pick_device(device))
     ranks = cfg["analysis"]["conflict_ranks"]

@@ -24,6 +24,7 @@ import time
 import torch
 
 from codyra import __version__
+from codyra.device import use_threads
 from codyra.family import family_of
 from codyra.store.io import ResultError, read_json, write_json
 from codyra.store.paths import SUMMARY_FILE, probe_path, task_dir
@@ -152,7 +153,7 @@ def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
         )
     if not cfg["heldout_tasks"]:
         raise ValueError("config key heldout_tasks is empty: the probes evaluate on held-out tasks; list some")
-    torch.set_num_threads(cfg["eval"]["threads"])
+    use_threads(cfg["eval"]["threads"])
     device = pick_device(device)
     probes = [(interp_name(a), {"alpha": a}, lambda u, a=a: scaled(u, a), False) for a in probed_alphas(cfg)]
     probes += [

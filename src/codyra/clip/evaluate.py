@@ -17,7 +17,7 @@ from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.streams import build_tasks
 from codyra.clip.zeroshot import label_space_classifier
-from codyra.device import autocast, pick_device
+from codyra.device import autocast, pick_device, use_threads
 from codyra.progress import progress_bar
 from codyra.store.cells import cell_record
 from codyra.store.model_states import for_inference
@@ -94,7 +94,7 @@ def clip_cells(
     hook), or of theta_0 for the method ``pretrained`` (``kind`` None). ``pretrained(cfg)`` and
     ``rebuild(cfg, method, seed, i)`` build the family's bundles (a model with the CLIP interface:
     ``encode_image``, ``encode_text``; its tokenizer; its image settings)."""
-    torch.set_num_threads(cfg["eval"]["threads"])
+    use_threads(cfg["eval"]["threads"])
     started = time.time()  # the first cell's seconds include building the model
     bundle = (
         pretrained(cfg)

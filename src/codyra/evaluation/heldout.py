@@ -12,14 +12,12 @@ from __future__ import annotations
 import logging
 import time
 
-import torch
-
 from codyra import __version__
 from codyra.clip.evaluate import accuracy
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.streams import build_heldout_tasks
-from codyra.device import pick_device
+from codyra.device import pick_device, use_threads
 from codyra.family import family_of
 from codyra.methods import method_of
 from codyra.store.io import read_json, require_writable, write_json
@@ -79,7 +77,7 @@ def _shared_row0(cfg: dict, device) -> list[tuple[dict, str]]:
 
 
 def _computed(cfg: dict, method: str, seed: int | None, i: int, device) -> list[dict]:
-    torch.set_num_threads(cfg["eval"]["threads"])
+    use_threads(cfg["eval"]["threads"])
     bundle = (
         pretrained_clip(cfg)
         if method == PRETRAINED

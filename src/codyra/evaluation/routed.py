@@ -6,9 +6,7 @@ cells of one merged model.
 
 from __future__ import annotations
 
-import torch
-
-from codyra.device import pick_device
+from codyra.device import pick_device, use_threads
 from codyra.family import family_of
 from codyra.methods.base import CellPosition, Method, RowContext
 from codyra.store.paths import task_dir
@@ -17,7 +15,7 @@ from codyra.store.updates import stored_state
 
 def routed_cells(cfg: dict, kind: type[Method], cell: CellPosition, device):
     """Yield the cells A[i, j] (with their ``routing``) of ``cell``'s row, by ``kind``'s inference."""
-    torch.set_num_threads(cfg["eval"]["threads"])
+    use_threads(cfg["eval"]["threads"])
 
     def row_state():
         state = stored_state(cfg, cell.method, cell.seed, cell.task)

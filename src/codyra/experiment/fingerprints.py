@@ -11,8 +11,10 @@ from codyra.experiment.config import resolve_job
 from codyra.family import family_of
 from codyra.store.io import fingerprint
 
-# How a job runs, not what it computes: the scheduler's allotment (`codyra --threads`) and
-# DeepSpeed's ranks (a ZeRO-2 checkpoint resumes in a plain process and vice versa).
+# Left out: DeepSpeed's ranks (a ZeRO-2 checkpoint resumes in a plain process and vice versa) and
+# the thread counts. Threads change nothing on a GPU; on a CPU they change a reduction's order,
+# so every job runs the config's counts (codyra.device.use_threads), whatever cores the scheduler
+# allots; editing a count does not rerun finished jobs.
 NOT_SETTINGS = {"threads", "pretrain_threads", "deepspeed"}
 
 

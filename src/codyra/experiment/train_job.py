@@ -13,8 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import torch
-
+from codyra.device import use_threads
 from codyra.experiment.config import resolve_job
 from codyra.experiment.fingerprints import train_fingerprint
 from codyra.family import family_of
@@ -35,7 +34,7 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
     """
     task = training_task(cfg, method_name, seed, task_index)
     require_writable(task.out)
-    torch.set_num_threads(task.job["train"]["threads"])
+    use_threads(task.job["train"]["threads"])
     method = build_method(task.job["method"])
     if method.trains:
         require_updates(cfg, method_name, seed, task_index - 1)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from codyra.device import pick_device
+from codyra.device import pick_device, use_threads
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import length_limits, pretrained_lm, task_folder
 from codyra.llm.rebuild import rebuild_lm
@@ -42,7 +42,7 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
 
     Writes the predictions file and returns the cell's JSON object (the caller writes it)."""
     started = time.time()
-    torch.set_num_threads(cfg["eval"]["threads"])
+    use_threads(cfg["eval"]["threads"])
     device = pick_device(device)
     trained = kind is not None and kind.trains
     # a method that never trains answers with theta_0 (FIX(ICL): only its prompts differ)

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from codyra.clip.model import create_clip
 from codyra.data.scenes.corpus import make_corpus
+from codyra.device import use_threads
 from codyra.progress import progress_bar
 from codyra.steps.optim import decay_groups
 from codyra.steps.schedules import warmup_cosine
@@ -36,7 +37,7 @@ def soft_clip_loss(image_emb, text_emb, same_caption, logit_scale):
 
 def pretrain_mini(cfg: dict, out_path: str | Path) -> dict:
     mini = cfg["mini"]
-    torch.set_num_threads(mini["pretrain_threads"])
+    use_threads(mini["pretrain_threads"])
     start = time.time()
     images, captions = make_corpus(mini["corpus_size"], mini["data_seed"])
     log.info("corpus: %d image-caption pairs in %.1fs", len(captions), time.time() - start)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from codyra.device import use_threads
 from codyra.llm.collate import TrainingCollator
 from codyra.llm.loss import answer_loss_sum, position_ids
 from codyra.llm.model import (
@@ -94,7 +95,7 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
     if cfg["llm"]["mini"] is None:
         raise ValueError("pretrain-mini for a causal LM needs the llm.mini block (the synthetic mini TRACE)")
     mini = cfg["mini"]
-    torch.set_num_threads(mini["pretrain_threads"])
+    use_threads(mini["pretrain_threads"])
     started = time.time()
     root = trace_root(cfg)
     sizes = dict(
