@@ -37,10 +37,10 @@ def warn_if_cpu_unpinned() -> None:
 
 
 def use_threads(threads: int) -> None:
-    """Run torch's CPU kernels on ``threads`` threads, the config's count, and say so in the job's
-    log: on a CPU the thread count splits reductions differently, so it changes the numbers."""
+    """Run torch's CPU kernels on ``threads`` threads, the config's count (a training summary
+    records it as ``torch_threads``): on a CPU the count splits reductions differently, so it
+    changes the numbers."""
     torch.set_num_threads(threads)
-    log.info("torch CPU threads: %d", threads)
 
 
 def portable_sqrt(x: torch.Tensor) -> torch.Tensor:

@@ -241,6 +241,7 @@ def finish_task(task: TrainingTask, update, summary, history, started, state=Non
         "steps": len(history),
         "final_loss": history[-1]["loss"] if history else None,
         "seconds": round(time.time() - started, 3),
+        "torch_threads": torch.get_num_threads(),  # CPU numbers depend on it (codyra.device.use_threads)
         "codyra_version": __version__,
         "settings": task.settings,
     }
