@@ -25,15 +25,14 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import platform
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from baseline_step_cost import clip_setup, family_name, lm_setup
+from run_record import write_record
 
 TARGET = 1.05
 ADAPTER = {"rank": 16, "alpha": 16, "placement": "all"}
@@ -132,23 +131,21 @@ def main(argv=None) -> dict:
 
     import torch
 
-    from codyra.store.io import write_json
-
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
     reports = [measure(m, args) for m in args.models.split(",") if m]
-    summary = {
-        "models": reports,
-        "target": TARGET,
-        "meets_target": all(r["meets_target"] for r in reports),
-        "config": {k: v for k, v in vars(args).items() if k not in ("out", "reference_texts")} | {"adapter": ADAPTER},
-        "loadavg_1min": [load_before, os.getloadavg()[0]],
-        "cpu_count": os.cpu_count(),
-        "machine": platform.processor() or platform.machine(),
-        "host": platform.node(),
-        "torch": torch.__version__,
-        "measured": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    summary = write_record(
+        args.out,
+        {
+            "models": reports,
+            "target": TARGET,
+            "meets_target": all(r["meets_target"] for r in reports),
+            "config": {k: v for k, v in vars(args).items() if k not in ("out", "reference_texts")}
+            | {"adapter": ADAPTER},
+        },
+        load_before,
+        {"torch": torch.__version__},
+    )
     print(f"\n{'model':17s} {'phase':6s} {'median':>7s} {'q1':>6s} {'q3':>6s} {'min':>6s} {'max':>6s}  LoRA s/step")
     for r in reports:
         for phase, p in r["phases"].items():
@@ -158,8 +155,6 @@ def main(argv=None) -> dict:
                 f"{q['max']:6.3f}  {p['step_cpu_s_median']['lora']:.4f}"
             )
     print(f"target <= {TARGET}x: {'met' if summary['meets_target'] else 'NOT met'}; load {summary['loadavg_1min']}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, summary)
     return summary
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -26,8 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_record import write_record  # a sibling script
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0
@@ -73,24 +74,18 @@ def main(argv=None) -> dict:
                 print(f"{name:28s} {target:10s} {seconds:6.1f} s  {runs[0][1]:6d} jobs", flush=True)
     import snakemake
 
-    from codyra.store.io import write_json
-
-    summary = {
-        "runs": rows,
-        "target_s": TARGET_S,
-        "meets_target": all(r["meets_target"] for r in rows),
-        "slurm_client_installed": shutil.which("sbatch") is not None,
-        "snakemake": snakemake.__version__,
-        "repeats": args.repeats,
-        "loadavg_1min": [load_before, os.getloadavg()[0]],
-        "cpu_count": os.cpu_count(),
-        "machine": platform.processor() or platform.machine(),
-        "host": platform.node(),
-        "measured": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, summary)
-    return summary
+    return write_record(
+        args.out,
+        {
+            "runs": rows,
+            "target_s": TARGET_S,
+            "meets_target": all(r["meets_target"] for r in rows),
+            "slurm_client_installed": shutil.which("sbatch") is not None,
+            "repeats": args.repeats,
+        },
+        load_before,
+        {"snakemake": snakemake.__version__},
+    )
 
 
 if __name__ == "__main__":

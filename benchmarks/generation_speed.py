@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
+import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_record import write_record  # a sibling script
 
 
 def prompts_and_tokenizer(args):
@@ -133,25 +135,16 @@ def main(argv=None) -> dict:
 
     import torch
 
-    from codyra.store.io import write_json
-
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
     prompts, tokenizer = prompts_and_tokenizer(args)
     rows = [measure(name, prompts, tokenizer, args) for name in args.models.split(",") if name]
-    summary = {
-        "models": rows,
-        "config": {k: v for k, v in vars(args).items() if k != "out"},
-        "loadavg_1min": [load_before, os.getloadavg()[0]],
-        "cpu_count": os.cpu_count(),
-        "machine": platform.processor() or platform.machine(),
-        "host": platform.node(),
-        "torch": torch.__version__,
-        "measured": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, summary)
-    return summary
+    return write_record(
+        args.out,
+        {"models": rows, "config": {k: v for k, v in vars(args).items() if k != "out"}},
+        load_before,
+        {"torch": torch.__version__},
+    )
 
 
 if __name__ == "__main__":

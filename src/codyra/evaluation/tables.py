@@ -518,12 +518,12 @@ def means_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     return table
 
 
-def matrix_table(cfg: dict, method: str, matrices: list[dict]) -> Table:
+def matrix_table(cfg: dict, method: str, label: str, matrices: list[dict]) -> Table:
+    """``method``'s A matrix (its row label ``label`` in the caption), mean ± std over seeds."""
     tasks = [t["name"] for t in cfg["tasks"]]
     stack = np.asarray([m["A"] for m in matrices], dtype=float)  # (seeds, N+1, N)
-    shown = row_labels(cfg, cfg["methods"])[method]
     table = Table(
-        f"A_{method}", f"{cfg['benchmark']} / {shown}: A[i,j] (%), mean ± std over seeds {cfg['seeds']}", tasks
+        f"A_{method}", f"{cfg['benchmark']} / {label}: A[i,j] (%), mean ± std over seeds {cfg['seeds']}", tasks
     )
     for i in range(stack.shape[1]):
         label = "pretrained" if i == 0 else f"after {i}: {tasks[i - 1]}"
@@ -568,11 +568,12 @@ def write_tables(cfg: dict) -> Path:
         tables.append(routing_table(cfg, runs))
     if rail_aggregation_methods(cfg):
         tables.append(rail_aggregation_table(cfg, runs))
-    tables += [matrix_table(cfg, m, matrices) for m, matrices in runs.items()]
+    labels = row_labels(cfg, cfg["methods"])
+    tables += [matrix_table(cfg, m, labels[m], matrices) for m, matrices in runs.items()]
     assert [t.name for t in tables] == table_names(cfg)
     for table in tables:
         write_table(tables_dir(cfg), table, cfg["benchmark"])
-    labels, tasks = row_labels(cfg, cfg["methods"]), [t["name"] for t in cfg["tasks"]]
+    tasks = [t["name"] for t in cfg["tasks"]]
     for method, name in zip(cfg["methods"], heatmap_names(cfg), strict=True):
         mean = np.mean([m["A"] for m in runs[method]], axis=0)
         title = f"A[i,j] {cfg['benchmark']} / {labels[method]}, mean over seeds {cfg['seeds']}"

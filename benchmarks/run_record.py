@@ -1,0 +1,27 @@
+"""What every benchmark's JSON records beside its figures: the machine, its load, when, and the
+libraries whose versions set the numbers; written atomically under ``results/benchmarks/``."""
+
+from __future__ import annotations
+
+import os
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+
+
+def write_record(out: Path, figures: dict, load_before: float, libraries: dict[str, str]) -> dict:
+    """``figures`` with the run's facts added, written as JSON to ``out``; returns the record."""
+    from codyra.store.io import write_json
+
+    record = {
+        **figures,
+        **libraries,
+        "loadavg_1min": [load_before, os.getloadavg()[0]],
+        "cpu_count": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "host": platform.node(),
+        "measured": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(out, record)
+    return record
