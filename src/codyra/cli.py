@@ -103,6 +103,12 @@ def cmd_cell(args) -> None:
     )
 
 
+def cmd_eval_cache(args) -> None:
+    from codyra.evaluation.caching import cache_test_set
+
+    cache_test_set(_config(args), args.dataset)
+
+
 def cmd_heldout(args) -> None:
     from codyra.evaluation.heldout import evaluate_heldout
 
@@ -380,6 +386,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TASK",
         help="column: the evaluated task, 1-based (default: every task of row i, theta_i built once)",
     )
+    p = command(
+        "eval-cache",
+        cmd_eval_cache,
+        "decode a dataset's test images once into the evaluation cache every row reads (MTIL, X-TAIL)",
+        "codyra eval-cache --config config/mtil_5shot.yaml --dataset Food",
+        threads=True,
+    )
+    p.add_argument("--dataset", required=True, help="a task or held-out task of the config, e.g. Food")
     p = command(
         "heldout",
         cmd_heldout,

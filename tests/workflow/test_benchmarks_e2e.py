@@ -9,10 +9,13 @@ import json
 
 import pytest
 
+from codyra.clip.family import CLIP
 from codyra.clip.streams import build_tasks
+from codyra.data.eval_cache import has_eval_cache
+from codyra.data.registry import eval_cache_dir
 from codyra.data.tasks import ImageConfig
 from codyra.experiment.config import load_config
-from codyra.store.paths import cell_path, row0_cell_path, tables_dir
+from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path, tables_dir
 from codyra.yaml_loader import load_yaml
 from tests.conftest import TINY
 from tests.data.fixtures import write_dtd, write_eurosat, write_mnist
@@ -59,7 +62,17 @@ def test_clip_benchmark_on_fixture_datasets(tmp_path, fixture_root, tiny_pretrai
     assert (
         counts["train_task"] == 3 and counts["eval_row0"] == 1 and counts["eval_row"] == 3 and counts["copy_row0"] == 9
     )
+    assert counts["eval_cache"] == 3  # each test set decoded once, by a job of its own
     loaded = load_config(cfg)
+    caches = [eval_cache_dir(loaded, name) for name in ("DTD", "EuroSAT", "MNIST")]
+    assert all(has_eval_cache(c) for c in caches)
+    row_log = (tmp_path / "results" / "logs" / cfg["benchmark"] / "cells" / "codyra" / "seed0" / "row3.log").read_text()
+    assert all(f"evaluation cache {c}" in row_log for c in caches)  # the rows read them
+    # decoding the JPEGs instead gives the same cells, bit for bit
+    uncached = load_config({**cfg, "eval": {**cfg["eval"], "cache": False}})
+    for record in CLIP.cells(uncached, PRETRAINED, None, 0, [1, 2, 3], "cpu", None):
+        stored = json.loads(row0_cell_path(loaded, record["j"]).read_text())
+        assert record["accuracy"] == stored["accuracy"] and record["num_samples"] == stored["num_samples"]
     manifests = sorted(p.name for p in (tmp_path / "results" / cfg["benchmark"] / "fewshot").iterdir())
     assert manifests == ["DTD.json", "EuroSAT.json", "MNIST.json"]  # 2-shot subsets pinned once per dataset
     tasks = build_tasks(loaded, ImageConfig(32, (0.5,) * 3, (0.25,) * 3))

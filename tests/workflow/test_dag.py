@@ -136,7 +136,7 @@ def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(t
 
 
 def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
-    """The grouping's target: <= 300 SLURM submissions for config/mtil_5shot.yaml (2,372 ungrouped)."""
+    """The grouping's target: <= 300 SLURM submissions for config/mtil_5shot.yaml (2,000 ungrouped)."""
     out = count_submissions(
         REPO,
         "--profile",
@@ -151,9 +151,11 @@ def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
     cfg = load_config(config_from_files([str(REPO / "config" / "mtil_5shot.yaml")], {"check_data": False}))
     trained = [m for m in cfg["methods"] if method_of(cfg, m).trains]
     assert len(trained) >= 15  # the paper's Table 1 rows; untrained methods' rows are local copies
-    runs = len(trained) * len(cfg["seeds"])
-    assert out["submissions"] == runs + 1 <= 300
-    assert out["submissions_by_rule"] == {"eval_row+train_task": runs, "eval_row0": 1}
+    runs, datasets = len(trained) * len(cfg["seeds"]), len(cfg["tasks"])
+    assert out["submissions"] == runs + 1 + datasets <= 300
+    # one job per run, the pretrained row, and each test set's evaluation cache (a CPU job)
+    assert out["submissions_by_rule"] == {"eval_row+train_task": runs, "eval_row0": 1, "eval_cache": datasets}
+    assert out["resources"]["eval_cache"]["gpu"] == 0
     rules = SLURM_PROFILE["set-resources"]
     group = out["resources"]["eval_row+train_task"]
     assert (

@@ -5,8 +5,11 @@ from codyra.cli import DEFAULT_CONFIG
 from codyra.experiment.pretraining import own_pretraining
 from codyra.experiment.config import ConfigError, config_from_files, load_config, resolve_job
 from codyra.store.io import fingerprint
+from codyra.data.eval_cache import IMAGES_FILE, MANIFEST_FILE
 from codyra.data.presence import require_benchmark_data
-from codyra.experiment.fingerprints import eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
+from codyra.data.registry import eval_cache_dir
+from codyra.evaluation.caching import cached_datasets
+from codyra.experiment.fingerprints import eval_cache_fingerprint, eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
 from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule
 from codyra.analysis.probes import probe_names
 from codyra.analysis.registry import outputs
@@ -51,6 +54,7 @@ if CFG["check_data"]:  # cheap presence checks: a missing dataset fails here, no
 
 RESULTS, BENCHMARK = CFG["results"], CFG["benchmark"]
 N = len(CFG["tasks"])
+TASK_NAMES = [t["name"] for t in CFG["tasks"]]
 TASKS = range(1, N + 1)
 LOGS = f"{RESULTS}/logs/{BENCHMARK}"
 # Path patterns with {method}, {seed}, {i}, {j} left as Snakemake wildcards.
@@ -65,6 +69,7 @@ PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their 
 TRACKING = CFG["tracking"]["enabled"]
 JOB_GROUP = job_group(CFG)  # one SLURM job per CLIP run, per LM task (codyra.experiment.jobs.job_group)
 MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
+CACHED = cached_datasets(CFG)  # datasets whose test sets rows read from an evaluation cache (eval.smk)
 
 
 wildcard_constraints:
@@ -111,6 +116,15 @@ def common_inputs():
     return inputs
 
 
+def cache_files(datasets):
+    """The evaluation caches (codyra.data.eval_cache) a job evaluating on ``datasets`` reads."""
+    return [f"{eval_cache_dir(CFG, d)}/{f}" for d in datasets if d in CACHED for f in (IMAGES_FILE, MANIFEST_FILE)]
+
+
+def cache_inputs(datasets):
+    return {"eval_caches": cache_files(datasets)} if CACHED else {}
+
+
 # --- training (train.smk)
 
 
@@ -138,7 +152,7 @@ def eval_settings():
 
 
 def row_inputs(w):
-    inputs = common_inputs()
+    inputs = {**common_inputs(), **cache_inputs(TASK_NAMES)}
     if trains(w.method):  # the update files too: a row reads them, and a changed one must rerun the row
         inputs["updates"] = run_updates(w.method, w.seed, w.i)
     return inputs

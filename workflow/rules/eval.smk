@@ -9,9 +9,26 @@ EVALUATED = [m for m in CFG["methods"] if not copies_row0(m)]
 COPIED = [m for m in CFG["methods"] if copies_row0(m)]
 
 
+if CACHED:
+
+    rule eval_cache:
+        output:
+            images=f"{eval_cache_dir(CFG, '{dataset}')}/{IMAGES_FILE}",
+            manifest=f"{eval_cache_dir(CFG, '{dataset}')}/{MANIFEST_FILE}",
+        wildcard_constraints:
+            dataset="|".join(CACHED),
+        params:
+            settings=lambda w: eval_cache_fingerprint(CFG, w.dataset),
+        threads: CFG["eval"]["threads"]
+        log:
+            f"{LOGS}/eval_cache/{{dataset}}.log",
+        run:
+            codyra_cli(log[0], "eval-cache", "--dataset", wildcards.dataset)
+
+
 rule eval_row0:
     input:
-        unpack(lambda w: common_inputs()),
+        unpack(lambda w: {**common_inputs(), **cache_inputs(TASK_NAMES)}),
     output:
         [ROW0_PATTERN.format(j=j) for j in TASKS],
     params:

@@ -11,7 +11,7 @@ ROW0_HELDOUT_FILES = [ROW0_HELDOUT.format(**_fixed, name=name) for name in HELDO
 
 rule heldout_row0:
     input:
-        unpack(lambda w: common_inputs()),
+        unpack(lambda w: {**common_inputs(), **cache_inputs(HELDOUT_TASKS)}),
     output:
         ROW0_HELDOUT_FILES,
     params:
@@ -49,7 +49,7 @@ if HELDOUT_TRAINED:
 
     rule heldout:
         input:
-            unpack(lambda w: {**common_inputs(), "updates": run_updates(w.method, w.seed, w.i)}),
+            unpack(lambda w: {**common_inputs(), **cache_inputs(HELDOUT_TASKS), "updates": run_updates(w.method, w.seed, w.i)}),
         output:
             [HELDOUT_PATTERN.replace("{name}", name) for name in HELDOUT_TASKS],
         wildcard_constraints:

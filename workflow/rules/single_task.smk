@@ -33,7 +33,7 @@ if SINGLE:
     rule single_task_row0:
         # theta_0 on the task (A[0,1]) and on the reference tasks (H_0), once per task
         input:
-            unpack(lambda w: common_inputs()),
+            unpack(lambda w: {**common_inputs(), **cache_inputs([w.target, *REFERENCES])}),
         output:
             [ROW0_CELL.format(**_single, j=1)] + [ROW0_HELDOUT.format(**_single, name=h) for h in REFERENCES],
         params:
@@ -69,7 +69,7 @@ if SINGLE:
             method=SINGLE_METHODS,
         # theta_1 on the task (A[1,1]) and the reference tasks (H_1); row 0's files copied beside them
         input:
-            unpack(lambda w: {**common_inputs(), "updates": single_update(w), "row0": single_row0(w)}),
+            unpack(lambda w: {**common_inputs(), **cache_inputs([w.target, *REFERENCES]), "updates": single_update(w), "row0": single_row0(w)}),
         output:
             [f"{SINGLE_RUN}/cells/A_{i}_1.json" for i in (0, 1)]
             + [HELDOUT.format(**_single, method="{method}", seed="{seed}", i=i, name=h) for i in (0, 1) for h in REFERENCES],

@@ -1,7 +1,8 @@
 """CLIP cells A[i, j]: top-1 accuracy on task j's test images after training tasks 1..i.
 
 A row's cells share one theta_i (built once) and the task list; the text classifier is built
-once per cell (once per (model state, task)); images stream through a DataLoader. Label
+once per cell (once per (model state, task)); images stream through a DataLoader (from the
+task's evaluation cache once built: ``codyra.data.eval_cache``). Label
 space ``task`` classifies over task j's own classes (MTIL), ``union`` over the classes of
 every task of the benchmark (X-TAIL), each class embedded with its own task's templates.
 """
@@ -34,6 +35,7 @@ def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, i
 @torch.no_grad()
 def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, int]:
     """``task``'s test accuracy over the classes of ``space_tasks`` (which include it)."""
+    from codyra.data.eval_cache import eval_batches
     from codyra.data.registry import label_space  # imports torchvision: only CLIP cells pay for it
 
     ev = cfg["eval"]
@@ -45,22 +47,16 @@ def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, 
     test_set = task.test_set()  # checks its image files first: a broken dataset fails before any compute
     with autocast(device, ev["precision"]):
         classifier = label_space_classifier(model, bundle.tokenizer, space, device)
-    loader = torch.utils.data.DataLoader(
-        test_set,
-        batch_size=ev["batch_size"],
-        num_workers=cfg["data"]["num_workers"],
-        pin_memory=device.type == "cuda",
-    )
-    correct = total = 0
-    bar = progress_bar(total=len(loader.dataset), desc=f"eval {task.name}")
-    for images, labels in loader:
-        predictions = class_scores(model, images.to(device, non_blocking=True), classifier, ev["precision"])
-        predictions = predictions.argmax(dim=-1).cpu()
-        correct += int((predictions == labels + offset).sum())
+    batches = eval_batches(test_set, batch_size=ev["batch_size"], num_workers=cfg["data"]["num_workers"], device=device)
+    correct, total = torch.zeros((), dtype=torch.long, device=device), 0
+    bar = progress_bar(total=len(test_set), desc=f"eval {task.name}")
+    for images, labels in batches:  # counted on the device: no wait for the GPU between batches
+        predictions = class_scores(model, images, classifier, ev["precision"]).argmax(dim=-1)
+        correct += (predictions == labels.to(device, non_blocking=True) + offset).sum()
         total += len(labels)
         bar.update(len(labels))
     bar.close()
-    return 100.0 * correct / total, total, classifier.shape[0]
+    return 100.0 * int(correct) / total, total, classifier.shape[0]
 
 
 def class_scores(model, images, classifier, precision: str):

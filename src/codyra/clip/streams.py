@@ -31,7 +31,8 @@ def build_heldout_tasks(cfg: dict, image: ImageConfig) -> list[ClassificationTas
 
         return [build_mini_task(name, cfg["mini"], image) for name in names]
     if kind in ("mtil", "xtail"):
-        from codyra.data.registry import build_task, data_root
+        from codyra.data.registry import build_task, data_root, eval_cache_dir
 
-        return [build_task(name, kind, data_root(cfg), image) for name in names]
+        root = data_root(cfg)
+        return [build_task(name, kind, root, image, eval_cache=eval_cache_dir(cfg, name)) for name in names]
     raise ValueError(f"data.kind {kind!r} has no held-out classification tasks")

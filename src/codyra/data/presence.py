@@ -20,6 +20,20 @@ def missing_required(name: str, protocol: str, root: Path) -> list[str]:
     return missing
 
 
+def dataset_stamp(name: str, protocol: str, root: Path) -> list:
+    """The size and modification time of each required file and folder of a dataset (a few stats):
+    a download or an extraction over it changes them."""
+    stamp = []
+    for relative in requirement(name, protocol).required:
+        try:
+            info = (root / relative).stat()
+        except FileNotFoundError:
+            stamp.append([relative, None])
+        else:
+            stamp.append([relative, info.st_size, info.st_mtime_ns])
+    return stamp
+
+
 def dataset_error(name: str, protocol: str, root: Path, **details) -> DatasetNotFoundError:
     req = requirement(name, protocol)
     obtain = req.obtain.replace("<root>", str(root))

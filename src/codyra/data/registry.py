@@ -26,17 +26,18 @@ from pathlib import Path
 
 from codyra.data.catalog import EXPECTED, Expected, requirement
 from codyra.data.errors import DatasetNotFoundError
+from codyra.data.eval_cache import has_eval_cache, open_eval_cache
 from codyra.data.fewshot import load_or_create_manifest, sample_fewshot
 from codyra.data.presence import dataset_error
 from codyra.data.root import data_root
-from codyra.data.samples import Samples
+from codyra.data.samples import DecodedImages, ImageFiles, Samples
 from codyra.data.sources import load_splits
 from codyra.data.tasks import ClassificationTask, ImageConfig
 from codyra.data.templates import templates
 from codyra.data.transforms import EvalTransform, TrainTransform
 from codyra.data.views import EvalView, TrainView
 from codyra.progress import progress_bar
-from codyra.store.paths import FEWSHOT_MANIFEST, results_path
+from codyra.store.paths import EVAL_CACHE, FEWSHOT_MANIFEST, results_path
 
 # Both protocols draw their few-shot subsets with seed 42 (X-TAIL: RAIL's setting).
 DEFAULT_FEWSHOT_SEED = 42
@@ -52,6 +53,7 @@ class _CheckedView:
     dataset: str
     protocol: str
     root: Path
+    decoded: bool = False  # decode the images once into memory (DecodedImages): a few-shot training set
 
     def __call__(self):
         missing = self.samples.images.missing(self.samples.keys)
@@ -63,7 +65,25 @@ class _CheckedView:
                 missing=missing,
                 problem=f"{len(missing)} of the {len(self.samples)} images this split lists are missing",
             )
-        return self.view(self.samples, self.transform)
+        samples = self.samples
+        if self.decoded and isinstance(samples.images, ImageFiles):  # in-memory datasets are decoded already
+            samples = replace(samples, images=DecodedImages.of(samples.images, samples.keys))
+        return self.view(samples, self.transform)
+
+
+@dataclass(frozen=True)
+class _TestSet:
+    """Picklable `test_set` factory: the evaluation cache in ``cache`` once one was built there
+    (:mod:`codyra.data.eval_cache`: the same pixels, decoded once), else the images decoded as read."""
+
+    checked: _CheckedView
+    cache: Path | None
+
+    def __call__(self):
+        view = self.checked()  # a missing image fails first, cache or not
+        if self.cache is None or not has_eval_cache(self.cache):
+            return view
+        return open_eval_cache(self.cache, view.samples, view.transform)
 
 
 def build_task(
@@ -75,12 +95,14 @@ def build_task(
     fewshot_k: int | None = None,
     fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
     manifest_path: str | Path | None = None,
+    eval_cache: Path | None = None,
 ) -> ClassificationTask:
     """One dataset of a benchmark as a task.
 
     fewshot_k: train on k images per class (None: the full train split). With
     manifest_path, the subset is read from that manifest, which the first caller writes;
-    without it the subset is drawn in memory (same result, nothing pins it).
+    without it the subset is drawn in memory (same result, nothing pins it). eval_cache: the
+    folder of the test split's evaluation cache (``eval_cache_dir``), read once it is built.
     """
     root = Path(root).expanduser().absolute()
     splits = load_splits(name, protocol, root)
@@ -103,8 +125,10 @@ def build_task(
         name=name,
         classnames=splits.classnames,
         templates=templates(name, protocol),
-        train_set=_CheckedView(TrainView, train, TrainTransform(image), name, protocol, root),
-        test_set=_CheckedView(EvalView, splits.test, EvalTransform(image), name, protocol, root),
+        train_set=_CheckedView(
+            TrainView, train, TrainTransform(image), name, protocol, root, decoded=fewshot_k is not None
+        ),
+        test_set=_TestSet(_CheckedView(EvalView, splits.test, EvalTransform(image), name, protocol, root), eval_cache),
         train_eval_set=_CheckedView(EvalView, train, EvalTransform(image), name, protocol, root),
         full_train_size=full_train_size,
     )
@@ -161,6 +185,15 @@ def label_space(tasks) -> LabelSpace:
     return LabelSpace(names, tuple(offsets), tuple(entries), tuple(task.templates for task in tasks))
 
 
+def eval_cache_dir(cfg: dict, dataset: str) -> Path | None:
+    """Where the evaluation cache of ``dataset``'s test split for the config's model lives (shared
+    by every benchmark of the results folder); None when config key eval.cache is off."""
+    if not cfg["eval"]["cache"]:
+        return None
+    model = cfg["model"]["name"].replace("/", "--")  # a hub id's owner/name, as Hugging Face's cache writes it
+    return results_path(cfg, EVAL_CACHE, protocol=cfg["data"]["kind"], model=model, dataset=dataset)
+
+
 def fewshot_manifest_path(cfg: dict, dataset: str) -> Path:
     """Where a run pins its k-shot subset of one dataset (shared by every method and seed)."""
     return results_path(cfg, FEWSHOT_MANIFEST, dataset=dataset)
@@ -183,6 +216,7 @@ class BenchmarkTasks(Sequence):
         self.fewshot_seed = data["fewshot_seed"]
         self.names = tuple(task["name"] for task in cfg["tasks"])
         self.manifests = tuple(fewshot_manifest_path(cfg, name) if self.fewshot_k else None for name in self.names)
+        self.eval_caches = tuple(eval_cache_dir(cfg, name) for name in self.names)
         self._built: dict[int, ClassificationTask] = {}
 
     def __len__(self) -> int:
@@ -201,6 +235,7 @@ class BenchmarkTasks(Sequence):
                 fewshot_k=self.fewshot_k,
                 fewshot_seed=self.fewshot_seed,
                 manifest_path=self.manifests[index],
+                eval_cache=self.eval_caches[index],
             )
         return self._built[index]
 

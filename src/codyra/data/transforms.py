@@ -23,22 +23,39 @@ CROP_RATIO = (3 / 4, 4 / 3)
 FLIP_PROBABILITY = 0.5
 
 
-def _to_normalised_tensor(image: Image.Image, config: ImageConfig) -> torch.Tensor:
-    return F.normalize(F.to_tensor(image), mean=list(config.mean), std=list(config.std))
+def _uint8_tensor(image: Image.Image) -> torch.Tensor:
+    """[3, H, W] uint8, contiguous as ``to_tensor``'s output (a permuted view would carry its
+    strides into the float image, and a model's kernels may pick another algorithm for them)."""
+    return F.pil_to_tensor(image).contiguous()
+
+
+def normalise(images: torch.Tensor, config: ImageConfig) -> torch.Tensor:
+    """uint8 images ([3, H, W] or [B, 3, H, W]) as the model's input: scaled to [0, 1], then
+    normalised; torchvision's ``to_tensor`` and ``normalize`` operations in their order, so the
+    result is bitwise the same for one image or a batch, on any device."""
+    return F.normalize(images.to(torch.get_default_dtype()).div(255), mean=list(config.mean), std=list(config.std))
 
 
 class EvalTransform:
     """Same output as open_clip's `image_transform(size, is_train=False, mean, std)`:
-    shortest side resized to `size` (bicubic), centre crop, to tensor, normalise."""
+    shortest side resized to `size` (bicubic), centre crop, to tensor, normalise. The first two
+    steps (``crop``) are what an evaluation cache stores; ``normalise`` is the rest."""
 
     def __init__(self, image: ImageConfig):
         self.image = image
 
-    def __call__(self, image: Image.Image) -> torch.Tensor:
+    def describe(self) -> dict:
+        """What determines ``crop``'s output besides the image: recorded with a cache of it."""
+        return {"resize": "shortest side, bicubic", "crop": "centre", "size": self.image.size}
+
+    def crop(self, image: Image.Image) -> torch.Tensor:
+        """uint8 [3, size, size]: resized (shortest side, bicubic) and centre-cropped."""
         size = self.image.size
         image = F.resize(image, size, interpolation=InterpolationMode.BICUBIC)
-        image = F.center_crop(image, [size, size])
-        return _to_normalised_tensor(image, self.image)
+        return _uint8_tensor(F.center_crop(image, [size, size]))
+
+    def __call__(self, image: Image.Image) -> torch.Tensor:
+        return normalise(self.crop(image), self.image)
 
 
 def random_resized_crop_box(
@@ -88,4 +105,4 @@ class TrainTransform:
         image = F.resized_crop(image, top, left, height, width, [size, size], interpolation=InterpolationMode.BICUBIC)
         if torch.rand(1, generator=generator).item() < FLIP_PROBABILITY:
             image = F.hflip(image)
-        return _to_normalised_tensor(image, self.image)
+        return normalise(_uint8_tensor(image), self.image)

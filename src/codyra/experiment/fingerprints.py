@@ -15,7 +15,8 @@ from codyra.store.io import fingerprint
 # the thread counts. Threads change nothing on a GPU; on a CPU they change a reduction's order,
 # so every job runs the config's counts (codyra.device.use_threads), whatever cores the scheduler
 # allots; editing a count does not rerun finished jobs.
-NOT_SETTINGS = {"threads", "pretrain_threads", "deepspeed"}
+# eval.cache reads the same pixels as decoding the JPEGs (tests/data/test_eval_cache.py): no setting either.
+NOT_SETTINGS = {"threads", "pretrain_threads", "deepspeed", "cache"}
 
 
 def _settings(obj):
@@ -79,6 +80,20 @@ def eval_fingerprint(cfg: dict, j: int) -> str:
 def heldout_fingerprint(cfg: dict) -> str:
     """Everything besides the model state that determines a row of held-out accuracies."""
     return fingerprint(_settings([cfg["eval"], _data(cfg), cfg["model"], cfg["heldout_tasks"], _version("heldout")]))
+
+
+def eval_cache_fingerprint(cfg: dict, dataset: str) -> str:
+    """An evaluation cache of ``dataset``'s test split: the model (its input resolution), the
+    dataset's required files as they are now (a new download rebuilds it; an image edited in place
+    is caught when a row opens the cache, :mod:`codyra.data.eval_cache`) and the code."""
+    from pathlib import Path
+
+    from codyra.data.presence import dataset_stamp
+
+    kind, root = cfg["data"]["kind"], cfg["data"]["root"]
+    # not data_root(cfg): a dry run without the data (check_data: false) plans the job all the same
+    stamp = dataset_stamp(dataset, kind, Path(root).expanduser().absolute()) if root else None
+    return fingerprint([kind, dataset, cfg["model"], stamp, _version("eval_cache")])
 
 
 def pretrain_fingerprint(cfg: dict) -> str:

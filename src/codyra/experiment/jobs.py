@@ -31,6 +31,7 @@ JOBS: dict[str, Job] = {
     # a family's own rule names (Family.train_rule, Family.eval_rule): profiles size them apart
     "train_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
     "train_lm_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
+    "eval_cache": Job("eval-cache", ("codyra.evaluation.caching",), "eval.threads"),
     "eval_row0": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
     "eval_row": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),
     "eval_lm_row": Job("cell", ("codyra.evaluation.evaluate",), "eval.threads"),

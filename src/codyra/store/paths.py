@@ -32,6 +32,9 @@ ROW0_HELDOUT = "{results}/{benchmark}/" + PRETRAINED + "/heldout/H_0_{name}.json
 PROBE = RUN_DIR + "/probes/{probe}.json"
 # the gradient-conflict probe at theta_0, shared by the benchmark's methods
 GRAD_CONFLICT = "{results}/{benchmark}/" + PRETRAINED + "/grad_conflict.json"
+# a test set decoded once for evaluation (codyra.data.eval_cache): shared by every benchmark of a results folder
+# ({model}: the model name, "/" as "--"; the cache holds the images at its input resolution)
+EVAL_CACHE = "{results}/eval_cache/{protocol}/{model}/{dataset}"
 MINI_DATA = "{results}/{benchmark}/data"
 MINI_PRETRAINED = "{results}/{benchmark}/pretrain/model.safetensors"
 # sha256 of theta_0's weights files: written by the mini's pretraining, else at their first use (codyra.store.theta0)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from codyra.data.eval_cache import eval_batches
 from codyra.methods._routing import RoutingTally
 from codyra.store.cells import cell_record
 
@@ -41,15 +42,15 @@ def routed_cells(
         space = label_space([task]) if own_space else union
         offset = 0 if own_space else union.offset(task.name)
         predict = classify(j, space)
-        loader = torch.utils.data.DataLoader(
+        batches = eval_batches(
             task.test_set(),
             batch_size=batch_size or cfg["eval"]["batch_size"],
             num_workers=cfg["data"]["num_workers"],
-            pin_memory=device.type == "cuda",
+            device=device,
         )
         tally, correct, total = RoutingTally(router, true_domain=j - 1, learned=i), 0, 0
-        for images, labels in loader:
-            predicted, routes = predict(images.to(device, non_blocking=True))
+        for images, labels in batches:
+            predicted, routes = predict(images)
             tally.add(routes)
             correct += int((predicted.cpu() == labels + offset).sum())
             total += len(labels)

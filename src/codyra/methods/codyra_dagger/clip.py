@@ -21,6 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from codyra.data.eval_cache import eval_batches
 from codyra.device import autocast
 from codyra.methods._routing import (
     ZERO_SHOT,
@@ -41,16 +42,16 @@ def _predict(model, classifier, dataset, indices, cfg, device) -> tuple[torch.Te
     ev = cfg["eval"]
     if not len(indices):
         return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
-    loader = torch.utils.data.DataLoader(
+    batches = eval_batches(
         torch.utils.data.Subset(dataset, indices.tolist()),
         batch_size=ev["batch_size"],
         num_workers=cfg["data"]["num_workers"],
-        pin_memory=device.type == "cuda",
+        device=device,
     )
     predictions, labels = [], []
-    for images, y in loader:
+    for images, y in batches:
         with autocast(device, ev["precision"]):
-            features = model.encode_image(images.to(device, non_blocking=True))
+            features = model.encode_image(images)
         predictions.append((F.normalize(features.float(), dim=-1) @ classifier.T).argmax(dim=-1).cpu())
         labels.append(y)
     return torch.cat(predictions), torch.cat(labels)
@@ -64,16 +65,13 @@ def _ddas_routes(model, dataset, cfg, device, options, state: dict) -> torch.Ten
 
     autoencoders, thresholds = load_ddas(state)
     autoencoders = [ae.to(device) for ae in autoencoders]
-    loader = torch.utils.data.DataLoader(
-        dataset,
-        batch_size=options.ddas_batch_size,
-        num_workers=cfg["data"]["num_workers"],
-        pin_memory=device.type == "cuda",
+    batches = eval_batches(
+        dataset, batch_size=options.ddas_batch_size, num_workers=cfg["data"]["num_workers"], device=device
     )
     routes = []
-    for images, _ in loader:
+    for images, _ in batches:
         with autocast(device, cfg["eval"]["precision"]):
-            features = image_features(model, images.to(device, non_blocking=True))
+            features = image_features(model, images)
         routes.append(torch.full((len(images),), ddas_route(reconstruction_losses(autoencoders, features), thresholds)))
     return torch.cat(routes)
 

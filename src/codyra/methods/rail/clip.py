@@ -15,6 +15,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from codyra.data.eval_cache import eval_batches
 from codyra.device import autocast
 from codyra.methods._routing import RoutingTally, class_domains, route_learned
 from codyra.methods.rail import regression as rail
@@ -95,15 +96,17 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
     scores = None
     domain_of = class_domains(sizes)
     for j in js:
-        test = tasks[j - 1].test_set()
-        loader = torch.utils.data.DataLoader(
-            test, batch_size=cfg["eval"]["batch_size"], num_workers=cfg["data"]["num_workers"]
+        batches = eval_batches(
+            tasks[j - 1].test_set(),
+            batch_size=cfg["eval"]["batch_size"],
+            num_workers=cfg["data"]["num_workers"],
+            device=device,
         )
         offset = union.offset(tasks[j - 1].name)
         tally, correct, total = RoutingTally("zero_shot", true_domain=j - 1, learned=i), 0, 0
-        for images, labels in loader:
+        for images, labels in batches:
             with autocast(device, cfg["eval"]["precision"]):
-                features = model.encode_image(images.to(device)).float().cpu()
+                features = model.encode_image(images).float().cpu()
             if scores is None:
                 scores = scorer(options, state, seed, features.shape[1])
             zero_shot = 100.0 * F.normalize(features, dim=-1) @ classifier.float().cpu().T  # RAIL: logits x 100
