@@ -114,6 +114,7 @@ class ZeroBackend:
         )
         self.engine, self.zero, _, _ = deepspeed.initialize(model=model, optimizer=self.optimizer, config=config)
         self._create_optimizer_state()
+        self._gate_layout = None  # built at the first after_step
 
     def _create_optimizer_state(self) -> None:
         """Create AdamW's state (zeros, step 0, exactly what its first step would create) and link
@@ -209,16 +210,18 @@ class ZeroBackend:
         if not self.gates:
             method.after_step(step, total)
             return
-        masters = self.gather(self.gates)
+        if self._gate_layout is None:
+            self._gate_layout = _GateLayout(self.zero, self.gates, self.device)
+        masters = self._gate_layout.gather()
+        all_masters = self.all_sum(masters)  # each rank filled its own fragments: the sum is exact
         replicas = [p.data for p in self.gates]
-        for p, master in zip(self.gates, masters, strict=True):
-            p.data = master  # the method's operator runs on the fp32 masters
+        for p, master in zip(self.gates, all_masters.split(self._gate_layout.sizes), strict=True):
+            p.data = master.view(p.shape)  # the method's operator runs on the fp32 masters, in place
         try:
             method.after_step(step, total)
         finally:
-            for p, master, replica in zip(self.gates, masters, replicas, strict=True):
-                self._write_fragment(p, master)
-                replica.copy_(master)
+            self._gate_layout.write(all_masters)
+            for p, replica in zip(self.gates, replicas, strict=True):
                 p.data = replica  # back to the view into DeepSpeed's flat buffer
 
     @torch.no_grad()
@@ -337,6 +340,76 @@ class ZeroBackend:
     def close(self) -> None:
         self.engine.destroy()
         torch.distributed.destroy_process_group()
+
+
+class _GateLayout:
+    """Where the gates' values live in DeepSpeed's flat buffers, as index tensors computed once, so
+    that a step's gather of the gates' fp32 masters and their write-back (this rank's fragments of
+    the masters, and the full replica) are a few indexed copies per parameter group, not a copy
+    per gate: with hundreds of adapted matrices the per-gate copies cost more than the step's
+    proximal operator itself. The values moved are those of the per-gate path (``gather``,
+    ``_write_fragment``, a replica ``copy_``), bit for bit."""
+
+    def __init__(self, zero, gates: list, device: torch.device):
+        self.sizes = [p.numel() for p in gates]
+        self.total = sum(self.sizes)
+        self.device = device
+        masters, replicas = {}, {}  # group -> (positions in the group's buffer, positions in the gates' vector)
+        offset = 0
+        for p, size in zip(gates, self.sizes, strict=True):
+            replica = p.data
+            group, flat16 = self._replica_group(zero, replica)
+            start = (replica.data_ptr() - flat16.data_ptr()) // replica.element_size()
+            _append(replicas, group, range(start, start + size), range(offset, offset + size))
+            mapping = p._hp_mapping
+            if mapping is not None:  # this rank holds a fragment of the gate's masters
+                lp, hp = mapping.lp_fragment_address, mapping.hp_fragment_address
+                partition = zero.single_partition_of_fp32_groups[mapping.param_group_index]
+                fragment = mapping.get_hp_fragment()
+                if fragment.data_ptr() != partition.data_ptr() + hp.start * partition.element_size():
+                    raise RuntimeError("DeepSpeed's fp32 fragment of a gate is not where its address says")
+                where = range(hp.start, hp.start + hp.numel)
+                _append(
+                    masters, mapping.param_group_index, where, range(offset + lp.start, offset + lp.start + lp.numel)
+                )
+            offset += size
+        self.masters = {g: _indices(pair, device) for g, pair in masters.items()}
+        self.replicas = {g: _indices(pair, device) for g, pair in replicas.items()}
+        self.zero = zero
+
+    @staticmethod
+    def _replica_group(zero, replica: torch.Tensor) -> tuple[int, torch.Tensor]:
+        """The parameter group whose flat low-precision buffer the replica ``replica`` is a view of."""
+        for group, flat in enumerate(zero.bit16_groups_flat):
+            begin = flat.data_ptr()
+            if begin <= replica.data_ptr() < begin + flat.numel() * flat.element_size():
+                return group, flat
+        raise RuntimeError("a gate's replica is not a view into DeepSpeed's flat parameter buffers")
+
+    def gather(self) -> torch.Tensor:
+        """The gates' fp32 masters as one vector: this rank's fragments, zeros elsewhere."""
+        out = torch.zeros(self.total, dtype=torch.float32, device=self.device)
+        for group, (inside, outside) in self.masters.items():
+            out.index_copy_(0, outside, self.zero.single_partition_of_fp32_groups[group].index_select(0, inside))
+        return out
+
+    def write(self, masters: torch.Tensor) -> None:
+        """``masters`` (every gate, full) into this rank's fragments and into the full replica."""
+        for group, (inside, outside) in self.masters.items():
+            self.zero.single_partition_of_fp32_groups[group].index_copy_(0, inside, masters.index_select(0, outside))
+        for group, (inside, outside) in self.replicas.items():
+            flat = self.zero.bit16_groups_flat[group]
+            flat.index_copy_(0, inside, masters.index_select(0, outside).to(flat.dtype))
+
+
+def _append(layout: dict, group: int, inside: range, outside: range) -> None:
+    pair = layout.setdefault(group, ([], []))
+    pair[0].extend(inside)
+    pair[1].extend(outside)
+
+
+def _indices(pair: tuple[list, list], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    return tuple(torch.tensor(positions, dtype=torch.long, device=device) for positions in pair)
 
 
 class _StateDict:

@@ -316,14 +316,21 @@ def summary_defaults(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def standalone_context(
-    model: nn.Module, family: Any, generator: torch.Generator, weight_decay: float, total_steps: int = 1
+    model: nn.Module,
+    family: Any,
+    generator: torch.Generator,
+    weight_decay: float,
+    total_steps: int = 1,
+    *,
+    keep_theta_0: bool = True,
 ) -> TaskContext:
     """Task 1's context for a model outside a training job (benchmarks, tests of a method's
-    parameters): no stored state; theta_0 is a copy of ``model`` as given; there is no batch
-    pipeline, so ``forward`` / ``task_loss`` / ``task_batches`` raise."""
+    parameters): no stored state; theta_0 is a copy of ``model`` as given (``keep_theta_0``
+    false: none, and asking for it raises; a 7B model is not copied for a method that never
+    reads it); there is no batch pipeline, so ``forward`` / ``task_loss`` / ``task_batches`` raise."""
     import copy
 
-    snapshot = copy.deepcopy(model)
+    snapshot = copy.deepcopy(model) if keep_theta_0 else None
 
     def outside_job(*_):
         raise RuntimeError("this TaskContext is not part of a training job: it has no forward or task loss")
@@ -341,7 +348,7 @@ def standalone_context(
         task_index=1,
         device=next(model.parameters()).device,
         previous_state=None,
-        theta_0=lambda: copy.deepcopy(snapshot),
+        theta_0=(lambda: copy.deepcopy(snapshot)) if keep_theta_0 else outside_job,
         forward=outside_job,
         task_loss=outside_job,
         stored_state=nothing_stored,
