@@ -1,0 +1,172 @@
+#!/usr/bin/env python
+"""Render a ``benchmarks/gpu_costs.py`` record as a Markdown page (``docs/results/gpu.md``): the
+GPU, then each section's figures, with the date and the device they were measured on.
+
+``--code`` says which code the record measured when it is not the code the page ships with (a
+record is a measurement of its day's code; the page says so rather than pass it off as today's).
+
+Usage: python scripts/render-gpu-figures.py docs/results/gpu/RECORD.json --out docs/results/gpu.md [--code TEXT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"
+
+
+def ratio(q: dict) -> str:
+    return f"{q['median']:.3f} ({q['q1']:.3f} to {q['q3']:.3f}; range {q['min']:.3f} to {q['max']:.3f})"
+
+
+def render(record: dict, source: str, code: str | None) -> list[str]:
+    dev = record["device"]
+    lines = [
+        "# GPU figures",
+        "",
+        (
+            f"Measured {record['measured']} on one {dev['name']} ({dev['memory_gib']:.0f} GiB, "
+            f"{dev['multiprocessors']} multiprocessors, CUDA {dev['cuda']}, torch {dev['torch']}, "
+            f"{record['cpu_count']} CPU cores) by `benchmarks/gpu_costs.py`, random weights; rendered by "
+            f"`scripts/render-gpu-figures.py` from `{source}`."
+        ),
+        (
+            "MFU: the FLOPs `torch.utils.flop_counter` counts in the step, per second, over the datasheet peak of the "
+            f"precision ({dev['datasheet_peak_flops']['bf16'] / 1e12:.0f} TFLOP/s bf16, "
+            f"{dev['datasheet_peak_flops']['fp32'] / 1e12:.1f} TFLOP/s fp32 without TF32)."
+        ),
+    ]
+    if code:
+        lines += ["", f"**Code measured:** {code}"]
+    rates = dev["matmul_flops_per_s"]
+    lines += [
+        "",
+        "## The device",
+        "",
+        (
+            f"A {dev['matmul_size']}^3 matrix product: {rates['bfloat16'] / 1e12:.0f} TFLOP/s in bf16, "
+            f"{rates['float32'] / 1e12:.1f} TFLOP/s in fp32."
+        ),
+    ]
+    if "median_s" in record.get("startup", {}):
+        lines += [
+            "",
+            "## A job's start-up",
+            "",
+            (
+                f"A fresh process importing what a job imports (`{record['startup']['imports']}`): "
+                f"{record['startup']['median_s']:.1f} s (median of 3)."
+            ),
+        ]
+    clip = record.get("clip_train", {})
+    if "fp32" in clip:
+        lines += [
+            "",
+            f"## {clip['model']} train step: CoDyRA against LoRA",
+            "",
+            (
+                f"Batch {clip['batch']}, {clip['classes']} class prompts through the text tower, rank 16 on "
+                "every matrix; median step of each, the paired CoDyRA / LoRA ratio (median, quartiles, range) "
+                "and LoRA's MFU."
+            ),
+            "",
+            "| precision | phase | LoRA ms | CoDyRA ms | CoDyRA / LoRA | LoRA MFU |",
+            "|---|---|---|---|---|---|",
+        ]
+        for precision in ("fp32", "bf16"):
+            for phase, p in clip[precision]["phases"].items():
+                s = p["step_s_median"]
+                lines.append(
+                    f"| {precision} | {phase} | {1e3 * s['lora']:.1f} | {1e3 * s['codyra']:.1f} | "
+                    f"{ratio(p['paired_ratio'])} | {pct(p['lora_mfu'])} |"
+                )
+        lines += ["", f"bf16 autocast speeds LoRA's step up {clip['bf16_speedup_lora']:.2f}x over fp32."]
+    ev = record.get("clip_eval", {})
+    if "images_per_s" in ev:
+        worker, rates, over = ev["worker_images_per_s"], ev["images_per_s"], ev["cell_over_bare"]
+        lines += [
+            "",
+            f"## {ev['model']} evaluation: the JPEG path against the evaluation cache",
+            "",
+            (
+                f"{ev['images']:,} Food-sized (512 x 384) test images behind {ev['distinct_jpegs']:,} noise "
+                f"JPEGs, batch {ev['batch_size']}, {ev['workers']} loader workers, bf16."
+            ),
+            "",
+            "| | images/s |",
+            "|---|---|",
+            f"| one worker decoding JPEGs | {worker['jpeg']:,.0f} |",
+            f"| one worker reading the cache | {worker['cache']:,.0f} ({ev['worker_speedup']:.0f}x) |",
+            f"| building the cache ({ev['workers']} workers) | {ev['cache_build_images_per_s']:,.0f} |",
+            f"| bare `encode_image` on batches on the GPU (MFU {pct(ev['bare_mfu'])}) | {rates['bare']:,.0f} |",
+            f"| a cell from the cache | {rates['cell_cache']:,.0f} ({over['cell_cache']:.2f} of bare) |",
+            f"| a cell from the JPEGs | {rates['cell_jpeg']:,.0f} ({over['cell_jpeg']:.2f} of bare) |",
+        ]
+    lm = record.get("llm_train", {})
+    if "phases" in lm:
+        shape = lm["shape"]
+        mem = lm["memory"]
+        lines += [
+            "",
+            "## LLaMA-2-7B-shaped train step under DeepSpeed ZeRO-2 (one rank)",
+            "",
+            (
+                f"{shape['num_hidden_layers']} layers x {shape['hidden_size']}, vocabulary {lm['vocab']:,}, "
+                f"{lm['precision']} replica; one sequence of {lm['sequence_tokens']} tokens per step (TRACE's "
+                "per-GPU micro-batch), rank 16 on q, k, v, o, gate, up, down."
+            ),
+            "",
+            "| phase | LoRA tokens/s | CoDyRA tokens/s | CoDyRA / LoRA | LoRA MFU |",
+            "|---|---|---|---|---|",
+        ]
+        for phase, p in lm["phases"].items():
+            t, q = p["tokens_per_s"], ratio(p["paired_ratio"])
+            lines.append(f"| {phase} | {t['lora']:,.0f} | {t['codyra']:,.0f} | {q} | {pct(p['lora_mfu'])} |")
+        if mem:
+            lines += [
+                "",
+                (
+                    f"Both models resident: {mem['resident_gib_both_models']:.1f} GiB; the most allocated while "
+                    f"stepping LoRA {mem['peak_gib_lora_sparse']:.1f} GiB, CoDyRA "
+                    f"{mem['peak_gib_codyra_sparse']:.1f} GiB (one model's training peak: about that minus half "
+                    "the resident memory)."
+                ),
+            ]
+    gen = record.get("generate", {})
+    if "tokens_per_s" in gen:
+        lines += [
+            "",
+            "## Generation (LLaMA-2-7B shape, bf16, greedy)",
+            "",
+            (
+                f"{gen['prompts']} prompts of {gen['prompt_tokens_mean']:.0f} tokens on average, "
+                f"{gen['new_tokens']} new tokens each, vocabulary {gen['vocab']:,} (the mini TRACE's tokenizer): "
+                f"{gen['tokens_per_s']['batched']:,.0f} generated tokens/s in batches of {gen['batch']}, "
+                f"{gen['tokens_per_s']['single']:,.1f} one prompt at a time ({gen['speedup']:.1f}x)."
+            ),
+        ]
+    failed = [name for name, section in record.items() if isinstance(section, dict) and "error" in section]
+    if failed:
+        lines += ["", "Sections that failed: " + ", ".join(f"{n} ({record[n]['error']})" for n in failed)]
+    return lines + [""]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("record", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--code", help="which code the record measured, when it is not the code shipped")
+    args = parser.parse_args(argv)
+    source = args.record.resolve().relative_to(REPO) if args.record.resolve().is_relative_to(REPO) else args.record
+    args.out.write_text("\n".join(render(json.loads(args.record.read_text()), str(source), args.code)))
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""scripts/estimate-cost.py multiplies the DAG's jobs by per-unit costs; scripts/render-gpu-figures.py
+renders a GPU record. Units and seconds are checked against hand counts on a small MTIL grid."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from codyra.data.catalog import EXPECTED
+
+from .conftest import ROOT, TINY, write_yaml
+
+pytestmark = pytest.mark.slow
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), Path(ROOT) / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+# a GPU record with round unit costs: 0.1 s per LoRA step of 64 images (0.2 for CoDyRA), 1,000 images/s a
+# cell, 5 s of imports, 6.4e12 FLOPs per step, 1e10 per evaluated image, a 1e15 FLOP/s peak
+RECORD = {
+    "device": {"name": "NVIDIA H200", "datasheet_peak_flops": {"bf16": 1e15, "fp32": 6e13}},
+    "measured": "2026-01-01T00:00:00+00:00",
+    "startup": {"median_s": 5.0},
+    "clip_train": {
+        "model": "codyra-mini",
+        "batch": 64,
+        "bf16": {
+            "lora_step_flops": 6.4e12,
+            "phases": {"sparse": {"step_s_median": {"lora": 0.1, "codyra": 0.2}}},
+        },
+    },
+    "clip_eval": {
+        "images_per_s": {"cell_cache": 1000.0},
+        "encode_image_flops": 1e10,
+        "cache_build_images_per_s": 100.0,
+    },
+}
+
+
+def test_the_estimate_counts_the_units_of_every_job(tmp_path):
+    script = load("estimate-cost")
+    cfg = copy.deepcopy(TINY)
+    cfg.update(
+        benchmark="cost-fixture",
+        results=str(tmp_path / "results"),
+        seeds=[0, 1],
+        methods=["zeroshot", "lora", "codyra"],
+        data={"kind": "mtil", "root": str(tmp_path / "absent"), "fewshot": 5},
+        tasks=[{"name": "DTD"}, {"name": "EuroSAT", "train": {"iterations": 30}}],
+        train={"iterations": 10, "batch_size": 8, "lr": 0.001},
+        heldout_tasks=[],
+    )
+    cfg["method_configs"] = {
+        "zeroshot": {"kind": "zeroshot"},
+        "lora": {"kind": "lora", "rank": 2, "alpha": 2, "placement": "all"},
+        "codyra": copy.deepcopy(TINY["method_configs"]["codyra"]),
+    }
+    path = Path(write_yaml(tmp_path / "cost.yaml", cfg))
+    costs = script.UnitCosts(RECORD, Path("record.json"))
+    est = script.estimate(path, "all_tables", costs)
+
+    runs = 2 * 2  # the trained methods x seeds
+    images = 2 * (10 * 8 + 30 * 8)  # per trained method: both seeds, task 1 and task 2
+    assert est.units["images trained"] == images * 2
+    lora_s, codyra_s = images * 0.1 / 64, images * 0.2 / 64
+    assert est.seconds["train"] == pytest.approx(lora_s + codyra_s)
+    tests = EXPECTED["mtil"]["DTD"].test + EXPECTED["mtil"]["EuroSAT"].test
+    rows = runs * 2 + 1  # rows 1..2 of every trained run, and row 0 once
+    assert est.units["images classified"] == rows * tests
+    assert est.seconds["eval"] == pytest.approx(rows * tests / 1000.0)
+    assert est.units["cache images"] == tests  # each test set decoded once
+    assert est.cpu_seconds == pytest.approx(tests / 100.0 + 2 * 5.0)  # two CPU jobs, no GPU
+    assert est.units["processes"] == runs + 1  # a group job per run, and row 0
+    assert est.seconds["start-up"] == pytest.approx(5.0 * (runs + 1))
+    assert est.floor["train"] == pytest.approx(images * 2 * 1e11 / 1e15)
+    assert est.chains[(None, "codyra", "0")] == pytest.approx(codyra_s / 2 + 2 * tests / 1000.0)
+    assert est.wall(1) == pytest.approx(est.total)
+    assert est.wall(1000) == pytest.approx(max(est.chains.values()))
+    assert costs.notes == []  # the measured model: nothing scaled
+
+
+def test_the_gpu_page_names_the_device_the_date_and_the_code(tmp_path):
+    script = load("render-gpu-figures")
+    record = json.loads((Path(ROOT) / "docs" / "results" / "gpu").glob("*.json").__next__().read_text())
+    page = "\n".join(script.render(record, "record.json", "a commit of yesterday"))
+    assert record["device"]["name"] in page and record["measured"] in page
+    assert "**Code measured:** a commit of yesterday" in page
+    ratio = record["clip_train"]["bf16"]["phases"]["sparse"]["paired_ratio"]["median"]
+    assert f"{ratio:.3f}" in page
+    del record["llm_train"]
+    assert "ZeRO-2" not in "\n".join(script.render(record, "record.json", None))  # a missing section is left out
