@@ -148,16 +148,22 @@ def test_the_manifest_records_a_checksum_per_image(dtd):
 def test_a_fewshot_training_set_is_decoded_once_and_augments_as_the_files_do(tmp_path, image_config):
     root = tmp_path / "data"
     write_dtd(root)
-    fewshot = build_task("DTD", "mtil", root, image_config, fewshot_k=2).train_set()
+    task = build_task("DTD", "mtil", root, image_config, fewshot_k=2)
+    fewshot, under_eval = task.train_set(), task.train_eval_set()  # augmented; under the evaluation transform
     decoded = fewshot.samples.images
     assert isinstance(decoded, DecodedImages) and set(decoded.arrays) == set(fewshot.samples.keys)
+    assert isinstance(under_eval.samples.images, DecodedImages)
     from_files = TrainView(replace(fewshot.samples, images=decoded.source), fewshot.transform)
+    eval_from_files = EvalView(replace(under_eval.samples, images=decoded.source), under_eval.transform)
     keys = [(0, 3), (1, 7), (len(fewshot) - 1, 11)]
     expected = [from_files[key] for key in keys]
+    expected_eval = [eval_from_files[i] for i in range(len(under_eval))]
     for key in fewshot.samples.keys:
         os.remove(root / key)  # decoded once: the files are not read again
     for key, (image, label) in zip(keys, expected, strict=True):
         assert torch.equal(fewshot[key][0], image) and fewshot[key][1] == label
+    for i, (image, label) in enumerate(expected_eval):
+        assert torch.equal(under_eval[i][0], image) and under_eval[i][1] == label
     write_dtd(root)
     full = build_task("DTD", "mtil", root, image_config).train_set()  # the full split streams from the files
     assert isinstance(full.samples.images, ImageFiles)

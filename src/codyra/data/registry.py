@@ -121,15 +121,14 @@ def build_task(
     elif manifest_path is not None:
         raise ValueError("manifest_path pins a few-shot subset; give fewshot_k as well")
 
+    fewshot = fewshot_k is not None  # a few hundred images read over and over: decoded once, into memory
     return ClassificationTask(
         name=name,
         classnames=splits.classnames,
         templates=templates(name, protocol),
-        train_set=_CheckedView(
-            TrainView, train, TrainTransform(image), name, protocol, root, decoded=fewshot_k is not None
-        ),
+        train_set=_CheckedView(TrainView, train, TrainTransform(image), name, protocol, root, decoded=fewshot),
         test_set=_TestSet(_CheckedView(EvalView, splits.test, EvalTransform(image), name, protocol, root), eval_cache),
-        train_eval_set=_CheckedView(EvalView, train, EvalTransform(image), name, protocol, root),
+        train_eval_set=_CheckedView(EvalView, train, EvalTransform(image), name, protocol, root, decoded=fewshot),
         full_train_size=full_train_size,
     )
 
