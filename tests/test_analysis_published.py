@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -457,3 +459,21 @@ def test_mini_comparison_is_the_order_of_methods(tiny_cfg, tmp_path):
     assert paper_row(tiny_cfg, "lora-r4") == ("LoRA (r=4)", "") and paper_row(tiny_cfg, "full-ft")[0] is None
     swept = load_config({**tiny_cfg, "ablations": {"k": {"method": "codyra", "vary": {"kappa_max": [0.1]}}}})
     assert paper_row(swept, "codyra-kappa_max-0.1") == (None, "an ablation variant (the paper's rows are the defaults)")
+
+
+def test_the_tables_mark_with_a_dagger_the_rows_the_paper_marks(tiny_cfg):
+    from codyra.clip.family import CLIP
+    from codyra.evaluation.tables import method_layout
+    from codyra.llm.family import CAUSAL_LM
+    from codyra.methods.l2p import METHOD as L2P
+
+    cfg = copy.deepcopy(tiny_cfg)
+    cfg["method_configs"] |= {
+        "cl-lora": {"kind": "cl_lora"},
+        "l2p": {"kind": "l2p"},
+        "rail-primal": {"kind": "rail", "variant": "primal"},
+    }
+    labels = dict(method_layout(cfg, ["codyra", "cl-lora", "l2p", "rail-primal"]).rows)
+    # CL-LoRA routes each class to its task's branch, yet the paper prints it bare; L2P's CLIP row has one
+    assert labels == {"codyra": "CoDyRA", "cl-lora": "CL-LoRA", "l2p": "L2P†", "rail-primal": "RAIL-Primal†"}
+    assert L2P.daggered(CLIP) and not L2P.daggered(CAUSAL_LM)  # TRACE's table prints L2P, DualPrompt

@@ -359,14 +359,15 @@ class Layout(NamedTuple):
 def method_layout(cfg: dict, methods) -> Layout:
     """The methods' rows, labelled by :func:`row_labels`. Without a model-complementation method:
     config order, no groups. With one: grouped as the paper (stable within a group), a dagger
-    after each method that predicts the domain at inference."""
+    after each method the paper marks with one (``Method.daggered``)."""
     classes = {m: method_of(cfg, m) for m in methods}
     labels = row_labels(cfg, methods)
     reference = {labels[m] for m, c in classes.items() if c.group == "reference"}
     if not any(c.group == "complementation" or c.predicts_domain for c in classes.values()):
         return Layout([(m, labels[m]) for m in methods], {}, reference)
     order = sorted(methods, key=lambda m: list(GROUPS).index(classes[m].group))
-    rows = [(m, _daggered(labels[m]) if classes[m].predicts_domain else labels[m]) for m in order]
+    family = family_of(cfg)
+    rows = [(m, _daggered(labels[m]) if classes[m].daggered(family) else labels[m]) for m in order]
     return Layout(rows, {label: GROUPS[classes[m].group] for m, label in rows}, reference)
 
 

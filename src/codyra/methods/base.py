@@ -172,8 +172,8 @@ class Method(ABC):
     # the paper's table group: "continual" (updates the backbone), "complementation" (frozen
     # backbone plus per-task modules chosen at inference) or "reference" (zero-shot)
     group: ClassVar[str] = "continual"
-    # True: inference predicts each sample's domain (tables mark it with a dagger; cells store
-    # routing): evaluation computes a row through ``routed_cells``
+    # True: inference predicts each sample's domain (cells store routing; tables mark it with a
+    # dagger, see ``daggered``): evaluation computes a row through ``routed_cells``
     predicts_domain: ClassVar[bool] = False
     # True: the method fits in closed form on one pass of the task's frozen features (the
     # family's ``feature_pass``) through ``absorb``, instead of gradient steps (RAIL)
@@ -201,6 +201,13 @@ class Method(ABC):
 
     def __init__(self, spec: dict):
         self.options = parse_options(self.Options, spec, kind=self.kind)
+
+    @classmethod
+    def daggered(cls, family) -> bool:
+        """Whether the paper's tables mark this method's rows with a dagger (domain or distribution
+        detection at inference) on ``family`` (a :class:`codyra.family.Family`): by default where
+        it predicts the domain."""
+        return cls.predicts_domain
 
     @classmethod
     def row_label(cls, spec: dict, template: str | None = None) -> str | None:

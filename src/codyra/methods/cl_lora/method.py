@@ -89,6 +89,10 @@ class CLLoRA(Method):
     predicts_domain = True  # its own rows: each class scored by its task's branch (module docstring)
     Options = CLLoRAOptions
 
+    @classmethod
+    def daggered(cls, family) -> bool:
+        return False  # the paper prints CL-LoRA without one (X-TAIL tables: codyra.tex lines 727, 750, 773)
+
     def setup(self, ctx):
         from codyra.methods.cl_lora.clip import attach
         from codyra.methods.cl_lora.losses import reassignment_weights

@@ -67,6 +67,11 @@ class DualPrompt(Method):
     families = ("causal_lm", "clip")
     paper_row = "DualPrompt"
     group = "complementation"
+
+    @classmethod
+    def daggered(cls, family) -> bool:
+        # the paper: DualPrompt† on CLIP (full-shot MTIL, codyra.tex line 923), DualPrompt on TRACE (line 322)
+        return family.classifies
     Options = DualPromptOptions
 
     def setup(self, ctx):

@@ -79,6 +79,11 @@ class L2P(Method):
     families = ("causal_lm", "clip")
     paper_row = "L2P"
     group = "complementation"
+
+    @classmethod
+    def daggered(cls, family) -> bool:
+        # the paper: L2P† on CLIP (full-shot MTIL, codyra.tex line 922), L2P on TRACE (line 322)
+        return family.classifies
     Options = L2POptions
 
     def setup(self, ctx):
