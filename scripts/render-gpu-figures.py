@@ -6,6 +6,7 @@ GPU, then each section's figures, with the date and the device they were measure
 record is a measurement of its day's code; the page says so rather than pass it off as today's).
 
 Usage: python scripts/render-gpu-figures.py docs/results/gpu/RECORD.json --out docs/results/gpu.md [--code TEXT]
+       [--data-path docs/results/gpu/data_path-....json]  (a CPU's data workers beside the GPU)
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def shown(path: Path) -> str:
+    return str(path.resolve().relative_to(REPO) if path.resolve().is_relative_to(REPO) else path)
 
 
 def pct(value) -> str:
@@ -157,14 +162,57 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
     return lines + [""]
 
 
+def render_data_path(record: dict, source: str) -> list[str]:
+    """A ``benchmarks/data_path.py`` record: a CPU worker's images/s beside the GPU's consumption."""
+    ev, tr = record["eval_images_per_s"], record["train_images_per_s"]
+    lines = [
+        "## Data workers on a CPU",
+        "",
+        (
+            f"Measured {record['measured']} by `benchmarks/data_path.py` on {record['cpu_count']} cores of "
+            f"`{record['machine']}` (1-minute load {record['loadavg_1min'][0]:.1f} at the start), from `{source}`: "
+            f"{record['images']} Food-sized noise JPEGs, {record['size']} px, batches of {record['batch_size']}."
+        ),
+        "",
+        "| one worker | images/s |",
+        "|---|---|",
+        f"| decoding test JPEGs (resize, crop, normalise) | {ev['jpeg']:,.0f} |",
+        (
+            f"| reading the evaluation cache | {ev['cache']:,.0f} ({record['eval_speedup']:.0f}x; target >= "
+            f"{record['target']:.0f}x) |"
+        ),
+        f"| augmenting a few-shot training set from its JPEGs | {tr['jpeg']:,.0f} |",
+        (
+            f"| augmenting it decoded in memory (the same images) | {tr['decoded']:,.0f} "
+            f"({record['train_speedup']:.1f}x) |"
+        ),
+    ]
+    if "gpu" in record:
+        need, gpu = record["workers_to_feed_gpu"], record["gpu"]
+        lines += [
+            "",
+            (
+                f"To feed the {gpu['name']} of `{gpu['record']}` ({gpu['images_per_s']['train']:,.0f} images/s of "
+                f"ViT-B/16 training, {gpu['images_per_s']['eval']:,.0f} of bare evaluation), a job needs about "
+                f"{need['eval_jpeg']:.0f} such workers to evaluate from JPEGs, {need['eval_cache']:.1f} from the "
+                "cache, "
+                f"{need['train_jpeg']:.1f} to train from JPEGs and {need['train_decoded']:.1f} from decoded images."
+            ),
+        ]
+    return lines + [""]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("record", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--code", help="which code the record measured, when it is not the code shipped")
+    parser.add_argument("--data-path", type=Path, help="a benchmarks/data_path.py record: a section of its own")
     args = parser.parse_args(argv)
-    source = args.record.resolve().relative_to(REPO) if args.record.resolve().is_relative_to(REPO) else args.record
-    args.out.write_text("\n".join(render(json.loads(args.record.read_text()), str(source), args.code)))
+    lines = render(json.loads(args.record.read_text()), shown(args.record), args.code)
+    if args.data_path:
+        lines += render_data_path(json.loads(args.data_path.read_text()), shown(args.data_path))
+    args.out.write_text("\n".join(lines))
     print(f"written to {args.out}")
 
 

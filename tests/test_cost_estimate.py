@@ -100,3 +100,26 @@ def test_the_gpu_page_names_the_device_the_date_and_the_code(tmp_path):
     assert f"{ratio:.3f}" in page
     del record["llm_train"]
     assert "ZeRO-2" not in "\n".join(script.render(record, "record.json", None))  # a missing section is left out
+
+
+def test_the_data_path_section_says_how_many_workers_feed_the_gpu():
+    script = load("render-gpu-figures")
+    record = {
+        "measured": "2026-01-01T00:00:00+00:00",
+        "cpu_count": 2,
+        "machine": "x86_64",
+        "loadavg_1min": [0.1, 0.2],
+        "images": 64,
+        "size": 224,
+        "batch_size": 16,
+        "target": 10.0,
+        "eval_images_per_s": {"jpeg": 100.0, "cache": 5000.0},
+        "eval_speedup": 50.0,
+        "train_images_per_s": {"jpeg": 80.0, "decoded": 160.0},
+        "train_speedup": 2.0,
+        "gpu": {"name": "NVIDIA H200", "record": "r.json", "images_per_s": {"train": 480.0, "eval": 6000.0}},
+        "workers_to_feed_gpu": {"eval_jpeg": 60.0, "eval_cache": 1.2, "train_jpeg": 6.0, "train_decoded": 3.0},
+    }
+    page = "\n".join(script.render_data_path(record, "dp.json"))
+    assert "| reading the evaluation cache | 5,000 (50x; target >= 10x) |" in page
+    assert "about 60 such workers to evaluate from JPEGs, 1.2 from the cache, 6.0 to train" in page
