@@ -72,6 +72,7 @@ class DualPrompt(Method):
     def daggered(cls, family) -> bool:
         # the paper: DualPrompt† on CLIP (full-shot MTIL, codyra.tex line 923), DualPrompt on TRACE (line 322)
         return family.classifies
+
     Options = DualPromptOptions
 
     def setup(self, ctx):

@@ -84,6 +84,7 @@ class L2P(Method):
     def daggered(cls, family) -> bool:
         # the paper: L2P† on CLIP (full-shot MTIL, codyra.tex line 922), L2P on TRACE (line 322)
         return family.classifies
+
     Options = L2POptions
 
     def setup(self, ctx):
