@@ -187,7 +187,8 @@ def merged(update: TaskUpdate) -> TinyClip:
 
 
 def test_removing_one_module_type_keeps_the_others():
-    from codyra.analysis.probes import without_modules, without_name
+    from codyra.analysis.probe_files import without_name
+    from codyra.analysis.probes import without_modules
 
     q = [[2.0, 4.0], [0.0, 0.0]]  # B diag(w) A: [1, 0]^T * 2 * [1, 2]
     v = [[0.0, 0.0], [6.0, 12.0]]  # [0, 3]^T * 2 * [1, 2]

@@ -12,10 +12,9 @@ import pytest
 from codyra.clip.family import CLIP
 from codyra.clip.streams import build_tasks
 from codyra.data.eval_cache import has_eval_cache
-from codyra.data.registry import eval_cache_dir
 from codyra.data.tasks import ImageConfig
 from codyra.experiment.config import load_config
-from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path, tables_dir
+from codyra.store.paths import PRETRAINED, cell_path, eval_cache_dir, row0_cell_path, tables_dir
 from codyra.yaml_loader import load_yaml
 from tests.conftest import TINY
 from tests.data.fixtures import write_dtd, write_eurosat, write_mnist

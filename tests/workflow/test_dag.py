@@ -203,3 +203,18 @@ def test_a_configfile_that_extends_a_base_drives_the_dag(tmp_path):
     assert counts["train_task"] == 2 * 2  # codyra x 2 seeds x the variant's 2 tasks
     assert counts["summarize_run"] == 2 * 2  # 2 methods x 2 seeds
     assert "results/override/" in result.stdout and "results/tiny/" not in result.stdout
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "mtil_5shot.yaml"])
+def test_the_dag_build_imports_no_torch(tmp_path, config):
+    """Every Snakemake start parses the workflow: torch (2-4 s of imports) is left to the jobs."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-X", "importtime", "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile")]
+    cmd += ["-n", "all_tables", "--configfile", str(REPO / "config" / config), "--config", "check_data=False"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "snakemake.workflow" in imported and "codyra.experiment.config" in imported  # the log is read
+    assert not {"torch", "torchvision", "open_clip", "transformers"} & imported

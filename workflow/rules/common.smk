@@ -5,17 +5,15 @@ from codyra.cli import DEFAULT_CONFIG
 from codyra.experiment.pretraining import own_pretraining
 from codyra.experiment.config import ConfigError, config_from_files, load_config, resolve_job
 from codyra.store.io import fingerprint
-from codyra.data.eval_cache import IMAGES_FILE, MANIFEST_FILE
 from codyra.data.presence import require_benchmark_data
-from codyra.data.registry import eval_cache_dir
 from codyra.evaluation.caching import cached_datasets
 from codyra.experiment.fingerprints import eval_cache_fingerprint, eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
 from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule
-from codyra.analysis.probes import probe_names
+from codyra.analysis.probe_files import probe_names
 from codyra.analysis.registry import outputs
 from codyra.methods import method_of
 from codyra.methods.lora import norm_references
-from codyra.store.paths import CELL, FIGURES_DIR, HELDOUT, PROBE, ROW0_CELL, ROW0_HELDOUT, RUN_DIR, TABLES_DIR
+from codyra.store.paths import CELL, EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST, FIGURES_DIR, HELDOUT, PROBE, ROW0_CELL, ROW0_HELDOUT, RUN_DIR, TABLES_DIR, eval_cache_dir
 
 # One gpu_slot per group job, so its GPU members run in series on one member's resources; here, not
 # in a profile, as a submitted job reads none (docs/architecture-snakemake.md, "Group jobs").
@@ -118,7 +116,7 @@ def common_inputs():
 
 def cache_files(datasets):
     """The evaluation caches (codyra.data.eval_cache) a job evaluating on ``datasets`` reads."""
-    return [f"{eval_cache_dir(CFG, d)}/{f}" for d in datasets if d in CACHED for f in (IMAGES_FILE, MANIFEST_FILE)]
+    return [f"{eval_cache_dir(CFG, d)}/{f}" for d in datasets if d in CACHED for f in (EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST)]
 
 
 def cache_inputs(datasets):

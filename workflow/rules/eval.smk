@@ -13,8 +13,8 @@ if CACHED:
 
     rule eval_cache:
         output:
-            images=f"{eval_cache_dir(CFG, '{dataset}')}/{IMAGES_FILE}",
-            manifest=f"{eval_cache_dir(CFG, '{dataset}')}/{MANIFEST_FILE}",
+            images=f"{eval_cache_dir(CFG, '{dataset}')}/{EVAL_CACHE_IMAGES}",
+            manifest=f"{eval_cache_dir(CFG, '{dataset}')}/{EVAL_CACHE_MANIFEST}",
         wildcard_constraints:
             dataset="|".join(CACHED),
         params:

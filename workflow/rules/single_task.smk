@@ -6,7 +6,7 @@
 # given that config. The analysis single_task (analysis.smk) reads their files.
 import re
 
-from codyra.analysis.probes import probe_names
+from codyra.analysis.probe_files import probe_names
 from codyra.experiment.jobs import method_kinds
 from codyra.experiment.config import single_task_config
 from codyra.experiment.single_task import INFIX, removal_methods, targets

@@ -5,7 +5,8 @@ from __future__ import annotations
 import statistics
 
 from codyra.analysis.common import new_figure, save_figure, trained_methods
-from codyra.analysis.probes import interp_name, module_label, read_probe, remove_name, without_name
+from codyra.analysis.probe_files import interp_name, module_label, remove_name, without_name
+from codyra.analysis.probes import read_probe
 from codyra.analysis.retention import read_heldout
 from codyra.evaluation.tables import Table
 from codyra.family import family_of

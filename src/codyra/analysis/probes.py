@@ -24,6 +24,7 @@ import time
 import torch
 
 from codyra import __version__
+from codyra.analysis.probe_files import interp_name, probed_alphas, remove_name, without_name
 from codyra.device import use_threads
 from codyra.family import family_of
 from codyra.store.io import ResultError, read_json, write_json
@@ -31,31 +32,6 @@ from codyra.store.paths import SUMMARY_FILE, probe_path, task_dir
 from codyra.store.updates import TaskUpdate, apply_update, load_update
 
 log = logging.getLogger(__name__)
-
-
-def interp_name(alpha: float) -> str:
-    return f"interp-{alpha:g}"
-
-
-def probed_alphas(cfg: dict) -> list[float]:
-    """The interpolation alphas a probe job computes: alpha = 0 is theta_0 and alpha = 1 theta_N
-    exactly (``scaled``), whose held-out accuracies the held-out jobs H_0 / H_N already wrote."""
-    return [a for a in cfg["analysis"]["interpolation_alphas"] if a not in (0, 1)]
-
-
-def remove_name(tower: str) -> str:
-    return f"remove-{tower}"
-
-
-def module_label(placement) -> str:
-    """``vision_v`` for ``[vision, v]``: the removed modules in a name."""
-    from codyra.experiment.sweeps import value_label
-
-    return value_label(placement)
-
-
-def without_name(placement) -> str:
-    return f"without-{module_label(placement)}"
 
 
 def scaled(update: TaskUpdate, alpha: float) -> TaskUpdate:
@@ -130,15 +106,6 @@ def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
         tasks = build_tasks(cfg, bundle.image)
         out["tasks"] = {t.name: accuracy_on_task(bundle, tasks, j, cfg, device)[0] for j, t in enumerate(tasks, 1)}
     return out
-
-
-def probe_names(cfg: dict) -> list[str]:
-    """The probe files a run's probe job writes (alpha = 0 and 1 are the held-out files H_0 / H_N)."""
-    return (
-        [interp_name(a) for a in probed_alphas(cfg)]
-        + [remove_name(t) for t in cfg["analysis"]["remove_towers"]]
-        + [without_name(p) for p in cfg["analysis"]["remove_modules"]]
-    )
 
 
 def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:

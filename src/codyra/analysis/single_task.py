@@ -174,7 +174,8 @@ def pivot_table(cfg: dict, name: str, runs: list[Run]) -> Table:
 
 def removal_table(cfg: dict, name: str, cfg_task: dict, runs: list[Run]) -> Table:
     """Each run with all its trained modules and without each removed module type (probe files)."""
-    from codyra.analysis.probes import module_label, read_probe, without_name
+    from codyra.analysis.probe_files import module_label, without_name
+    from codyra.analysis.probes import read_probe
 
     task = studies(cfg)[name]["task"]
     columns = [f"{task} (%)", "reference (%)", "Delta-plasticity", "Forgetting"]

@@ -31,7 +31,8 @@ def build_heldout_tasks(cfg: dict, image: ImageConfig) -> list[ClassificationTas
 
         return [build_mini_task(name, cfg["mini"], image) for name in names]
     if kind in ("mtil", "xtail"):
-        from codyra.data.registry import build_task, data_root, eval_cache_dir
+        from codyra.data.registry import build_task, data_root
+        from codyra.store.paths import eval_cache_dir
 
         root = data_root(cfg)
         return [build_task(name, kind, root, image, eval_cache=eval_cache_dir(cfg, name)) for name in names]

@@ -36,10 +36,10 @@ from codyra.data.tasks import ImageConfig
 from codyra.data.transforms import EvalTransform, normalise
 from codyra.progress import progress_bar
 from codyra.store.io import ResultError, atomic_write, read_json, write_json
+from codyra.store.paths import EVAL_CACHE_IMAGES as IMAGES_FILE
+from codyra.store.paths import EVAL_CACHE_MANIFEST as MANIFEST_FILE
 
 FORMAT = 1
-IMAGES_FILE = "images.npy"
-MANIFEST_FILE = "manifest.json"
 BUILD_BATCH = 64  # images per decoding batch of the build
 log = logging.getLogger(__name__)
 

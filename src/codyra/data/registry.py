@@ -37,7 +37,7 @@ from codyra.data.templates import templates
 from codyra.data.transforms import EvalTransform, TrainTransform
 from codyra.data.views import EvalView, TrainView
 from codyra.progress import progress_bar
-from codyra.store.paths import EVAL_CACHE, FEWSHOT_MANIFEST, results_path
+from codyra.store.paths import FEWSHOT_MANIFEST, eval_cache_dir, results_path
 
 # Both protocols draw their few-shot subsets with seed 42 (X-TAIL: RAIL's setting).
 DEFAULT_FEWSHOT_SEED = 42
@@ -182,15 +182,6 @@ def label_space(tasks) -> LabelSpace:
         entries += [(task.name, classname) for classname in task.classnames]
         start += task.num_classes
     return LabelSpace(names, tuple(offsets), tuple(entries), tuple(task.templates for task in tasks))
-
-
-def eval_cache_dir(cfg: dict, dataset: str) -> Path | None:
-    """Where the evaluation cache of ``dataset``'s test split for the config's model lives (shared
-    by every benchmark of the results folder); None when config key eval.cache is off."""
-    if not cfg["eval"]["cache"]:
-        return None
-    model = cfg["model"]["name"].replace("/", "--")  # a hub id's owner/name, as Hugging Face's cache writes it
-    return results_path(cfg, EVAL_CACHE, protocol=cfg["data"]["kind"], model=model, dataset=dataset)
 
 
 def fewshot_manifest_path(cfg: dict, dataset: str) -> Path:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from codyra.device import use_threads
 from codyra.family import family_of
-from codyra.store.io import require_writable
+from codyra.store.paths import eval_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -15,9 +14,7 @@ log = logging.getLogger(__name__)
 def cached_datasets(cfg: dict) -> list[str]:
     """The datasets whose test splits the config's rows read from a cache: every task, held-out task
     and single-task reference task of an MTIL or X-TAIL benchmark while config key eval.cache is on
-    (the minis' test sets are generated in memory, TRACE's are text)."""
-    from codyra.data.registry import eval_cache_dir
-
+    (the minis' test sets are generated in memory, TRACE's are text). Light: the DAG build calls it."""
     if not family_of(cfg).classifies or cfg["data"]["kind"] not in ("mtil", "xtail"):
         return []
     names = [t["name"] for t in cfg["tasks"]] + cfg["heldout_tasks"] + cfg["single_task"]["reference_tasks"]
@@ -28,7 +25,9 @@ def cache_test_set(cfg: dict, dataset: str) -> dict:
     """Build the evaluation cache of ``dataset`` (a task or held-out task of ``cfg``), decoding with
     ``data.num_workers`` loader processes; returns its manifest."""
     from codyra.data.eval_cache import build_eval_cache
-    from codyra.data.registry import build_task, data_root, eval_cache_dir
+    from codyra.data.registry import build_task, data_root
+    from codyra.device import use_threads
+    from codyra.store.io import require_writable
 
     if dataset not in cached_datasets(cfg):
         raise ValueError(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from codyra.device import portable_sqrt
 from codyra.methods.base import Method, freeze
 from codyra.methods.options import MethodOptions, option
 
@@ -135,6 +134,8 @@ class LoRA(Method):
 
     def frobenius(self):
         """The task update's ||dW||_F over all adapted matrices (differentiable; 0 at B = 0 with a zero gradient)."""
+        from codyra.device import portable_sqrt  # imported here: the DAG build reads norm_references
+
         return portable_sqrt(sum(a.frobenius_sq() for a in self.adapters.values()).clamp_min(1e-12))
 
     def extra_loss(self, ctx, batch, outputs):

@@ -35,6 +35,8 @@ GRAD_CONFLICT = "{results}/{benchmark}/" + PRETRAINED + "/grad_conflict.json"
 # a test set decoded once for evaluation (codyra.data.eval_cache): shared by every benchmark of a results folder
 # ({model}: the model name, "/" as "--"; the cache holds the images at its input resolution)
 EVAL_CACHE = "{results}/eval_cache/{protocol}/{model}/{dataset}"
+EVAL_CACHE_IMAGES = "images.npy"  # uint8 [N, 3, S, S]
+EVAL_CACHE_MANIFEST = "manifest.json"  # written last: its presence means the cache is complete
 MINI_DATA = "{results}/{benchmark}/data"
 MINI_PRETRAINED = "{results}/{benchmark}/pretrain/model.safetensors"
 # sha256 of theta_0's weights files: written by the mini's pretraining, else at their first use (codyra.store.theta0)
@@ -56,6 +58,15 @@ def results_path(cfg: dict, template: str, **fields) -> Path:
             "a benchmark, method or task name must not contain '..' or '/'"
         )
     return path
+
+
+def eval_cache_dir(cfg: dict, dataset: str) -> Path | None:
+    """Where the evaluation cache of ``dataset``'s test split for the config's model lives (shared
+    by every benchmark of the results folder); None when config key eval.cache is off."""
+    if not cfg["eval"]["cache"]:
+        return None
+    model = cfg["model"]["name"].replace("/", "--")  # a hub id's owner/name, as Hugging Face's cache writes it
+    return results_path(cfg, EVAL_CACHE, protocol=cfg["data"]["kind"], model=model, dataset=dataset)
 
 
 def run_dir(cfg: dict, method: str, seed: int) -> Path:
