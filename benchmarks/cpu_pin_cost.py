@@ -28,6 +28,9 @@ from pathlib import Path
 
 import codyra  # noqa: F401  (pins the CPU numerics before torch runs; each variant's process sets its own)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_record import cpu_model  # a sibling script
+
 PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
 
 
@@ -154,21 +157,13 @@ def main() -> None:
             "repetitions": args.repetitions,
             "steps": args.steps,
             "threads": 1,
-            "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "platform": platform.platform()},
+            "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform()},
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
             "date": time.strftime("%Y-%m-%d"),
         },
     )
     print(f"-> {args.out}")
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor()
 
 
 if __name__ == "__main__":

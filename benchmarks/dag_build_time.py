@@ -7,8 +7,10 @@ working directory (no results yet: the whole grid is planned), with ``--config
 check_data=False`` (the datasets are not needed to plan). Reported per (config, target): the
 median wall seconds of ``--repeats`` runs, the number of jobs planned, and whether it meets the
 target of 10 s. Recorded beside them: the 1-minute load average at start and end, the number of
-cores, and whether SLURM's client (``sbatch``) is installed: Snakemake's SLURM executor plugin
-is not loaded by a local dry run, but an installed client changes what the environment probes.
+cores, whether SLURM's client (``sbatch``) is installed and whether its controller answers:
+every Snakemake start imports the installed executor plugins, and the SLURM plugin's import asks
+``scontrol show config`` for a default, which waits for its timeout where the client is
+installed but no controller answers.
 
     .venv/bin/python benchmarks/dag_build_time.py                       # every config, ~10 min
     .venv/bin/python benchmarks/dag_build_time.py --configs xtail_16shot.yaml --targets paper
@@ -47,6 +49,17 @@ def dry_run(config: Path, target: str, workdir: Path) -> tuple[float, int]:
     return seconds, int(total.group(1)) if total else 0
 
 
+def controller_answers() -> bool | None:
+    """Whether ``scontrol ping`` reaches a SLURM controller (None: no SLURM client installed)."""
+    if shutil.which("scontrol") is None:
+        return None
+    try:
+        done = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0 and " is UP" in done.stdout
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default=None, help="comma-separated files of config/ (default: all)")
@@ -81,6 +94,7 @@ def main(argv=None) -> dict:
             "target_s": TARGET_S,
             "meets_target": all(r["meets_target"] for r in rows),
             "slurm_client_installed": shutil.which("sbatch") is not None,
+            "slurm_controller_answers": controller_answers(),
             "repeats": args.repeats,
         },
         load_before,

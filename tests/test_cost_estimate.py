@@ -92,7 +92,7 @@ def test_the_estimate_counts_the_units_of_every_job(tmp_path):
 
 def test_the_gpu_page_names_the_device_the_date_and_the_code(tmp_path):
     script = load("render-gpu-figures")
-    record = json.loads((Path(ROOT) / "docs" / "results" / "gpu").glob("*.json").__next__().read_text())
+    record = json.loads(next((Path(ROOT) / "docs" / "results" / "gpu").glob("gpu_costs-*.json")).read_text())
     page = "\n".join(script.render(record, "record.json", "a commit of yesterday"))
     assert record["device"]["name"] in page and record["measured"] in page
     assert "**Code measured:** a commit of yesterday" in page
@@ -123,3 +123,34 @@ def test_the_data_path_section_says_how_many_workers_feed_the_gpu():
     page = "\n".join(script.render_data_path(record, "dp.json"))
     assert "| reading the evaluation cache | 5,000 (50x; target >= 10x) |" in page
     assert "about 60 such workers to evaluate from JPEGs, 1.2 from the cache, 6.0 to train" in page
+
+
+def dag_record(client: bool, controller: bool | None, seconds: dict[tuple[str, str], float]) -> dict:
+    runs = [
+        {"config": c, "target": t, "jobs": 100, "seconds": s, "meets_target": s <= 10.0}
+        for (c, t), s in seconds.items()
+    ]
+    return {
+        "runs": runs,
+        "target_s": 10.0,
+        "slurm_client_installed": client,
+        "slurm_controller_answers": controller,
+        "repeats": 1,
+        "snakemake": "9.0",
+        "loadavg_1min": [0.1, 0.2],
+        "cpu_count": 2,
+        "machine": "x86_64",
+        "measured": "2026-01-01T00:00:00+00:00",
+    }
+
+
+def test_the_dag_build_page_sets_records_side_by_side_and_marks_slow_runs():
+    script = load("render-dag-build-time")
+    up = dag_record(True, True, {("a.yaml", "paper"): 4.0, ("b.yaml", "paper"): 12.5})
+    down = dag_record(True, False, {("a.yaml", "paper"): 13.0})
+    bare = dag_record(False, None, {("a.yaml", "paper"): 3.5, ("b.yaml", "paper"): 11.0})
+    page = "\n".join(script.render([("up.json", up), ("down.json", down), ("bare.json", bare)]))
+    columns = ["SLURM client, controller up (s)", "SLURM client, controller down (s)", "no SLURM client (s)"]
+    assert "| config | target | jobs | " + " | ".join(columns) + " |" in page
+    assert "| `a.yaml` | `paper` | 100 | 4.0 | 13.0 * | 3.5 |" in page
+    assert "| `b.yaml` | `paper` | 100 | 12.5 * | - | 11.0 * |" in page  # a config a record did not time: "-"

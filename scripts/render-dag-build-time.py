@@ -1,0 +1,70 @@
+#!/usr/bin/env python
+"""Render ``benchmarks/dag_build_time.py`` records as a Markdown page (``docs/results/dag-build.md``):
+per config and target, the dry run's seconds and jobs, one column per record (e.g. SLURM's client
+installed with its controller up or down, or not installed), with the machine, load and date each was measured on.
+
+Usage: python scripts/render-dag-build-time.py RECORD.json [RECORD.json ...] --out docs/results/dag-build.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shown(path: Path) -> str:
+    return str(path.resolve().relative_to(REPO) if path.resolve().is_relative_to(REPO) else path)
+
+
+def column(record: dict) -> str:
+    if not record["slurm_client_installed"]:
+        return "no SLURM client"
+    return "SLURM client, controller " + ("up" if record["slurm_controller_answers"] else "down")
+
+
+def render(records: list[tuple[str, dict]]) -> list[str]:
+    target_s = records[0][1]["target_s"]
+    lines = [
+        "# How long the DAG takes to build",
+        "",
+        (
+            "`snakemake -n TARGET --configfile config/CONFIG --config check_data=False` in a fresh process and an "
+            "empty working directory (the whole grid planned), timed by `benchmarks/dag_build_time.py`; rendered by "
+            f"`scripts/render-dag-build-time.py`. The target is {target_s:.0f} s per dry run."
+        ),
+        "",
+    ]
+    for source, r in records:
+        load = ", ".join(f"{x:.2f}" for x in r["loadavg_1min"])
+        lines.append(
+            f"- {column(r)}: `{source}`, measured {r['measured']} on {r['cpu_count']} {r['machine']} cores "
+            f"(1-minute load {load} at start and end), Snakemake {r['snakemake']}, median of {r['repeats']}."
+        )
+    header = "| config | target | jobs | " + " | ".join(f"{column(r)} (s)" for _, r in records) + " |"
+    lines += ["", header, "|---|---|---:|" + "---:|" * len(records)]
+    keys = [(row["config"], row["target"]) for row in records[0][1]["runs"]]
+    by_record = [{(row["config"], row["target"]): row for row in r["runs"]} for _, r in records]
+    for key in keys:
+        cells = []
+        for rows in by_record:
+            row = rows.get(key)
+            cells.append("-" if row is None else f"{row['seconds']:.1f}" + ("" if row["meets_target"] else " *"))
+        lines.append(f"| `{key[0]}` | `{key[1]}` | {by_record[0][key]['jobs']:,} | " + " | ".join(cells) + " |")
+    lines += ["", f"\\* above {target_s:.0f} s.", ""]
+    return lines
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("records", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    records = [(shown(p), json.loads(p.read_text())) for p in args.records]
+    args.out.write_text("\n".join(render(records)))
+
+
+if __name__ == "__main__":
+    main()
