@@ -10,8 +10,6 @@ import pytest
 import torch
 
 from codyra.data.eval_cache import (
-    IMAGES_FILE,
-    MANIFEST_FILE,
     CachedEvalSet,
     EvalCacheError,
     build_eval_cache,
@@ -23,6 +21,7 @@ from codyra.data.registry import build_task
 from codyra.data.samples import DecodedImages, ImageFiles
 from codyra.data.tasks import ImageConfig
 from codyra.data.views import EvalView, TrainView
+from codyra.store.paths import EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST
 
 from .fixtures import write_dtd, write_image, write_mnist
 
@@ -82,7 +81,7 @@ def test_the_task_reads_its_cache_once_built(tmp_path, image_config):
 
 def test_a_flipped_byte_fails_the_read_naming_the_image(dtd):
     view, cache = dtd
-    path = cache / IMAGES_FILE
+    path = cache / EVAL_CACHE_IMAGES
     data = bytearray(path.read_bytes())
     image_bytes = 3 * 32 * 32
     data[len(data) - 3 * image_bytes + 17] ^= 0x01  # a bit of the third image from the end
@@ -98,9 +97,9 @@ def test_a_flipped_byte_fails_the_read_naming_the_image(dtd):
 
 def test_a_truncated_file_is_refused_on_opening(dtd):
     view, cache = dtd
-    path = cache / IMAGES_FILE
+    path = cache / EVAL_CACHE_IMAGES
     os.truncate(path, path.stat().st_size - 100)
-    with pytest.raises(EvalCacheError, match=f"{IMAGES_FILE} cannot be read.*delete .*cache.* rerun"):
+    with pytest.raises(EvalCacheError, match=f"{EVAL_CACHE_IMAGES} cannot be read.*delete .*cache.* rerun"):
         open_eval_cache(cache, view.samples, view.transform)
 
 
@@ -131,7 +130,7 @@ def test_a_failed_build_leaves_no_manifest_and_no_partial_file(dtd):
     with pytest.raises(FileNotFoundError):
         build_eval_cache(view.samples, view.transform, cache, workers=0)
     assert not has_eval_cache(cache)  # the old manifest went first: nothing points at a half-written file
-    assert sorted(p.name for p in cache.iterdir()) == [IMAGES_FILE]  # the old images; no temporary left
+    assert sorted(p.name for p in cache.iterdir()) == [EVAL_CACHE_IMAGES]  # the old images; no temporary left
 
 
 def test_the_manifest_records_a_checksum_per_image(dtd):
@@ -139,8 +138,8 @@ def test_the_manifest_records_a_checksum_per_image(dtd):
     import json
     import zlib
 
-    manifest = json.loads((cache / MANIFEST_FILE).read_text())
-    images = np.load(cache / IMAGES_FILE, allow_pickle=False)
+    manifest = json.loads((cache / EVAL_CACHE_MANIFEST).read_text())
+    images = np.load(cache / EVAL_CACHE_IMAGES, allow_pickle=False)
     assert manifest["count"] == len(images) == len(view) and manifest["transform"]["size"] == 32
     assert manifest["crc32"] == [zlib.crc32(np.ascontiguousarray(image)) for image in images]
 

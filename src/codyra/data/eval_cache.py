@@ -36,8 +36,7 @@ from codyra.data.tasks import ImageConfig
 from codyra.data.transforms import EvalTransform, normalise
 from codyra.progress import progress_bar
 from codyra.store.io import ResultError, atomic_write, read_json, write_json
-from codyra.store.paths import EVAL_CACHE_IMAGES as IMAGES_FILE
-from codyra.store.paths import EVAL_CACHE_MANIFEST as MANIFEST_FILE
+from codyra.store.paths import EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST
 
 FORMAT = 1
 BUILD_BATCH = 64  # images per decoding batch of the build
@@ -78,7 +77,7 @@ def build_eval_cache(samples: Samples, transform: EvalTransform, directory: str 
     ``directory`` (replacing any there); returns its manifest. A killed build leaves no manifest."""
     directory = Path(directory)
     size, n = transform.image.size, len(samples)
-    (directory / MANIFEST_FILE).unlink(missing_ok=True)  # from here on, the folder holds no usable cache
+    (directory / EVAL_CACHE_MANIFEST).unlink(missing_ok=True)  # from here on, the folder holds no usable cache
     state = source_state(samples)  # before decoding: an image edited meanwhile makes the cache stale, not wrong
     crcs: list[int] = []
 
@@ -96,7 +95,7 @@ def build_eval_cache(samples: Samples, transform: EvalTransform, directory: str 
         images.flush()
         del images
 
-    atomic_write(directory / IMAGES_FILE, write)
+    atomic_write(directory / EVAL_CACHE_IMAGES, write)
     manifest = {
         "format": FORMAT,
         "transform": transform.describe(),
@@ -105,21 +104,22 @@ def build_eval_cache(samples: Samples, transform: EvalTransform, directory: str 
         "crc32": crcs,
         "source": state,
     }
-    write_json(directory / MANIFEST_FILE, manifest)
+    write_json(directory / EVAL_CACHE_MANIFEST, manifest)
     return manifest
 
 
 def has_eval_cache(directory: str | Path) -> bool:
-    return (Path(directory) / MANIFEST_FILE).is_file()
+    return (Path(directory) / EVAL_CACHE_MANIFEST).is_file()
 
 
 def open_eval_cache(directory: str | Path, samples: Samples, transform: EvalTransform) -> CachedEvalSet:
     """The cache in ``directory`` of ``samples`` under ``transform``, checked against both (see the
     module's docstring); an EvalCacheError names what differs and how to rebuild it."""
     directory = Path(directory)
-    manifest_path = directory / MANIFEST_FILE
+    manifest_path = directory / EVAL_CACHE_MANIFEST
     if not manifest_path.is_file():
-        raise EvalCacheError(f"no evaluation cache in {directory} (no {MANIFEST_FILE}); {_rebuild_hint(directory)}")
+        hint = _rebuild_hint(directory)
+        raise EvalCacheError(f"no evaluation cache in {directory} (no {EVAL_CACHE_MANIFEST}); {hint}")
     manifest = read_json(manifest_path)
 
     def refuse(problem: str) -> EvalCacheError:
@@ -135,12 +135,12 @@ def open_eval_cache(directory: str | Path, samples: Samples, transform: EvalTran
         raise refuse("an image changed since it was built (a file's size or modification time, or an in-memory array)")
     size = transform.image.size
     try:
-        images = np.load(directory / IMAGES_FILE, mmap_mode="r", allow_pickle=False)
+        images = np.load(directory / EVAL_CACHE_IMAGES, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as err:  # absent, truncated (shorter than its header says) or not .npy
-        raise refuse(f"{IMAGES_FILE} cannot be read ({err})") from None
+        raise refuse(f"{EVAL_CACHE_IMAGES} cannot be read ({err})") from None
     expected = (manifest["count"], 3, size, size)
     if images.shape != expected or images.dtype != np.uint8 or len(manifest["crc32"]) != len(images):
-        raise refuse(f"{IMAGES_FILE} holds {images.dtype} {images.shape}, the manifest says uint8 {expected}")
+        raise refuse(f"{EVAL_CACHE_IMAGES} holds {images.dtype} {images.shape}, the manifest says uint8 {expected}")
     log.info("evaluation cache %s: %d images", directory, len(images))
     return CachedEvalSet(directory, tuple(manifest["labels"]), tuple(manifest["crc32"]), transform.image)
 
@@ -161,7 +161,7 @@ class CachedEvalSet(Dataset):
 
     def _map(self) -> np.ndarray:
         if self._images is None:
-            self._images = np.load(self.directory / IMAGES_FILE, mmap_mode="r", allow_pickle=False)
+            self._images = np.load(self.directory / EVAL_CACHE_IMAGES, mmap_mode="r", allow_pickle=False)
         return self._images
 
     def read(self, positions: list[int], *, pin: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
