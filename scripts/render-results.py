@@ -11,9 +11,16 @@ Reads each run's ``matrix.json`` (and the trained tasks' ``summary.json``) under
   holds 0);
 - CoDyRA-style runs' effective rank (``active_rank_mean`` of their summaries), min to max.
 
+With ``--configfile`` (the grid's config) the summary holds that config's methods only, and
+``--analysis NAME`` (repeatable) appends the tables and figures that the ``paper`` target's
+analysis NAME wrote (``codyra.analysis.registry.outputs``), the figures copied beside the page
+into a folder of the page's name.
+
 The docs quote measured numbers only from pages this script writes.
 
 Usage: python scripts/render-results.py results/ mini --out docs/results/mini.md [--focus codyra]
+       python scripts/render-results.py results/ mini --configfile config/mini_ablations.yaml \
+           --analysis ablations --analysis single_task --out docs/results/mini-ablations.md
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -33,11 +41,15 @@ from scipy import stats
 METRICS = ("transfer", "average", "last", "forgetting")
 
 
-def load_runs(folder: Path) -> dict[str, list[dict]]:
-    """method -> the matrix.json of each seed, in seed order."""
+def load_runs(folder: Path, methods: list[str] | None = None) -> dict[str, list[dict]]:
+    """method -> the matrix.json of each seed, in seed order (of ``methods`` only, when given)."""
     runs: dict[str, list[dict]] = {}
     for matrix in sorted(folder.glob("*/seed*/matrix.json"), key=lambda p: (p.parts[-3], int(p.parent.name[4:]))):
-        runs.setdefault(matrix.parts[-3], []).append(json.loads(matrix.read_text()))
+        if methods is None or matrix.parts[-3] in methods:
+            runs.setdefault(matrix.parts[-3], []).append(json.loads(matrix.read_text()))
+    if methods is not None and set(methods) - set(runs):
+        missing = ", ".join(sorted(set(methods) - set(runs)))
+        raise SystemExit(f"no */seed*/matrix.json under {folder} for {missing}: run the config's grid first")
     if not runs:
         raise SystemExit(f"no */seed*/matrix.json under {folder}: run the grid first (snakemake ... all_tables)")
     return runs
@@ -92,10 +104,40 @@ def cpu_name() -> str:
         return platform.processor() or "unknown CPU"
 
 
+def analysis_sections(cfg: dict, names: list[str], page: Path) -> list[str]:
+    """The tables (Markdown) and figures (copied to the folder ``page`` without its suffix) of the
+    ``paper`` target's analyses ``names`` under ``cfg``'s results folder."""
+    from codyra.analysis.registry import ANALYSES, available, outputs
+    from codyra.store.paths import figures_dir, tables_dir
+
+    lines, figure_folder = [], page.with_suffix("")
+    for name in names:
+        if name not in available(cfg):
+            raise SystemExit(f"analysis {name!r} does not apply to this config; it has: {', '.join(available(cfg))}")
+        tables, figures = outputs(cfg, name)
+        files = [tables_dir(cfg) / f"{t}.md" for t in tables] + [figures_dir(cfg) / f"{f}.png" for f in figures]
+        missing = [str(f) for f in files if not f.is_file()]
+        if missing:
+            shown = ", ".join(missing[:3])
+            raise SystemExit(f"analysis {name}: {shown} missing: run the config's `paper` target first")
+        lines += ["", f"## Analysis `{name}`: {ANALYSES[name]}"]
+        lines += ["\n" + f.read_text().strip() for f in files if f.suffix == ".md"]
+        figure_folder.mkdir(parents=True, exist_ok=True)
+        for figure in (f for f in files if f.suffix == ".png"):
+            shutil.copyfile(figure, figure_folder / figure.name)
+            lines += ["", f"![{figure.stem}]({figure_folder.name}/{figure.name})"]
+    return lines
+
+
 def render(
-    folder: Path, benchmark: str, focus: str | None, pairs: list[tuple[str, str]], made_by: str | None = None
+    folder: Path,
+    benchmark: str,
+    focus: str | None,
+    pairs: list[tuple[str, str]],
+    made_by: str | None = None,
+    methods: list[str] | None = None,
 ) -> str:
-    runs = load_runs(folder)
+    runs = load_runs(folder, methods)
     tasks = next(iter(runs.values()))[0]["tasks"]
     seeds = sorted({r["seed"] for rs in runs.values() for r in rs})
     lines = [
@@ -158,7 +200,7 @@ def render(
             )
     if rank_lines:
         lines += ["", "## Effective rank", "", *rank_lines]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(argv=None) -> int:
@@ -168,6 +210,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, help="write the page here (default: print it)")
     parser.add_argument("--made-by", metavar="COMMAND", help="the command that ran the grid, quoted on the page")
     parser.add_argument("--focus", default="codyra", help="method compared with every other (default codyra)")
+    parser.add_argument("--configfile", type=Path, help="the grid's config: its methods only, and --analysis")
+    parser.add_argument(
+        "--analysis",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="append the tables and figures of the paper target's analysis NAME (repeatable; needs --configfile)",
+    )
     parser.add_argument(
         "--compare",
         action="append",
@@ -182,7 +232,19 @@ def main(argv=None) -> int:
     pairs = [tuple(p.split(":", 1)) for p in args.compare]
     if any(len(p) != 2 for p in pairs):
         parser.error("--compare takes METHOD:METHOD, e.g. codyra:lora-r16")
-    page = render(folder, args.benchmark, args.focus, pairs, args.made_by)
+    if args.analysis and not (args.configfile and args.out):
+        parser.error("--analysis needs --configfile (the grid's config) and --out (its figures go beside the page)")
+    cfg = None
+    if args.configfile:
+        from codyra.experiment.config import load_config
+
+        cfg = {**load_config(args.configfile), "results": str(args.results)}
+        if cfg["benchmark"] != args.benchmark:
+            parser.error(f"{args.configfile} is the grid of benchmark {cfg['benchmark']!r}, not {args.benchmark!r}")
+    lines = render(folder, args.benchmark, args.focus, pairs, args.made_by, cfg and cfg["methods"])
+    if args.analysis:
+        lines += analysis_sections(cfg, args.analysis, args.out)
+    page = "\n".join(lines) + "\n"
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(page)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import sys
 
@@ -68,6 +69,16 @@ def tiny_run(tiny_cfg, tiny_pretrained):
     """tiny_cfg whose theta_0 is the session's pretrained tiny model."""
     tiny_cfg["model"]["pretrained"] = str(tiny_pretrained)
     return tiny_cfg
+
+
+def load_script(name: str):
+    """``scripts/<name>.py`` as a module (its file name holds dashes, so it cannot be imported)."""
+    path = os.path.join(ROOT, "scripts", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def write_yaml(path, obj) -> str:

@@ -4,26 +4,16 @@ renders a GPU record. Units and seconds are checked against hand counts on a sma
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from codyra.data.catalog import EXPECTED
 
-from .conftest import ROOT, TINY, write_yaml
+from .conftest import ROOT, TINY, load_script, write_yaml
 
 pytestmark = pytest.mark.slow
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), Path(ROOT) / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 # a GPU record with round unit costs: 0.1 s per LoRA step of 64 images (0.2 for CoDyRA), 1,000 images/s a
@@ -49,7 +39,7 @@ RECORD = {
 
 
 def test_the_estimate_counts_the_units_of_every_job(tmp_path):
-    script = load("estimate-cost")
+    script = load_script("estimate-cost")
     cfg = copy.deepcopy(TINY)
     cfg.update(
         benchmark="cost-fixture",
@@ -91,7 +81,7 @@ def test_the_estimate_counts_the_units_of_every_job(tmp_path):
 
 
 def test_the_gpu_page_names_the_device_the_date_and_the_code(tmp_path):
-    script = load("render-gpu-figures")
+    script = load_script("render-gpu-figures")
     record = json.loads(next((Path(ROOT) / "docs" / "results" / "gpu").glob("gpu_costs-*.json")).read_text())
     page = "\n".join(script.render(record, "record.json", "a commit of yesterday"))
     assert record["device"]["name"] in page and record["measured"] in page
@@ -103,7 +93,7 @@ def test_the_gpu_page_names_the_device_the_date_and_the_code(tmp_path):
 
 
 def test_the_data_path_section_says_how_many_workers_feed_the_gpu():
-    script = load("render-gpu-figures")
+    script = load_script("render-gpu-figures")
     record = {
         "measured": "2026-01-01T00:00:00+00:00",
         "cpu_count": 2,
@@ -145,7 +135,7 @@ def dag_record(client: bool, controller: bool | None, seconds: dict[tuple[str, s
 
 
 def test_the_dag_build_page_sets_records_side_by_side_and_marks_slow_runs():
-    script = load("render-dag-build-time")
+    script = load_script("render-dag-build-time")
     up = dag_record(True, True, {("a.yaml", "paper"): 4.0, ("b.yaml", "paper"): 12.5})
     down = dag_record(True, False, {("a.yaml", "paper"): 13.0})
     bare = dag_record(False, None, {("a.yaml", "paper"): 3.5, ("b.yaml", "paper"): 11.0})

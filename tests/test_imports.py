@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from .conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "import-cycles.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_checker_finds_a_cycle_and_its_members(tmp_path):
-    script = load_script()
+    script = load_script("import-cycles")
     pkg = tmp_path / "codyra"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -28,5 +22,5 @@ def test_the_checker_finds_a_cycle_and_its_members(tmp_path):
 
 
 def test_src_codyra_has_no_import_cycle():
-    script = load_script()
+    script = load_script("import-cycles")
     assert script.package_cycles(script.graph(ROOT / "src" / "codyra")) == []

@@ -1,0 +1,64 @@
+"""scripts/render-results.py: a grid's summary restricted to a config's methods, and the tables and
+figures of the paper target's analyses appended with the figures copied beside the page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codyra.analysis.registry import outputs
+from codyra.experiment.config import load_config
+from codyra.store.paths import figures_dir, tables_dir
+
+from .conftest import ROOT, load_script
+
+ABLATIONS = Path(ROOT) / "config" / "mini_ablations.yaml"
+
+
+def write_run(folder: Path, method: str, seed: int, last: list[float], forgetting: float) -> None:
+    run = folder / method / f"seed{seed}"
+    run.mkdir(parents=True)
+    metrics = {"transfer": 10.0, "average": 20.0, "last": sum(last) / len(last), "forgetting": forgetting}
+    matrix = {"seed": seed, "tasks": ["a", "b"], "A": [[5.0, 6.0], [50.0, 7.0], last], "metrics": metrics}
+    (run / "matrix.json").write_text(json.dumps(matrix))
+
+
+def test_the_summary_holds_the_given_methods_with_hand_computed_means(tmp_path):
+    script = load_script("render-results")
+    write_run(tmp_path, "codyra", 0, [40.0, 60.0], 10.0)
+    write_run(tmp_path, "codyra", 1, [50.0, 70.0], 4.0)
+    write_run(tmp_path, "other-grid-method", 0, [90.0, 90.0], 0.0)
+    page = "\n".join(script.render(tmp_path, "mini", None, [], methods=["codyra"]))
+    # Last: (50 + 60) / 2 = 55 ± stdev(50, 60) = 7.1; Forgetting 7.0 ± 4.2; gains A[j+1][j] - A[0][j]:
+    # a: 50 - 5 = 45, b: (60 + 70) / 2 - 6 = 59
+    assert "| codyra (2) | 10.0 ± 0.0 | 20.0 ± 0.0 | 55.0 ± 7.1 | 7.0 ± 4.2 | +45.0 | +59.0 |" in page
+    assert "other-grid-method" not in page
+    with pytest.raises(SystemExit, match="for lora-r16: run the config's grid first"):
+        script.load_runs(tmp_path, ["codyra", "lora-r16"])
+
+
+def test_an_analysis_appends_its_tables_and_copies_its_figures(tmp_path):
+    script = load_script("render-results")
+    cfg = {**load_config(ABLATIONS), "results": str(tmp_path / "results")}
+    tables, figures = outputs(cfg, "ablations")
+    page = tmp_path / "docs" / "mini-ablations.md"
+    with pytest.raises(SystemExit, match="missing: run the config's `paper` target first"):
+        script.analysis_sections(cfg, ["ablations"], page)
+    tables_dir(cfg).mkdir(parents=True)
+    figures_dir(cfg).mkdir(parents=True)
+    for name in tables:
+        (tables_dir(cfg) / f"{name}.md").write_text(f"**{name}**\n\n| | x |\n|---|---|\n| row | 1.0 |\n")
+    for stem in figures:
+        (figures_dir(cfg) / f"{stem}.png").write_bytes(stem.encode())
+    lines = script.analysis_sections(cfg, ["ablations"], page)
+    text = "\n".join(lines)
+    assert "## Analysis `ablations`" in text
+    assert all(f"**{name}**" in text for name in tables)
+    for stem in figures:
+        assert f"![{stem}](mini-ablations/{stem}.png)" in text
+        assert (page.parent / "mini-ablations" / f"{stem}.png").read_bytes() == stem.encode()
+    assert "ablation_kappa_max" in tables and "ablation_kappa_max" in figures
+    with pytest.raises(SystemExit, match="analysis 'ablations' does not apply to this config"):
+        script.analysis_sections({**cfg, "ablations": {}}, ["ablations"], page)
