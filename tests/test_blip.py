@@ -303,3 +303,45 @@ def test_blip_jobs_take_clips_rules_and_its_settings_enter_the_fingerprints(tmp_
     assert family_of(cfg).settings(cfg) == {"blip": {"temperature": TEMPERATURE, "max_text_len": 35}}
     hotter = load_config(blip_cfg(tmp_path, tmp_path / "model", blip={"temperature": 0.1}))
     assert train_fingerprint(cfg, "codyra", 1) != train_fingerprint(hotter, "codyra", 1)
+
+
+def mini_blip_cfg(tmp_path) -> dict:
+    """config/mini_blip.yaml with a pretraining of seconds (a 256-image corpus, 3 steps)."""
+    cfg = load_config("config/mini_blip.yaml")
+    cfg["results"] = str(tmp_path / "results")
+    cfg["mini"].update(corpus_size=256, pretrain_steps=3, pretrain_batch_size=32, pretrain_threads=1)
+    return cfg
+
+
+def test_the_mini_blip_pretrains_its_own_theta0_deterministically_and_refuses_a_changed_one(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from codyra.blip.model import pretrained_blip
+    from codyra.experiment.pretraining import own_pretraining, pretrain_own
+    from codyra.mini.blip.pretrain import SPECIAL_TOKENS, mini_texts
+    from codyra.store.io import ResultError
+
+    cfg = mini_blip_cfg(tmp_path)
+    weights = own_pretraining(cfg)
+    assert weights == f"{cfg['results']}/mini-blip/pretrain/model.safetensors"
+    pretrain_own(cfg)
+    bundle = pretrained_blip(cfg)  # the folder the pretraining wrote, checked against its digest
+    assert bundle.image.size == 32 and bundle.model.logit_scale.exp().item() == pytest.approx(1 / 0.07)
+    unknown = SPECIAL_TOKENS.index("[UNK]")
+    assert not (bundle.tokenizer(mini_texts(cfg["mini"])) == unknown).any()  # every class prompt is in the vocabulary
+    assert not (bundle.tokenizer(["a zebra-striped quokka."]) == unknown).any()  # other words: letter by letter
+    first = load_file(weights)
+    again = copy.deepcopy(cfg)
+    again["results"] = str(tmp_path / "again")
+    pretrain_own(again)
+    second = load_file(own_pretraining(again))
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    shorter = copy.deepcopy(cfg)
+    shorter["results"], shorter["mini"]["pretrain_steps"] = str(tmp_path / "shorter"), 1
+    pretrain_own(shorter)
+    assert not torch.equal(first["vision_proj.weight"], load_file(own_pretraining(shorter))["vision_proj.weight"])
+
+    first["vision_proj.weight"][0, 0] += 1.0
+    save_file(first, weights, metadata={"format": "pt"})
+    with pytest.raises(ResultError, match="changed since its pretraining wrote it.*rerun the mini pretraining"):
+        pretrained_blip(cfg)

@@ -71,7 +71,9 @@ class BlipFamily:
         return clip_cells(cfg, method, seed, i, js, device, kind, pretrained=pretrained_blip, rebuild=rebuild_blip)
 
     def own_pretraining(self, cfg: dict) -> str | None:
-        return None  # theta_0 is a released BLIP (model.name or model.pretrained)
+        from codyra.clip.weights import own_weights
+
+        return own_weights(cfg)  # the mini benchmark's BLIP (codyra.mini.blip), else None: a released BLIP
 
 
 BLIP = BlipFamily()

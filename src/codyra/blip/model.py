@@ -16,7 +16,8 @@ classification is an argmax, scale-free); training's cross-entropy needs one, co
 held as the non-persistent buffer ``logit_scale`` = log(1 / temperature), open_clip's convention:
 it is not in the weights and no method trains it.
 
-theta_0 comes from ``model.pretrained`` (a local Hugging Face model folder) or else
+theta_0 comes from ``model.pretrained`` (a local Hugging Face model folder), on the mini benchmark
+from its own pretraining (:mod:`codyra.mini.blip`, ``results/{benchmark}/pretrain/``), or else
 ``model.name`` (a hub id, read through the cache ``model.cache_dir``): weights from safetensors
 only, kept in fp32 on the CPU so stored updates merge exactly; its image settings (resolution,
 normalisation) from the folder's image processor.
@@ -30,10 +31,10 @@ from pathlib import Path
 
 import torch
 
+from codyra.clip.weights import own_weights
 from codyra.data.tasks import ImageConfig
 from codyra.errors import WeightsUnavailableError
-from codyra.llm.model import MODEL_BUILD_LOCK, check_local_model, hub_snapshot
-from codyra.store.theta0 import check_finite, local_weight_files, record_first_use, verify_first_use
+from codyra.llm.model import MODEL_BUILD_LOCK, check_local_model, verify_hf_theta0
 
 with MODEL_BUILD_LOCK:  # transformers' lazy module: see codyra.llm.model.MODEL_BUILD_LOCK
     from transformers import BlipForImageTextRetrieval
@@ -130,24 +131,14 @@ def pretrained_source(cfg: dict) -> tuple[str, bool]:
     """(where theta_0 is, whether that is a local folder rather than a hub id)."""
     if cfg["model"]["pretrained"] is not None:
         return cfg["model"]["pretrained"], True
+    if own_weights(cfg) is not None:  # the mini benchmark's (codyra.mini.blip)
+        return str(Path(own_weights(cfg)).parent), True
     return cfg["model"]["name"], Path(cfg["model"]["name"]).expanduser().is_dir()
 
 
 def pretrained_blip(cfg: dict) -> BlipBundle:
-    """theta_0, its weights files verified against their recorded digests (:mod:`codyra.store.theta0`)
-    and its values checked to be finite."""
+    """theta_0, verified (:func:`codyra.llm.model.verify_hf_theta0`)."""
     source, local = pretrained_source(cfg)
-    cache_dir = cfg["model"]["cache_dir"]
-    bundle = load_blip(source, local=local, blip=cfg["blip"], cache_dir=cache_dir)
-    if local:
-        folder = Path(source).expanduser().absolute()
-        files = {str(f): f for f in local_weight_files(folder)}
-        fix = f"restore the model folder {folder}"
-    else:
-        folder = hub_snapshot(source, cache_dir)
-        files = {f"{source}: {f.name}": f for f in local_weight_files(folder)}
-        fix = f"delete {folder} and download {source} again (hf download {source} --cache-dir <cache>)"
-    unrecorded = verify_first_use(cfg, files, fix)
-    check_finite(bundle.model, folder, fix)
-    record_first_use(cfg, unrecorded)
+    bundle = load_blip(source, local=local, blip=cfg["blip"], cache_dir=cfg["model"]["cache_dir"])
+    verify_hf_theta0(cfg, bundle.model, source, local=local, own=own_weights(cfg) is not None)
     return bundle

@@ -1,4 +1,5 @@
-"""Where a CLIP's theta_0 comes from (light: the workflow reads it on every start)."""
+"""Where a CLIP's theta_0 comes from, and the mini benchmark's own (a CLIP or a BLIP). Light: the
+workflow reads it on every start."""
 
 from __future__ import annotations
 

@@ -25,8 +25,13 @@ def pretrain_own(cfg: dict) -> None:
         raise ValueError(
             "pretrain-mini applies to the mini benchmarks (data.kind: mini, or llm.mini) with model.pretrained null"
         )
-    require_writable(Path(weights).parent.parent)  # the pretraining replaces its folder (the mini TRACE's) whole
-    if cfg["data"]["kind"] == "mini":  # the mini CLIP's scenes (clip.weights.own_weights)
+    # the pretraining replaces its folder whole (the mini TRACE's, the mini BLIP's)
+    require_writable(Path(weights).parent.parent)
+    if cfg["data"]["kind"] == "mini" and cfg["model"]["family"] == "blip":  # the mini's scenes, a tiny BLIP
+        from codyra.mini.blip.pretrain import pretrain_mini_blip
+
+        pretrain_mini_blip(cfg, weights)
+    elif cfg["data"]["kind"] == "mini":  # the mini CLIP's scenes (clip.weights.own_weights)
         from codyra.mini.clip.pretrain import pretrain_mini
 
         pretrain_mini(cfg, weights)

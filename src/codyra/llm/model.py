@@ -125,21 +125,27 @@ def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None) ->
 
 
 def pretrained_lm(cfg: dict) -> LMBundle:
-    """theta_0, its weights files verified against their recorded digests (:mod:`codyra.store.theta0`)
-    and its values checked to be finite."""
+    """theta_0, verified (:func:`verify_hf_theta0`)."""
     source, local = pretrained_source(cfg)
-    cache_dir = cfg["model"]["cache_dir"]
-    bundle = load_causal_lm(source, local=local, cache_dir=cache_dir)
+    bundle = load_causal_lm(source, local=local, cache_dir=cfg["model"]["cache_dir"])
+    verify_hf_theta0(cfg, bundle.model, source, local=local, own=is_mini(cfg) and cfg["model"]["pretrained"] is None)
+    return bundle
+
+
+def verify_hf_theta0(cfg: dict, model: torch.nn.Module, source: str, *, local: bool, own: bool) -> None:
+    """Check a Hugging Face theta_0 just loaded from ``source`` (a local folder or a hub id): its
+    weights files against the digests its mini pretraining recorded (``own``) or those recorded at
+    their first use by this benchmark (:mod:`codyra.store.theta0`), its values for being finite."""
     if local:
         folder = Path(source).expanduser().absolute()
         files = {str(f): f for f in local_weight_files(folder)}
     else:
-        folder = hub_snapshot(source, cache_dir)
+        folder = hub_snapshot(source, cache_dir=cfg["model"]["cache_dir"])
         files = {f"{source}: {f.name}": f for f in local_weight_files(folder)}
     unrecorded = {}
-    if is_mini(cfg) and cfg["model"]["pretrained"] is None:
+    if own:
         fix = (
-            f"rerun the mini TRACE pretraining (snakemake -f {folder / 'model.safetensors'}, "
+            f"rerun the mini pretraining (snakemake -f {folder / 'model.safetensors'}, "
             "or codyra pretrain-mini --config <config>)"
         )
         verify_own(list(files.values()), fix)
@@ -150,9 +156,8 @@ def pretrained_lm(cfg: dict) -> LMBundle:
             else f"delete {folder} and download {source} again (hf download {source} --cache-dir <cache>)"
         )
         unrecorded = verify_first_use(cfg, files, fix)
-    check_finite(bundle.model, folder, fix)
+    check_finite(model, folder, fix)
     record_first_use(cfg, unrecorded)
-    return bundle
 
 
 def hub_snapshot(repo_id: str, cache_dir: str | None) -> Path:

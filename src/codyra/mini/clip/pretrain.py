@@ -1,4 +1,5 @@
-"""Pretrain the mini CLIP contrastively on the synthetic corpus (theta_0 of the mini benchmark).
+"""Pretrain the mini CLIP contrastively on the synthetic corpus (theta_0 of the mini benchmark);
+the mini BLIP (:mod:`codyra.mini.blip`) is pretrained by the same loop.
 
 Two-way CLIP loss in which identical captions within a batch are positives of each other
 (short captions such as "a red shape." repeat often). AdamW with weight decay on matrices,
@@ -36,15 +37,35 @@ def soft_clip_loss(image_emb, text_emb, same_caption, logit_scale):
 
 
 def pretrain_mini(cfg: dict, out_path: str | Path) -> dict:
+    """The mini CLIP's theta_0 (``model.name``, an open_clip config of ``model_configs``) as one
+    safetensors file ``out_path``."""
     mini = cfg["mini"]
     use_threads(mini["pretrain_threads"])
     start = time.time()
-    images, captions = make_corpus(mini["corpus_size"], mini["data_seed"])
-    log.info("corpus: %d image-caption pairs in %.1fs", len(captions), time.time() - start)
-
+    images, captions = pretraining_corpus(mini)
     torch.manual_seed(mini["pretrain_seed"])  # open_clip initialises from the global RNG
     bundle = create_clip(cfg["model"]["name"], None)
-    model, tokenizer, image_cfg = bundle.model.train(), bundle.tokenizer, bundle.image
+    loss = contrastive_pretrain(mini, bundle.model, bundle.tokenizer, bundle.image, images, captions)
+    state = {k: v.detach().contiguous() for k, v in bundle.model.state_dict().items()}
+    save_safetensors(out_path, state, {"codyra": "mini-pretrained"})
+    record_written([Path(out_path)])  # every load of theta_0 checks it against this digest
+    seconds = time.time() - start
+    log.info("pretrained mini CLIP in %.1fs, final loss %.3f -> %s", seconds, loss, out_path)
+    return {"seconds": seconds, "final_loss": loss, "steps": mini["pretrain_steps"]}
+
+
+def pretraining_corpus(mini: dict):
+    """The corpus of config block ``mini``: uint8 NHWC images and their captions."""
+    start = time.time()
+    images, captions = make_corpus(mini["corpus_size"], mini["data_seed"])
+    log.info("corpus: %d image-caption pairs in %.1fs", len(captions), time.time() - start)
+    return images, captions
+
+
+def contrastive_pretrain(mini: dict, model, tokenizer, image_cfg, images, captions) -> float:
+    """Train ``model`` (CLIP's interface: ``encode_image``, ``encode_text``, ``logit_scale``) in place
+    on the corpus with config block ``mini``'s schedule; returns the last step's loss."""
+    model.train()
     mean = torch.tensor(image_cfg.mean).view(1, 3, 1, 1)
     std = torch.tensor(image_cfg.std).view(1, 3, 1, 1)
     pixels = (torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255.0 - mean) / std
@@ -82,9 +103,5 @@ def pretrain_mini(cfg: dict, out_path: str | Path) -> dict:
         bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     bar.close()
-    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    save_safetensors(out_path, state, {"codyra": "mini-pretrained"})
-    record_written([Path(out_path)])  # every load of theta_0 checks it against this digest
-    seconds = time.time() - start
-    log.info("pretrained mini CLIP in %.1fs, final loss %.3f -> %s", seconds, loss.item(), out_path)
-    return {"seconds": seconds, "final_loss": loss.item(), "steps": steps}
+    model.eval()
+    return loss.item()

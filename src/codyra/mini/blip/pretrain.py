@@ -1,0 +1,104 @@
+"""Pretrain the mini BLIP: a BLIP image-text model of ``model_configs/<model.name>.json`` with a
+WordPiece tokenizer over the mini's words, trained on the mini CLIP's corpus by its contrastive
+loop (:func:`codyra.mini.clip.pretrain.contrastive_pretrain`), written as a Hugging Face model
+folder (weights, tokenizer, image processor) that :func:`codyra.blip.model.pretrained_blip` loads.
+
+The logit scale is the family's fixed one, 1 / ``blip.temperature``: the BLIP family trains with
+it (:mod:`codyra.blip.model`), so the pretraining does too. The images are the mini's 32 x 32
+scenes at the model's resolution, normalised with the image processor's (CLIP's) mean and std.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import string
+import time
+from pathlib import Path
+
+import torch
+
+from codyra.blip.model import BlipImageText, BlipTokenizer, image_config, set_temperature
+from codyra.data.scenes import TASK_NAMES
+from codyra.data.scenes.tasks import build_mini_task
+from codyra.device import use_threads
+from codyra.llm.model import MODEL_BUILD_LOCK
+from codyra.mini.clip.pretrain import contrastive_pretrain, pretraining_corpus
+from codyra.store.theta0 import local_weight_files, record_written
+
+log = logging.getLogger(__name__)
+MODEL_CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# any ASCII text outside the mini's still tokenizes, letter by letter (never [UNK])
+FALLBACK = (
+    *string.ascii_lowercase,
+    *string.digits,
+    *string.punctuation,
+    *(f"##{c}" for c in string.ascii_lowercase + string.digits),
+)
+
+
+def mini_blip_config(name: str) -> dict:
+    """The architecture of a packaged tiny BLIP (``model_configs/<name>.json``)."""
+    path = MODEL_CONFIG_DIR / f"{name}.json"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in MODEL_CONFIG_DIR.glob("*.json")))
+        raise ValueError(f"config key model.name: no packaged tiny BLIP {name!r} for the mini; known: {known}")
+    return json.loads(path.read_text())
+
+
+def mini_texts(mini: dict) -> list[str]:
+    """Every class prompt of the mini's tasks (each template with each class name)."""
+    texts = []
+    for name in TASK_NAMES:
+        task = build_mini_task(name, mini, image=None)  # names and templates only: no image is built
+        texts += [template.format(c) for template in task.templates for c in task.classnames]
+    return texts
+
+
+def vocabulary(texts) -> list[str]:
+    """The special tokens, every word and punctuation mark of ``texts`` (lowercased, split as BERT's
+    pre-tokenizer splits), then the letter-by-letter fallback; deterministic in ``texts``."""
+    words = sorted({w for text in texts for w in re.findall(r"\w+|[^\w\s]", text.lower())})
+    return list(dict.fromkeys([*SPECIAL_TOKENS, *words, *FALLBACK]))
+
+
+def pretrain_mini_blip(cfg: dict, out_path: str | Path) -> dict:
+    """theta_0 of the mini BLIP: the model folder holding ``out_path`` (its ``model.safetensors``),
+    replaced whole once written."""
+    with MODEL_BUILD_LOCK:  # transformers: see codyra.llm.model.MODEL_BUILD_LOCK
+        from transformers import BertTokenizerFast, BlipConfig, BlipImageProcessor
+
+    mini = cfg["mini"]
+    architecture = mini_blip_config(cfg["model"]["name"])
+    use_threads(mini["pretrain_threads"])
+    start = time.time()
+    images, captions = pretraining_corpus(mini)
+    vocab = vocabulary([*captions, *mini_texts(mini)])
+    tokenizer = BertTokenizerFast(vocab={word: k for k, word in enumerate(vocab)})
+    ids = {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.cls_token_id}
+    text = {**architecture["text_config"], "vocab_size": len(vocab), "sep_token_id": tokenizer.sep_token_id, **ids}
+    size = architecture["vision_config"]["image_size"]
+    processor = BlipImageProcessor(size={"height": size, "width": size})
+    torch.manual_seed(mini["pretrain_seed"])  # transformers initialises from the global RNG
+    with MODEL_BUILD_LOCK:
+        model = BlipImageText(BlipConfig(**{**architecture, "text_config": text}))
+    set_temperature(model, cfg["blip"]["temperature"])
+    wrapped = BlipTokenizer(tokenizer, cfg["blip"]["max_text_len"])
+    loss = contrastive_pretrain(mini, model, wrapped, image_config(processor), images, captions)
+
+    out = Path(out_path).parent
+    staging = out.parent / f".{out.name}.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    processor.save_pretrained(staging)
+    record_written(local_weight_files(staging))  # every load of theta_0 checks it against this digest
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(staging, out)
+    seconds = time.time() - start
+    log.info("pretrained mini BLIP in %.1fs, final loss %.3f -> %s", seconds, loss, out)
+    return {"seconds": seconds, "final_loss": loss, "steps": mini["pretrain_steps"]}
