@@ -26,7 +26,9 @@ JOBS: dict[str, Job] = {
     # the minis' own pretraining, not via codyra.experiment.pretraining: its family objects reach the engine and
     # every method, and editing a method must not rerun the pretraining
     "pretrain_mini": Job(
-        "pretrain-mini", ("codyra.mini.clip.pretrain", "codyra.mini.trace.pretrain"), "mini.pretrain_threads"
+        "pretrain-mini",
+        ("codyra.mini.clip.pretrain", "codyra.mini.blip.pretrain", "codyra.mini.trace.pretrain"),
+        "mini.pretrain_threads",
     ),
     # a family's own rule names (Family.train_rule, Family.eval_rule): profiles size them apart
     "train_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
