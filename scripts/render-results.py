@@ -11,10 +11,11 @@ Reads each run's ``matrix.json`` (and the trained tasks' ``summary.json``) under
   holds 0);
 - CoDyRA-style runs' effective rank (``active_rank_mean`` of their summaries), min to max.
 
-With ``--configfile`` (the grid's config) the summary holds that config's methods only, and
-``--analysis NAME`` (repeatable) appends the tables and figures that the ``paper`` target's
-analysis NAME wrote (``codyra.analysis.registry.outputs``), the figures copied beside the page
-into a folder of the page's name.
+With ``--configfile`` (the grid's config) the summary holds that config's methods only,
+``--table NAME`` (repeatable) appends a table the grid wrote (e.g. ``blip``), and ``--analysis
+NAME`` (repeatable) the tables and figures that the ``paper`` target's analysis NAME wrote
+(``codyra.analysis.registry.outputs``), the figures copied beside the page into a folder of the
+page's name.
 
 The docs quote measured numbers only from pages this script writes.
 
@@ -108,24 +109,31 @@ def analysis_sections(cfg: dict, names: list[str], page: Path) -> list[str]:
     """The tables (Markdown) and figures (copied to the folder ``page`` without its suffix) of the
     ``paper`` target's analyses ``names`` under ``cfg``'s results folder."""
     from codyra.analysis.registry import ANALYSES, available, outputs
-    from codyra.store.paths import figures_dir, tables_dir
 
-    lines, figure_folder = [], page.with_suffix("")
+    lines = []
     for name in names:
         if name not in available(cfg):
             raise SystemExit(f"analysis {name!r} does not apply to this config; it has: {', '.join(available(cfg))}")
-        tables, figures = outputs(cfg, name)
-        files = [tables_dir(cfg) / f"{t}.md" for t in tables] + [figures_dir(cfg) / f"{f}.png" for f in figures]
-        missing = [str(f) for f in files if not f.is_file()]
-        if missing:
-            shown = ", ".join(missing[:3])
-            raise SystemExit(f"analysis {name}: {shown} missing: run the config's `paper` target first")
         lines += ["", f"## Analysis `{name}`: {ANALYSES[name]}"]
-        lines += ["\n" + f.read_text().strip() for f in files if f.suffix == ".md"]
+        lines += written_files(cfg, *outputs(cfg, name), page, f"analysis {name}")
+    return lines
+
+
+def written_files(cfg: dict, tables: list[str], figures: list[str], page: Path, what: str) -> list[str]:
+    """Markdown of the written ``tables`` and ``figures`` (each copied beside ``page``, into the folder
+    of its name); ``what`` produced them (named when one is missing)."""
+    from codyra.store.paths import figures_dir, tables_dir
+
+    files = [tables_dir(cfg) / f"{t}.md" for t in tables] + [figures_dir(cfg) / f"{f}.png" for f in figures]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise SystemExit(f"{what}: {', '.join(missing[:3])} missing: run the config's `paper` target first")
+    lines = ["\n" + f.read_text().strip() for f in files if f.suffix == ".md"]
+    figure_folder = page.with_suffix("")
+    for figure in (f for f in files if f.suffix == ".png"):
         figure_folder.mkdir(parents=True, exist_ok=True)
-        for figure in (f for f in files if f.suffix == ".png"):
-            shutil.copyfile(figure, figure_folder / figure.name)
-            lines += ["", f"![{figure.stem}]({figure_folder.name}/{figure.name})"]
+        shutil.copyfile(figure, figure_folder / figure.name)
+        lines += ["", f"![{figure.stem}]({figure_folder.name}/{figure.name})"]
     return lines
 
 
@@ -212,6 +220,13 @@ def main(argv=None) -> int:
     parser.add_argument("--focus", default="codyra", help="method compared with every other (default codyra)")
     parser.add_argument("--configfile", type=Path, help="the grid's config: its methods only, and --analysis")
     parser.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="append results/tables/<benchmark>/NAME.md, e.g. blip (repeatable; needs --configfile)",
+    )
+    parser.add_argument(
         "--analysis",
         action="append",
         default=[],
@@ -232,8 +247,8 @@ def main(argv=None) -> int:
     pairs = [tuple(p.split(":", 1)) for p in args.compare]
     if any(len(p) != 2 for p in pairs):
         parser.error("--compare takes METHOD:METHOD, e.g. codyra:lora-r16")
-    if args.analysis and not (args.configfile and args.out):
-        parser.error("--analysis needs --configfile (the grid's config) and --out (its figures go beside the page)")
+    if (args.analysis or args.table) and not (args.configfile and args.out):
+        parser.error("--analysis and --table need --configfile (the grid's config) and --out (figures go beside it)")
     cfg = None
     if args.configfile:
         from codyra.experiment.config import load_config
@@ -242,6 +257,8 @@ def main(argv=None) -> int:
         if cfg["benchmark"] != args.benchmark:
             parser.error(f"{args.configfile} is the grid of benchmark {cfg['benchmark']!r}, not {args.benchmark!r}")
     lines = render(folder, args.benchmark, args.focus, pairs, args.made_by, cfg and cfg["methods"])
+    if args.table:
+        lines += ["", "## Tables", *written_files(cfg, args.table, [], args.out, "--table")]
     if args.analysis:
         lines += analysis_sections(cfg, args.analysis, args.out)
     page = "\n".join(lines) + "\n"

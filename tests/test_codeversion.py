@@ -265,7 +265,8 @@ def test_every_job_entry_exists_and_each_job_runs_only_its_code():
     assert "codyra.training.loop" in closure["train_task"]
     # a method edit keeps theta_0
     assert not any(m.startswith(("codyra.methods", "codyra.training.loop")) for m in closure["pretrain_mini"])
-    assert {"codyra.mini.clip.pretrain", "codyra.mini.blip.pretrain", "codyra.mini.trace.pretrain"} <= closure["pretrain_mini"]
+    minis = {"codyra.mini.clip.pretrain", "codyra.mini.blip.pretrain", "codyra.mini.trace.pretrain"}
+    assert minis <= closure["pretrain_mini"]
     every = frozenset().union(*closure.values())
     # the MLflow mirror, logs and progress bars, argument parsing change no result
     assert not {m for m in every if m.startswith("codyra.tracking")} | ({"codyra.progress", "codyra.cli"} & every)

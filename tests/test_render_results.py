@@ -62,3 +62,17 @@ def test_an_analysis_appends_its_tables_and_copies_its_figures(tmp_path):
     assert "ablation_kappa_max" in tables and "ablation_kappa_max" in figures
     with pytest.raises(SystemExit, match="analysis 'ablations' does not apply to this config"):
         script.analysis_sections({**cfg, "ablations": {}}, ["ablations"], page)
+
+
+def test_a_named_table_is_appended_and_a_missing_one_named(tmp_path):
+    script = load_script("render-results")
+    cfg = {**load_config(Path(ROOT) / "config" / "mini_blip.yaml"), "results": str(tmp_path / "results")}
+    page = tmp_path / "docs" / "mini-blip.md"
+    with pytest.raises(SystemExit, match=r"--table: .*blip\.md missing"):
+        script.written_files(cfg, ["blip"], [], page, "--table")
+    tables_dir(cfg).mkdir(parents=True)
+    (tables_dir(cfg) / "blip.md").write_text("**mini-blip: Averaged performance using BLIP**\n")
+    assert script.written_files(cfg, ["blip"], [], page, "--table") == [
+        "\n**mini-blip: Averaged performance using BLIP**"
+    ]
+    assert not page.with_suffix("").exists()  # no figure, no folder
