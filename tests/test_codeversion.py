@@ -6,7 +6,7 @@ import pytest
 
 from codyra.experiment import codeversions as codeversion
 from codyra.experiment.codeversions import code_version, method_kinds, module_closure, normalised_source
-from codyra.experiment.jobs import JOBS
+from codyra.experiment.jobs import JOBS, MINI_PRETRAINING
 
 PACKAGE = {
     "__init__.py": "",
@@ -267,6 +267,11 @@ def test_every_job_entry_exists_and_each_job_runs_only_its_code():
     assert not any(m.startswith(("codyra.methods", "codyra.training.loop")) for m in closure["pretrain_mini"])
     minis = {"codyra.mini.clip.pretrain", "codyra.mini.blip.pretrain", "codyra.mini.trace.pretrain"}
     assert minis <= closure["pretrain_mini"]
+    # each mini's theta_0 rests on its own pretraining: editing the mini TRACE's keeps the mini CLIP's
+    own = {family: module_closure(module) for family, module in MINI_PRETRAINING.items()}
+    assert "codyra.mini.trace.pretrain" not in own["clip"] | own["blip"]
+    assert not {"codyra.mini.blip.pretrain", "codyra.blip.model"} & own["clip"]
+    assert "codyra.mini.clip.pretrain" in own["blip"]  # the mini BLIP runs the mini CLIP's loop
     every = frozenset().union(*closure.values())
     # the MLflow mirror, logs and progress bars, argument parsing change no result
     assert not {m for m in every if m.startswith("codyra.tracking")} | ({"codyra.progress", "codyra.cli"} & every)

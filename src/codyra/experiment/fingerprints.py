@@ -98,7 +98,9 @@ def eval_cache_fingerprint(cfg: dict, dataset: str) -> str:
 
 def pretrain_fingerprint(cfg: dict) -> str:
     """A mini benchmark's own pretraining of theta_0."""
-    return fingerprint(_settings([cfg["mini"], cfg["model"], _family(cfg), _version("pretrain_mini")]))
+    from codyra.experiment.jobs import pretrain_version
+
+    return fingerprint(_settings([cfg["mini"], cfg["model"], _family(cfg), pretrain_version(cfg)]))
 
 
 def untrained_settings(cfg: dict, method: str) -> list[str]:

@@ -22,14 +22,16 @@ class Job:
     threads: str | None  # config key of its CPU threads; None: a local rule, never submitted
 
 
+# each mini's own pretraining by model family, not via codyra.experiment.pretraining: its family objects reach
+# the engine and every method, and editing a method (or another mini's pretraining) must not rerun it
+MINI_PRETRAINING = {
+    "clip": "codyra.mini.clip.pretrain",
+    "blip": "codyra.mini.blip.pretrain",
+    "causal_lm": "codyra.mini.trace.pretrain",
+}
+
 JOBS: dict[str, Job] = {
-    # the minis' own pretraining, not via codyra.experiment.pretraining: its family objects reach the engine and
-    # every method, and editing a method must not rerun the pretraining
-    "pretrain_mini": Job(
-        "pretrain-mini",
-        ("codyra.mini.clip.pretrain", "codyra.mini.blip.pretrain", "codyra.mini.trace.pretrain"),
-        "mini.pretrain_threads",
-    ),
+    "pretrain_mini": Job("pretrain-mini", tuple(MINI_PRETRAINING.values()), "mini.pretrain_threads"),
     # a family's own rule names (Family.train_rule, Family.eval_rule): profiles size them apart
     "train_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
     "train_lm_task": Job("train", ("codyra.experiment.train_job",), "train.threads"),
@@ -125,6 +127,13 @@ def job_version(rule: str, kinds: Iterable[str] = ()) -> str:
     from codyra.experiment.codeversions import code_version
 
     return code_version(*JOBS[rule].entries, methods=tuple(sorted(set(kinds))))
+
+
+def pretrain_version(cfg: dict) -> str:
+    """The code version of ``cfg``'s own pretraining: its mini's module only (``MINI_PRETRAINING``)."""
+    from codyra.experiment.codeversions import code_version
+
+    return code_version(MINI_PRETRAINING[cfg["model"]["family"]])
 
 
 def method_kinds(cfg: dict, methods: Iterable[str]) -> list[str]:
