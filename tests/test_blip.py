@@ -330,6 +330,12 @@ def test_the_mini_blip_pretrains_its_own_theta0_deterministically_and_refuses_a_
     unknown = SPECIAL_TOKENS.index("[UNK]")
     assert not (bundle.tokenizer(mini_texts(cfg["mini"])) == unknown).any()  # every class prompt is in the vocabulary
     assert not (bundle.tokenizer(["a zebra-striped quokka."]) == unknown).any()  # other words: letter by letter
+    # initialised to learn (codyra.mini.blip.pretrain.unit_variance_init): distinct prompts, distinct features;
+    # position embeddings not at BLIP's default initializer_range of 1e-10
+    with torch.no_grad():
+        features = unit(bundle.model.encode_text(bundle.tokenizer(["a red shape.", "a handwritten seven."])))
+    assert (features[0] @ features[1]).item() < 0.99  # 0.9999 at transformers' init
+    assert bundle.model.vision_model.embeddings.position_embedding.std().item() > 0.01
     first = load_file(weights)
     again = copy.deepcopy(cfg)
     again["results"] = str(tmp_path / "again")
