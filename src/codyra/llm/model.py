@@ -48,12 +48,13 @@ def mini_model_dir(cfg: dict) -> Path:
     return results_path(cfg, MINI_PRETRAINED).parent
 
 
-def mini_model_config(name: str) -> dict:
-    """The architecture of a packaged tiny model (``model_configs/<name>.json``)."""
-    path = MODEL_CONFIG_DIR / f"{name}.json"
+def mini_model_config(name: str, folder: Path = MODEL_CONFIG_DIR) -> dict:
+    """The architecture of a packaged tiny model (``<folder>/<name>.json``; by default the mini TRACE's)."""
+    path = folder / f"{name}.json"
     if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in MODEL_CONFIG_DIR.glob("*.json")))
-        raise ValueError(f"config key model.name: no packaged tiny model {name!r} for llm.mini; known: {known}")
+        known = ", ".join(sorted(p.stem for p in folder.glob("*.json")))
+        where = folder.relative_to(Path(__file__).resolve().parents[1]).as_posix()
+        raise ValueError(f"config key model.name: no packaged tiny model {name!r} in codyra/{where}; known: {known}")
     return json.loads(path.read_text())
 
 

@@ -10,7 +10,6 @@ scenes at the model's resolution, normalised with the image processor's (CLIP's)
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -25,7 +24,7 @@ from codyra.blip.model import BlipImageText, BlipTokenizer, image_config, set_te
 from codyra.data.scenes import TASK_NAMES
 from codyra.data.scenes.tasks import build_mini_task
 from codyra.device import use_threads
-from codyra.llm.model import MODEL_BUILD_LOCK
+from codyra.llm.model import MODEL_BUILD_LOCK, mini_model_config
 from codyra.mini.clip.pretrain import contrastive_pretrain, pretraining_corpus
 from codyra.store.theta0 import local_weight_files, record_written
 
@@ -39,15 +38,6 @@ FALLBACK = (
     *string.punctuation,
     *(f"##{c}" for c in string.ascii_lowercase + string.digits),
 )
-
-
-def mini_blip_config(name: str) -> dict:
-    """The architecture of a packaged tiny BLIP (``model_configs/<name>.json``)."""
-    path = MODEL_CONFIG_DIR / f"{name}.json"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in MODEL_CONFIG_DIR.glob("*.json")))
-        raise ValueError(f"config key model.name: no packaged tiny BLIP {name!r} for the mini; known: {known}")
-    return json.loads(path.read_text())
 
 
 def mini_texts(mini: dict) -> list[str]:
@@ -84,7 +74,7 @@ def pretrain_mini_blip(cfg: dict, out_path: str | Path) -> dict:
         from transformers import BertTokenizerFast, BlipConfig, BlipImageProcessor
 
     mini = cfg["mini"]
-    architecture = mini_blip_config(cfg["model"]["name"])
+    architecture = mini_model_config(cfg["model"]["name"], MODEL_CONFIG_DIR)
     use_threads(mini["pretrain_threads"])
     start = time.time()
     images, captions = pretraining_corpus(mini)
