@@ -98,6 +98,8 @@ def test_consecutive_cka_of_stored_updates(tiny_cfg):
     store_run(tiny_cfg, "lora-r4", 0, [U1, U2, scaled(U2, 3.0)])
     assert cka.consecutive_cka(run_updates(tiny_cfg, "lora-r4", 0)) == pytest.approx([1 / 9, 1.0])
     assert cka.consecutive_cka([U1, scaled(U1, 0.0)]) == [None]  # a zero update: undefined, not a crash
+    empty = TaskUpdate("delta", {})  # a method that never updates the backbone (RAIL): no block at all
+    assert cka.consecutive_cka([empty, empty, U1]) == [None, None]
 
 
 def test_update_magnitude_operator_norms_and_effective_rank():

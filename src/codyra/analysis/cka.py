@@ -45,12 +45,13 @@ def flat_pair(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> tuple[t
 
 
 def consecutive_cka(updates) -> list[float | None]:
-    """[CKA(v_t, v_{t+1}) for t = 1..T-1]; None where an update is zero (every component pruned)."""
+    """[CKA(v_t, v_{t+1}) for t = 1..T-1]; None where an update is zero: every component pruned,
+    or no block at all (RAIL trains a head beside the backbone, never the backbone)."""
     values, previous = [], None
     for update in updates:
         current = _blocks(update)
         if previous is not None:
-            x, y = flat_pair(previous, current)
+            x, y = flat_pair(previous, current) if previous or current else (torch.zeros(1), torch.zeros(1))
             zero = not (x.any() and y.any())
             values.append(None if zero else linear_cka(x[:, None], y[:, None]))
         previous = current
