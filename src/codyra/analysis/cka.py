@@ -40,7 +40,8 @@ def flat_pair(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> tuple[t
     """Two updates' blocks flattened over the union of their names (missing blocks as zeros)."""
     names = sorted(set(a) | set(b))
     zeros = lambda name: torch.zeros_like(a[name] if name in a else b[name])
-    flat = lambda u: torch.cat([(u[n] if n in u else zeros(n)).reshape(-1) for n in names])
+    # no block on either side (a method that never updates the backbone): two empty vectors
+    flat = lambda u: torch.cat([torch.zeros(0), *((u[n] if n in u else zeros(n)).reshape(-1) for n in names)])
     return flat(a), flat(b)
 
 
@@ -51,7 +52,7 @@ def consecutive_cka(updates) -> list[float | None]:
     for update in updates:
         current = _blocks(update)
         if previous is not None:
-            x, y = flat_pair(previous, current) if previous or current else (torch.zeros(1), torch.zeros(1))
+            x, y = flat_pair(previous, current)
             zero = not (x.any() and y.any())
             values.append(None if zero else linear_cka(x[:, None], y[:, None]))
         previous = current

@@ -131,8 +131,9 @@ def pretrained_source(cfg: dict) -> tuple[str, bool]:
     """(where theta_0 is, whether that is a local folder rather than a hub id)."""
     if cfg["model"]["pretrained"] is not None:
         return cfg["model"]["pretrained"], True
-    if own_weights(cfg) is not None:  # the mini benchmark's (codyra.mini.blip)
-        return str(Path(own_weights(cfg)).parent), True
+    own = own_weights(cfg)  # the mini benchmark's (codyra.mini.blip)
+    if own is not None:
+        return str(Path(own).parent), True
     return cfg["model"]["name"], Path(cfg["model"]["name"]).expanduser().is_dir()
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import shutil
 from pathlib import Path
 
 from codyra.store.io import ResultError, read_json, write_json
@@ -50,6 +52,19 @@ def record_written(files: list[Path]) -> None:
     record = files[0].parent / DIGEST_FILE
     recorded = read_json(record) if record.is_file() else {}
     write_json(record, {**recorded, **{f.name: file_sha256(f) for f in files}})
+
+
+def write_model_folder(out: Path, *parts) -> None:
+    """A mini's theta_0 as the Hugging Face folder ``out``: each of ``parts`` (model, tokenizer, image
+    processor) saved into a staging folder beside it with the weights' digests, which then replaces
+    ``out`` whole, so a killed pretraining leaves no half-written theta_0."""
+    staging = out.parent / f".{out.name}.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    for part in parts:
+        part.save_pretrained(staging)
+    record_written(local_weight_files(staging))  # every load of theta_0 checks it against this digest
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(staging, out)
 
 
 def verify_own(files: list[Path], rerun: str) -> None:

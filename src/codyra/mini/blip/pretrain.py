@@ -11,9 +11,7 @@ scenes at the model's resolution, normalised with the image processor's (CLIP's)
 from __future__ import annotations
 
 import logging
-import os
 import re
-import shutil
 import string
 import time
 from pathlib import Path
@@ -26,7 +24,7 @@ from codyra.data.scenes.tasks import build_mini_task
 from codyra.device import use_threads
 from codyra.llm.model import MODEL_BUILD_LOCK, mini_model_config
 from codyra.mini.clip.pretrain import contrastive_pretrain, pretraining_corpus
-from codyra.store.theta0 import local_weight_files, record_written
+from codyra.store.theta0 import write_model_folder
 
 log = logging.getLogger(__name__)
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
@@ -93,14 +91,7 @@ def pretrain_mini_blip(cfg: dict, out_path: str | Path) -> dict:
     loss = contrastive_pretrain(mini, model, wrapped, image_config(processor), images, captions)
 
     out = Path(out_path).parent
-    staging = out.parent / f".{out.name}.{os.getpid()}.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    processor.save_pretrained(staging)
-    record_written(local_weight_files(staging))  # every load of theta_0 checks it against this digest
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(staging, out)
+    write_model_folder(out, model, tokenizer, processor)
     seconds = time.time() - start
     log.info("pretrained mini BLIP in %.1fs, final loss %.3f -> %s", seconds, loss, out)
     return {"seconds": seconds, "final_loss": loss, "steps": mini["pretrain_steps"]}

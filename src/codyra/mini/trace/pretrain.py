@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import shutil
 import time
 from pathlib import Path
 
@@ -49,7 +47,7 @@ from codyra.mini.trace.tokenizer import train_mini_trace_tokenizer
 from codyra.progress import progress_bar
 from codyra.steps.optim import decay_groups
 from codyra.steps.schedules import warmup_cosine
-from codyra.store.theta0 import local_weight_files, record_written
+from codyra.store.theta0 import write_model_folder
 from codyra.trace.data import IGNORE_INDEX, SPLITS, TraceExample, load_split
 
 log = logging.getLogger(__name__)
@@ -137,13 +135,7 @@ def pretrain_mini_lm(cfg: dict, out_dir: str | Path | None = None) -> dict:
     bar.close()
 
     out = Path(out_dir) if out_dir is not None else mini_model_dir(cfg)
-    staging = out.parent / f".{out.name}.{os.getpid()}.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    model.eval().save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    record_written(local_weight_files(staging))  # every load of theta_0 checks it against this digest
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(staging, out)
+    write_model_folder(out, model.eval(), tokenizer)
     seconds = time.time() - started
     log.info(
         "mini TRACE data, tokenizer and theta_0 in %.1fs (corpus %d, final loss %.3f) -> %s",
