@@ -195,7 +195,16 @@ def estimate(configfile: Path, target: str, costs: UnitCosts, answer_tokens: int
         str(configfile.relative_to(REPO) if configfile.is_relative_to(REPO) else configfile), target, len(jobs)
     )
     scale = costs.lm_scale(cfg) if lm else costs.clip_scale(cfg)
-    local = {"share_row0", "copy_row0", "copy_heldout_row0", "summarize_run", "tables", "mlflow_init", "all_tables"}
+    local = {
+        "share_row0",
+        "copy_row0",
+        "share_heldout_row0",
+        "copy_heldout_row0",
+        "summarize_run",
+        "tables",
+        "mlflow_init",
+        "all_tables",
+    }
     groups = set()
     for rule, w in jobs:
         run = (w.get("target"), w.get("method"), w.get("seed"))

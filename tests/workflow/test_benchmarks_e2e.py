@@ -59,7 +59,7 @@ def test_clip_benchmark_on_fixture_datasets(tmp_path, fixture_root, tiny_pretrai
     result = snakemake(tmp_path, cfg, "--cores", "2", "all_tables")
     counts = job_counts(result.stdout + result.stderr)
     assert (
-        counts["train_task"] == 3 and counts["eval_row0"] == 1 and counts["eval_row"] == 3 and counts["copy_row0"] == 9
+        counts["train_task"] == 3 and counts["eval_row0"] == 1 and counts["eval_row"] == 3 and counts["copy_row0"] == 3
     )
     assert counts["eval_cache"] == 3  # each test set decoded once, by a job of its own
     loaded = load_config(cfg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import yaml
@@ -27,8 +28,8 @@ def test_default_config_dag_has_the_grid_job_counts(tmp_path):
         "eval_row0": 1,  # the pretrained row, shared by every method and seed
         "train_task": len(trained) * seeds * n,  # N per trained (method, seed); zero-shot never trains
         "eval_row": len(trained) * seeds * n,  # rows i = 1..N of every trained run, one job per row
-        "copy_row0": (len(cfg["methods"]) - len(trained)) * seeds * n * n,  # a never-training method's rows 1..N
-        "share_row0": len(cfg["methods"]) * seeds * n,  # each run's copy of A[0,j]
+        "copy_row0": (len(cfg["methods"]) - len(trained)) * seeds * n,  # a never-training method's rows 1..N
+        "share_row0": len(cfg["methods"]) * seeds,  # each run's copy of row 0
         "summarize_run": len(cfg["methods"]) * seeds,
         "tables": 1,
         "all_tables": 1,
@@ -74,6 +75,21 @@ def test_changed_hyperparameters_rerun_exactly_the_affected_jobs(finished_grid, 
         "tables": 1,
         "all_tables": 1,
     }
+
+
+def test_a_changed_update_reruns_the_later_tasks_and_rows_of_its_run(finished_grid):
+    # a job lists only theta_i's last update; the chain of tasks carries an earlier one's change
+    workdir, cfg, _ = finished_grid
+    update = workdir / "results" / cfg["benchmark"] / "codyra" / "seed0" / "task1" / "update.safetensors"
+    original, stat = update.read_bytes(), update.stat()
+    update.write_bytes(original + b" ")  # new content (Snakemake skips a touched file of the same checksum)
+    try:
+        counts = job_counts(snakemake(workdir, cfg, "-n", "all_tables").stdout)
+    finally:
+        update.write_bytes(original)
+        os.utime(update, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    n = len(cfg["tasks"])
+    assert counts == {"train_task": n - 1, "eval_row": n, "summarize_run": 1, "tables": 1, "all_tables": 1}
 
 
 def count_submissions(workdir, *args: str) -> dict:

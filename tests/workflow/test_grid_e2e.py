@@ -233,7 +233,8 @@ def test_heldout_target_adds_only_heldout_jobs(finished_grid):
     assert counts == {
         "heldout_row0": 1,
         "heldout": trained_runs * n,
-        "copy_heldout_row0": runs * (n + 1) - trained_runs * n,
+        "share_heldout_row0": runs,  # row 0 of every run
+        "copy_heldout_row0": (runs - trained_runs) * n,  # zeroshot's rows 1..N
         "all_heldout": 1,
     }
     loaded = load_config(cfg)

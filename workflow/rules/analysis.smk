@@ -88,7 +88,7 @@ if "probes" in ANALYSES and PROBES:
 
     rule probe:
         input:
-            unpack(lambda w: {**common_inputs(), "updates": run_updates(w.method, w.seed)}),
+            unpack(lambda w: {**common_inputs(), "updates": theta_inputs(w.method, w.seed)}),
         output:
             [PROBE_PATTERN.replace("{probe}", p) for p in PROBES],
         params:

@@ -59,7 +59,7 @@ LOGS = f"{RESULTS}/logs/{BENCHMARK}"
 _fixed = dict(results=RESULTS, benchmark=BENCHMARK)
 RUN = RUN_DIR.format(**_fixed, method="{method}", seed="{seed}")
 CELL_PATTERN = CELL.format(**_fixed, method="{method}", seed="{seed}", i="{i}", j="{j}")
-ROW0_PATTERN = ROW0_CELL.format(**_fixed, j="{j}")
+ROW0_FILES = [ROW0_CELL.format(**_fixed, j=j) for j in TASKS]
 TABLES = TABLES_DIR.format(**_fixed)
 FIGURES = FIGURES_DIR.format(**_fixed)
 TABLE_FORMATS = ("md", "csv", "tex", "html")
@@ -99,9 +99,12 @@ def run_path(method, seed, *parts):
     return "/".join([RUN.format(method=method, seed=seed), *map(str, parts)])
 
 
-def run_updates(method, seed, upto=N):
-    """The stored files theta_upto of a run is rebuilt from: its tasks' updates and summaries."""
-    return [run_path(method, seed, f"task{k}", f) for k in range(1, int(upto) + 1) for f in ("summary.json", "update.safetensors")]
+def theta_inputs(method, seed, i=N):
+    """The inputs of a job that rebuilds theta_i of a run from its updates 1..i: task i's summary
+    and update. Task k's training takes task k-1's as inputs, so a changed or missing earlier update
+    reruns the run's tasks up to i, and this job with them; listing only task i's keeps the DAG's
+    edges linear in the grid (Snakemake matches every input file against the rules' outputs)."""
+    return [run_path(method, seed, f"task{i}", f) for f in ("summary.json", "update.safetensors")] if int(i) > 0 else []
 
 
 def common_inputs():
@@ -115,8 +118,15 @@ def common_inputs():
 
 
 def cache_files(datasets):
-    """The evaluation caches (codyra.data.eval_cache) a job evaluating on ``datasets`` reads."""
-    return [f"{eval_cache_dir(CFG, d)}/{f}" for d in datasets if d in CACHED for f in (EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST)]
+    """The evaluation caches (codyra.data.eval_cache) a job evaluating on ``datasets`` reads: their
+    manifests, written after the images and holding a CRC-32 per image, so a rebuilt cache with
+    other images changes its manifest."""
+    return [cache_manifest(d) for d in datasets if d in CACHED]
+
+
+@functools.cache  # read by every row's input function
+def cache_manifest(dataset):
+    return f"{eval_cache_dir(CFG, dataset)}/{EVAL_CACHE_MANIFEST}"
 
 
 def cache_inputs(datasets):
@@ -133,10 +143,7 @@ def train_inputs(w):
     references = norm_references(resolve_job(CFG, w.method, i)["method"])
     if references:
         inputs["norm_references"] = [run_path(m, w.seed, f"task{i}", "summary.json") for m in references]
-    if i > 1:
-        inputs["previous"] = run_path(w.method, w.seed, f"task{i - 1}", "summary.json")
-        # theta_{i-1} is rebuilt from the update files 1..i-1: a changed one must rerun this job
-        inputs["updates"] = [run_path(w.method, w.seed, f"task{k}", "update.safetensors") for k in range(1, i)]
+    inputs["previous"] = theta_inputs(w.method, w.seed, i - 1)  # training starts from theta_{i-1}
     return inputs
 
 
@@ -151,8 +158,8 @@ def eval_settings():
 
 def row_inputs(w):
     inputs = {**common_inputs(), **cache_inputs(TASK_NAMES)}
-    if trains(w.method):  # the update files too: a row reads them, and a changed one must rerun the row
-        inputs["updates"] = run_updates(w.method, w.seed, w.i)
+    if trains(w.method):  # theta_i's updates too: a changed one must rerun the row
+        inputs["updates"] = theta_inputs(w.method, w.seed, w.i)
     return inputs
 
 
@@ -190,7 +197,8 @@ def analysis_files(name, method=None):
 
 
 def update_files(methods):
-    return [f for m in methods for s in CFG["seeds"] for f in run_updates(m, s)]
+    """The inputs of a job that reads every update of the methods' runs (theta_inputs of theta_N)."""
+    return [f for m in methods for s in CFG["seeds"] for f in theta_inputs(m, s)]
 
 
 def say_skipped(log_path, analysis, why):

@@ -30,7 +30,7 @@ rule eval_row0:
     input:
         unpack(lambda w: {**common_inputs(), **cache_inputs(TASK_NAMES)}),
     output:
-        [ROW0_PATTERN.format(j=j) for j in TASKS],
+        ROW0_FILES,
     params:
         settings=eval_settings(),
     threads: CFG["eval"]["threads"]
@@ -46,13 +46,13 @@ localrules:
 
 rule share_row0:
     input:
-        ROW0_PATTERN,
+        ROW0_FILES,
     output:
-        f"{RUN}/cells/A_0_{{j}}.json",
+        [CELL_PATTERN.format(method="{method}", seed="{seed}", i=0, j=j) for j in TASKS],
     log:
-        f"{LOGS}/cells/{{method}}/seed{{seed}}/A_0_{{j}}.log",
+        f"{LOGS}/cells/{{method}}/seed{{seed}}/row0.log",
     run:
-        codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", 0, "--j", wildcards.j)
+        codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", 0)
 
 
 if COPIED:
@@ -62,16 +62,16 @@ if COPIED:
 
     rule copy_row0:
         input:
-            ROW0_PATTERN,
+            ROW0_FILES,
         output:
-            CELL_PATTERN,
+            [CELL_PATTERN.format(method="{method}", seed="{seed}", i="{i}", j=j) for j in TASKS],
         wildcard_constraints:
             method="|".join(COPIED),
             i=r"[1-9]\d*",
         log:
-            f"{LOGS}/cells/{{method}}/seed{{seed}}/A_{{i}}_{{j}}.log",
+            f"{LOGS}/cells/{{method}}/seed{{seed}}/row{{i}}.log",
         run:
-            codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i, "--j", wildcards.j)
+            codyra_cli(log[0], "cell", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i)
 
 
 if EVALUATED:

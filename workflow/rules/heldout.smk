@@ -24,34 +24,53 @@ rule heldout_row0:
 
 
 HELDOUT_TRAINED = [m for m in CFG["methods"] if trains(m)]
+HELDOUT_COPIED = [m for m in CFG["methods"] if not trains(m)]
+HELDOUT_ROW = [HELDOUT_PATTERN.replace("{name}", name) for name in HELDOUT_TASKS]  # row {i}'s files
 
 
 # Row 0 of every run, and every row of a method that never trains, is a copy of theta_0's
-# files: a local job (never queued); rule heldout takes precedence where it applies.
+# files: a local job (never queued).
 localrules:
-    copy_heldout_row0,
+    share_heldout_row0,
 
 
-rule copy_heldout_row0:
+rule share_heldout_row0:
     input:
         ROW0_HELDOUT_FILES,
     output:
-        [HELDOUT_PATTERN.replace("{name}", name) for name in HELDOUT_TASKS],
+        [f.replace("{i}", "0") for f in HELDOUT_ROW],
     log:
-        f"{LOGS}/heldout/{{method}}/seed{{seed}}/H_{{i}}.log",
+        f"{LOGS}/heldout/{{method}}/seed{{seed}}/H_0.log",
     run:
-        codyra_cli(log[0], "heldout", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i)
+        codyra_cli(log[0], "heldout", "--method", wildcards.method, "--seed", wildcards.seed, "--i", 0)
+
+
+if HELDOUT_COPIED:
+
+    localrules:
+        copy_heldout_row0,
+
+    rule copy_heldout_row0:
+        input:
+            ROW0_HELDOUT_FILES,
+        output:
+            HELDOUT_ROW,
+        wildcard_constraints:
+            method="|".join(HELDOUT_COPIED),
+            i=r"[1-9]\d*",
+        log:
+            f"{LOGS}/heldout/{{method}}/seed{{seed}}/H_{{i}}.log",
+        run:
+            codyra_cli(log[0], "heldout", "--method", wildcards.method, "--seed", wildcards.seed, "--i", wildcards.i)
 
 
 if HELDOUT_TRAINED:
 
-    ruleorder: heldout > copy_heldout_row0
-
     rule heldout:
         input:
-            unpack(lambda w: {**common_inputs(), **cache_inputs(HELDOUT_TASKS), "updates": run_updates(w.method, w.seed, w.i)}),
+            unpack(lambda w: {**common_inputs(), **cache_inputs(HELDOUT_TASKS), "updates": theta_inputs(w.method, w.seed, w.i)}),
         output:
-            [HELDOUT_PATTERN.replace("{name}", name) for name in HELDOUT_TASKS],
+            HELDOUT_ROW,
         wildcard_constraints:
             method="|".join(HELDOUT_TRAINED),
             i=r"[1-9]\d*",
