@@ -78,7 +78,9 @@ def test_dag_build_validates_per_task_method_options_with_the_exact_key_path(tmp
     assert "config key tasks[1].methods.codyra.kappa_max: must be >= 0, got -0.5" in result.stderr + result.stdout
 
 
-def test_jobs_that_read_an_update_file_have_it_as_an_input(tmp_path):
+def test_a_job_reading_updates_lists_the_last_and_each_training_its_predecessor(tmp_path):
+    # theta_2 is built from the updates of tasks 1 and 2: the row lists task 2's, whose training
+    # lists task 1's, so a change to either reaches the row (tests/workflow/test_dag.py)
     cfg = copy.deepcopy(TINY) | {"results": str(tmp_path / "results"), "methods": ["lora-r4"]}
     run = f"{tmp_path}/results/tiny/lora-r4/seed0"
     result = snakemake(tmp_path, cfg, "-n", f"{run}/cells/A_2_1.json")
@@ -86,7 +88,5 @@ def test_jobs_that_read_an_update_file_have_it_as_an_input(tmp_path):
     for block in re.split(r"\n\s*rule ", result.stdout)[1:]:  # grouped jobs are indented
         lines = dict(line.strip().split(": ", 1) for line in block.splitlines()[1:] if ": " in line)
         inputs[lines.get("output", "").split(", ")[0]] = lines.get("input", "").split(", ")
-    assert {f"{run}/task1/update.safetensors", f"{run}/task2/update.safetensors"} <= set(
-        inputs[f"{run}/cells/A_2_1.json"]
-    )
+    assert {f"{run}/task2/summary.json", f"{run}/task2/update.safetensors"} <= set(inputs[f"{run}/cells/A_2_1.json"])
     assert f"{run}/task1/update.safetensors" in inputs[f"{run}/task2/update.safetensors"]
