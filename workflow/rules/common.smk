@@ -101,9 +101,9 @@ def run_path(method, seed, *parts):
 
 def theta_inputs(method, seed, i=N):
     """The inputs of a job that rebuilds theta_i of a run from its updates 1..i: task i's summary
-    and update. Task k's training takes task k-1's as inputs, so a changed or missing earlier update
-    reruns the run's tasks up to i, and this job with them; listing only task i's keeps the DAG's
-    edges linear in the grid (Snakemake matches every input file against the rules' outputs)."""
+    and update. Task k's training takes task k-1's as inputs, so a changed earlier update reruns
+    the run's tasks up to i, and this job with them; listing only task i's keeps the DAG's edges
+    linear in the grid (Snakemake matches every input file against the rules' outputs)."""
     return [run_path(method, seed, f"task{i}", f) for f in ("summary.json", "update.safetensors")] if int(i) > 0 else []
 
 
