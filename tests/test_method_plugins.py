@@ -20,7 +20,17 @@ from codyra.methods import available_kinds, method_class
 from .conftest import ROOT, TINY
 
 EXAMPLE = Path(ROOT) / "examples" / "codyra-mylora"
-CACHED = ("_plugins", "_plugin_roots", "code_version", "module_closure", "direct_imports", "_kinds_in", "_file_code")
+CACHED = (
+    "_plugins",
+    "_plugin_roots",
+    "code_version",
+    "module_closure",
+    "direct_imports",
+    "_kinds_in",
+    "_file_code",
+    "module_file",
+    "_tree",
+)
 
 
 def clear_caches() -> None:

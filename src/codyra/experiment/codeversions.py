@@ -86,6 +86,7 @@ def _roots(root: Path) -> dict[str, Path]:
     return {PACKAGE: root, **(_plugin_roots() if root == ROOT else {})}
 
 
+@cache  # asked for every import of every module: a stat per candidate file otherwise
 def module_file(name: str, root: Path = ROOT) -> Path | None:
     """The source file of module ``name`` (``codyra.x.y``, or a registered kind's), or None if it
     is not a module of a hashed package."""
@@ -142,7 +143,7 @@ def _nodes(tree: ast.AST, module_level: bool):
             stack.extend(ast.iter_child_nodes(node))
 
 
-@cache  # every module is parsed once per process, whichever entries share it
+@cache  # every module's imports are walked once per process, whichever entries share it
 def direct_imports(name: str, root: Path = ROOT, module_level: bool = False) -> frozenset[str]:
     """The ``codyra`` modules module ``name`` imports (statically), itself excluded;
     ``module_level``: only the imports that run when it is imported. An import by name at run
@@ -151,7 +152,7 @@ def direct_imports(name: str, root: Path = ROOT, module_level: bool = False) -> 
     package = _package(name, root)
     found: set[str] = set()
     dynamic = False
-    for node in _nodes(ast.parse(path.read_text(), filename=str(path)), module_level):
+    for node in _nodes(_tree(path), module_level):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -187,7 +188,7 @@ def _parents(name: str) -> list[str]:
 
 def _exposes_method(path: Path) -> bool:
     """Whether the module at ``path`` binds ``METHOD`` at module level (assigned or imported)."""
-    for node in ast.parse(path.read_text(), filename=str(path)).body:
+    for node in _tree(path).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "METHOD" for t in node.targets):
             return True
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "METHOD":
@@ -276,15 +277,25 @@ def _data_file_owners(root: Path, package: str = PACKAGE) -> tuple[tuple[Path, s
     return tuple(owned)
 
 
+@cache  # every module is parsed once per process, for its imports, its METHOD and its code
+def _tree(path: Path) -> ast.Module:
+    """The syntax tree of the module at ``path``, without bare strings (``normalised_source``):
+    they hold no import and no binding, so the walks for those read the same tree."""
+    return _without_bare_strings(ast.parse(path.read_text(), filename=str(path)))
+
+
 def normalised_source(source: str) -> str:
     """The code of a module's ``source``: its syntax tree, without docstrings and other bare
     strings (statements that do nothing), comments and formatting (which the tree never holds)."""
-    tree = ast.parse(source)
+    return ast.dump(_without_bare_strings(ast.parse(source)))
+
+
+def _without_bare_strings(tree: ast.Module) -> ast.Module:
     for node in ast.walk(tree):
         for field, value in ast.iter_fields(node):
             if isinstance(value, list) and any(isinstance(s, ast.stmt) for s in value):
                 setattr(node, field, [s for s in value if not _is_bare_string(s)])
-    return ast.dump(tree)
+    return tree
 
 
 def _is_bare_string(statement: ast.stmt) -> bool:
@@ -295,7 +306,7 @@ def _is_bare_string(statement: ast.stmt) -> bool:
 @cache
 def _file_code(path: Path) -> bytes:
     """What a file contributes to a version: a module's normalised source, a data file's bytes."""
-    return normalised_source(path.read_text()).encode() if path.suffix == ".py" else path.read_bytes()
+    return ast.dump(_tree(path)).encode() if path.suffix == ".py" else path.read_bytes()
 
 
 @cache
