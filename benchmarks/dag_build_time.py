@@ -12,13 +12,21 @@ every Snakemake start imports the installed executor plugins, and the SLURM plug
 ``scontrol show config`` for a default, which waits for its timeout where the client is
 installed but no controller answers.
 
+``--floor`` also times Snakemake alone on the same DAG: a generated workflow with the same rules,
+output and log patterns (wildcard constraints included), groups and local rules, whose input
+functions look each job's input list up in a table exported from the real dry run. What it lacks
+is the workflow's own work: loading and validating the config, code versions, settings
+fingerprints, computing inputs, params, threads and resources. Its seconds are the least any
+input function can bring the dry run to with Snakemake and this DAG.
+
     .venv/bin/python benchmarks/dag_build_time.py                       # every config, ~10 min
-    .venv/bin/python benchmarks/dag_build_time.py --configs xtail_16shot.yaml --targets paper
+    .venv/bin/python benchmarks/dag_build_time.py --configs xtail_16shot.yaml --targets paper --floor
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -36,17 +44,114 @@ REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0
 
 
-def dry_run(config: Path, target: str, workdir: Path) -> tuple[float, int]:
-    """(wall seconds, jobs planned) of one dry run in a fresh process."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "-n", target]
-    cmd += ["--configfile", str(config), "--config", "check_data=False"]
+def snakemake(args: list[str], workdir: Path) -> tuple[float, str]:
+    """(wall seconds, printout) of ``snakemake ARGS`` in a fresh process; exits on failure."""
     began = time.perf_counter()
-    done = subprocess.run(cmd, cwd=workdir, check=False, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=workdir, check=False, capture_output=True, text=True
+    )
     seconds = time.perf_counter() - began
     if done.returncode != 0:
-        sys.exit(f"snakemake -n {target} --configfile {config} failed:\n{done.stderr[-3000:]}")
-    total = re.search(r"^total\s+(\d+)$", done.stdout, re.MULTILINE)
-    return seconds, int(total.group(1)) if total else 0
+        sys.exit(f"snakemake {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return seconds, done.stdout + done.stderr
+
+
+def planned(printout: str) -> int:
+    total = re.search(r"^total\s+(\d+)$", printout, re.MULTILINE)
+    return int(total.group(1)) if total else 0
+
+
+def dry_run(config: Path, target: str, workdir: Path) -> tuple[float, str]:
+    """(wall seconds, printout) of the workflow's dry run of ``target``."""
+    args = ["-s", str(REPO / "workflow" / "Snakefile"), "-n", target]
+    return snakemake([*args, "--configfile", str(config), "--config", "check_data=False"], workdir)
+
+
+# Snakemake's own cost on a DAG: the workflow's rules exported as patterns (a wrapper Snakefile
+# including the real one), its jobs' inputs read from the dry run's printout.
+EXPORT_RULES = """include: {snakefile!r}
+
+import json as _json
+
+with open({out!r}, "w") as _out:  # _group: Rule.group reads None until the DAG is built
+    _json.dump({{r.name: {{"output": [str(f) for f in r.output], "log": [str(f) for f in r.log],
+                          "group": r._group}} for r in workflow.rules}}, _out)
+"""
+
+FLOOR_WORKFLOW = """import json
+
+
+with open(config["floor_spec"]) as spec:
+    SPEC = json.load(spec)
+
+
+def inputs_of(jobs):
+    return lambda wildcards: jobs[",".join(sorted(f"{k}={v}" for k, v in wildcards.items()))]
+
+
+workflow.localrules(*(name for name, r in SPEC.items() if r["local"]))
+
+for name, r in SPEC.items():
+
+    rule:
+        name:
+            name
+        input:
+            inputs_of(r["jobs"]),
+        output:
+            *r["output"],
+        log:
+            *r["log"],
+        group:
+            r["group"]
+        shell:
+            "true"
+"""
+
+JOB = re.compile(r"^\s*(local)?rule (\w+):$")
+
+
+def printed_jobs(printout: str) -> dict[str, dict]:
+    """Per rule of a dry run's printout: whether it is local, and each job's input list by its
+    wildcards (``k=v`` sorted, comma-joined, as ``FLOOR_WORKFLOW`` looks them up)."""
+    rules: dict[str, dict] = {}
+    jobs: list[tuple[str, dict]] = []
+    for line in printout.splitlines():
+        if match := JOB.match(line):
+            rules.setdefault(match.group(2), {"local": bool(match.group(1)), "jobs": {}})
+            jobs.append((match.group(2), {"input": [], "wildcards": ""}))
+        elif jobs:
+            key, _, value = line.strip().partition(": ")
+            if key == "input":
+                jobs[-1][1]["input"] = value.split(", ")
+            elif key == "wildcards":
+                jobs[-1][1]["wildcards"] = ",".join(sorted(value.split(", ")))
+    for name, job in jobs:
+        rules[name]["jobs"][job["wildcards"]] = job["input"]
+    return rules
+
+
+def floor_run(config: Path, target: str, workdir: Path, printout: str) -> float:
+    """Wall seconds of the dry run of ``target`` by the generated workflow of the same DAG as the
+    workflow's dry run that printed ``printout``."""
+    export, exported = workdir / "export.smk", workdir / "rules.json"
+    export.write_text(EXPORT_RULES.format(snakefile=str(REPO / "workflow" / "Snakefile"), out=str(exported)))
+    snakemake(["-s", str(export), "--list-rules", "--configfile", str(config), "--config", "check_data=False"], workdir)
+    printed = printed_jobs(printout)
+    spec = {
+        name: {**r, **printed.get(name, {"local": False, "jobs": {}})}
+        for name, r in json.loads(exported.read_text()).items()
+    }
+    (workdir / "floor.json").write_text(json.dumps(spec))
+    (workdir / "floor.smk").write_text(FLOOR_WORKFLOW)
+    args = ["-s", str(workdir / "floor.smk"), "-n", target, "--config", f"floor_spec={workdir / 'floor.json'}"]
+    seconds, floor_printout = snakemake(args, workdir)
+    if planned(floor_printout) != planned(printout):
+        sys.exit(
+            f"the generated workflow plans {planned(floor_printout)} jobs for {config.name} {target}, "
+            f"the workflow {planned(printout)}:\n{floor_printout[-3000:]}"
+        )
+    return seconds
 
 
 def controller_answers() -> bool | None:
@@ -65,6 +170,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--configs", default=None, help="comma-separated files of config/ (default: all)")
     parser.add_argument("--targets", default="all_tables,paper", help="comma-separated targets")
     parser.add_argument("--repeats", type=int, default=1, help="dry runs per (config, target); the median counts")
+    parser.add_argument("--floor", action="store_true", help="also time Snakemake alone on the same DAG")
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks/dag_build_time.json"))
     args = parser.parse_args(argv)
     names = args.configs.split(",") if args.configs else sorted(p.name for p in (REPO / "config").glob("*.yaml"))
@@ -74,17 +180,17 @@ def main(argv=None) -> dict:
         for name in names:
             for target in args.targets.split(","):
                 runs = [dry_run(REPO / "config" / name, target, Path(tmp)) for _ in range(args.repeats)]
-                seconds = statistics.median(s for s, _ in runs)
-                rows.append(
-                    {
-                        "config": name,
-                        "target": target,
-                        "seconds": seconds,
-                        "jobs": runs[0][1],
-                        "meets_target": seconds <= TARGET_S,
-                    }
-                )
-                print(f"{name:28s} {target:10s} {seconds:6.1f} s  {runs[0][1]:6d} jobs", flush=True)
+                seconds, jobs = statistics.median(s for s, _ in runs), planned(runs[0][1])
+                row = {"config": name, "target": target, "seconds": seconds, "jobs": jobs}
+                row["meets_target"] = seconds <= TARGET_S
+                if args.floor:
+                    floors = [
+                        floor_run(REPO / "config" / name, target, Path(tmp), runs[0][1]) for _ in range(args.repeats)
+                    ]
+                    row["floor_seconds"] = statistics.median(floors)
+                rows.append(row)
+                floor = f"  Snakemake alone {row['floor_seconds']:6.1f} s" if args.floor else ""
+                print(f"{name:28s} {target:10s} {seconds:6.1f} s  {jobs:6d} jobs{floor}", flush=True)
     import snakemake
 
     return write_record(
@@ -96,6 +202,7 @@ def main(argv=None) -> dict:
             "slurm_client_installed": shutil.which("sbatch") is not None,
             "slurm_controller_answers": controller_answers(),
             "repeats": args.repeats,
+            "floor": args.floor,
         },
         load_before,
         {"snakemake": snakemake.__version__},

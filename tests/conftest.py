@@ -81,6 +81,17 @@ def load_script(name: str):
     return module
 
 
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py`` as a module, its sibling modules importable as it imports them."""
+    folder = os.path.join(ROOT, "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", os.path.join(folder, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def write_yaml(path, obj) -> str:
     path.write_text(yaml.safe_dump(obj))
     return str(path)

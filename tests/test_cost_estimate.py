@@ -11,7 +11,7 @@ import pytest
 
 from codyra.data.catalog import EXPECTED
 
-from .conftest import ROOT, TINY, load_script, write_yaml
+from .conftest import ROOT, TINY, load_benchmark, load_script, write_yaml
 
 pytestmark = pytest.mark.slow
 
@@ -144,3 +144,49 @@ def test_the_dag_build_page_sets_records_side_by_side_and_marks_slow_runs():
     assert "| config | target | jobs | " + " | ".join(columns) + " |" in page
     assert "| `a.yaml` | `paper` | 100 | 4.0 | 13.0 * | 3.5 |" in page
     assert "| `b.yaml` | `paper` | 100 | 12.5 * | - | 11.0 * |" in page  # a config a record did not time: "-"
+
+
+def test_a_floor_record_adds_its_snakemake_alone_column():
+    script = load_script("render-dag-build-time")
+    up = dag_record(True, True, {("a.yaml", "paper"): 12.0})
+    up["floor"], up["runs"][0]["floor_seconds"] = True, 7.25
+    bare = dag_record(False, None, {("a.yaml", "paper"): 11.0})
+    page = "\n".join(script.render([("up.json", up), ("bare.json", bare)]))
+    columns = ["SLURM client, controller up (s)", "no SLURM client (s)"]
+    columns.append("SLURM client, controller up, Snakemake alone (s)")
+    assert "| config | target | jobs | " + " | ".join(columns) + " |" in page
+    assert "| `a.yaml` | `paper` | 100 | 12.0 * | 11.0 * | 7.2 |" in page
+
+
+DRY_RUN = """Building DAG of jobs...
+[Sat Nov 28 09:13:25 2026]
+localrule mlflow_init:
+    output: results/mini/mlflow.ready.json
+    jobid: 3
+[Sat Nov 28 09:13:25 2026] Group job run-lora-seed1 (jobs in lexicogr. order):
+
+    [Sat Nov 28 09:13:25 2026]
+    rule eval_row:
+        input: results/a.json, results/lora/seed1/task2/update.safetensors
+        output: results/lora/seed1/cells/A_2_1.json
+        wildcards: method=lora, seed=1, i=2
+    [Sat Nov 28 09:13:25 2026]
+    rule eval_row:
+        input: results/a.json
+        output: results/lora/seed1/cells/A_1_1.json
+        wildcards: seed=1, method=lora, i=1
+"""
+
+
+def test_the_floor_reads_each_jobs_inputs_by_its_wildcards_from_the_dry_run():
+    benchmark = load_benchmark("dag_build_time")
+    assert benchmark.printed_jobs(DRY_RUN) == {
+        "mlflow_init": {"local": True, "jobs": {"": []}},
+        "eval_row": {
+            "local": False,
+            "jobs": {
+                "i=2,method=lora,seed=1": ["results/a.json", "results/lora/seed1/task2/update.safetensors"],
+                "i=1,method=lora,seed=1": ["results/a.json"],
+            },
+        },
+    }
