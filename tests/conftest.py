@@ -92,9 +92,26 @@ def load_benchmark(name: str):
     return module
 
 
+def clear_code_version_caches() -> None:
+    """Forget what ``codeversions`` computed in this process (as a later process would start)."""
+    from codyra.experiment import codeversions
+
+    for cached in vars(codeversions).values():
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+    importlib.invalidate_caches()
+
+
 def write_yaml(path, obj) -> str:
     path.write_text(yaml.safe_dump(obj))
     return str(path)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _code_version_cache(tmp_path_factory):
+    """Code versions cache what modules yield (``codeversions.cache_folder``): in the session's
+    temporary folder, not the user's, for this process and the Snakemake runs it starts."""
+    os.environ["CODYRA_CACHE_DIR"] = str(tmp_path_factory.mktemp("codyra-cache"))
 
 
 @pytest.fixture(autouse=True)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+
 import pytest
 
 from codyra.experiment import codeversions as codeversion
 from codyra.experiment.codeversions import code_version, method_kinds, module_closure, normalised_source
 from codyra.experiment.jobs import JOBS, MINI_PRETRAINING
+
+from .conftest import clear_code_version_caches
 
 PACKAGE = {
     "__init__.py": "",
@@ -69,12 +73,6 @@ PACKAGE = {
 }
 
 
-def clear_caches():
-    for cached in vars(codeversion).values():
-        if hasattr(cached, "cache_clear"):
-            cached.cache_clear()
-
-
 @pytest.fixture
 def package(tmp_path):
     root = tmp_path / "codyra"
@@ -82,11 +80,11 @@ def package(tmp_path):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     yield root
-    clear_caches()
+    clear_code_version_caches()
 
 
 def version_after(root, edit: str | None, text: str = "\n# edited\n", methods: tuple[str, ...] = ()) -> str:
-    clear_caches()
+    clear_code_version_caches()
     if edit:
         (root / edit).write_text((root / edit).read_text() + text)
     return code_version("codyra.entry", methods=methods, root=root)
@@ -294,3 +292,44 @@ def test_the_cells_of_an_untrained_method_that_rewrites_prompts_rest_on_its_code
     versions[("icl",)] = "edited"
     assert untrained_settings(cfg, "icl") != before
     assert untrained_settings(cfg, "zs") == []  # its cells are row 0's copies: no code of its own
+
+
+def test_a_modules_facts_are_read_back_from_the_cache_in_a_later_process(package, tmp_path, monkeypatch):
+    monkeypatch.setenv("CODYRA_CACHE_DIR", str(tmp_path / "cache"))
+    first = version_after(package, None, methods=("lwf_vr",))
+    entries = sorted((tmp_path / "cache" / "code-versions").glob("*.json.gz"))
+    assert entries  # one per distinct module source read
+    clear_code_version_caches()  # a later process: nothing parsed yet
+    monkeypatch.setattr(codeversion.ast, "parse", lambda *a, **k: pytest.fail("parsed a cached module"))
+    assert code_version("codyra.entry", methods=("lwf_vr",), root=package) == first
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[:-6],  # truncated
+        lambda data: data[:40] + bytes([data[40] ^ 0xFF]) + data[41:],  # a flipped byte: the CRC fails
+        lambda data: gzip.compress(b'{"code": "x"}'),  # intact, but not a module's facts
+    ],
+)
+def test_a_damaged_cache_entry_is_parsed_again_and_rewritten(package, tmp_path, monkeypatch, damage):
+    monkeypatch.setenv("CODYRA_CACHE_DIR", str(tmp_path / "cache"))
+    first = version_after(package, None)
+    entries = sorted((tmp_path / "cache" / "code-versions").glob("*.json.gz"))
+    intact = {entry: entry.read_bytes() for entry in entries}
+    for entry in entries:
+        entry.write_bytes(damage(entry.read_bytes()))
+    assert version_after(package, None) == first
+    assert {entry: entry.read_bytes() for entry in entries} == intact
+
+
+def test_an_edit_gets_its_own_cache_entry_and_a_cache_that_cannot_be_written_is_skipped(package, tmp_path, monkeypatch):
+    monkeypatch.setenv("CODYRA_CACHE_DIR", str(tmp_path / "cache"))
+    first = version_after(package, None)
+    folder = tmp_path / "cache" / "code-versions"
+    before = set(folder.glob("*.json.gz"))
+    edited = version_after(package, "helper.py", "VALUE = 2\n")
+    assert edited != first and len(set(folder.glob("*.json.gz")) - before) == 1  # the edited helper's
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("CODYRA_CACHE_DIR", str(tmp_path / "file"))  # no folder can be made under a file
+    assert version_after(package, None) == edited

@@ -5,7 +5,6 @@ two sources of one kind and a plugin that fails to import are clear errors."""
 from __future__ import annotations
 
 import copy
-import importlib
 import shutil
 import subprocess
 import sys
@@ -17,26 +16,9 @@ from codyra.experiment import codeversions
 from codyra.experiment.config import ConfigError, load_config
 from codyra.methods import available_kinds, method_class
 
-from .conftest import ROOT, TINY
+from .conftest import ROOT, TINY, clear_code_version_caches
 
 EXAMPLE = Path(ROOT) / "examples" / "codyra-mylora"
-CACHED = (
-    "_plugins",
-    "_plugin_roots",
-    "code_version",
-    "module_closure",
-    "direct_imports",
-    "_kinds_in",
-    "_file_code",
-    "module_file",
-    "_tree",
-)
-
-
-def clear_caches() -> None:
-    for name in CACHED:
-        getattr(codeversions, name).cache_clear()
-    importlib.invalidate_caches()
 
 
 def install(source: Path, target: Path) -> Path:
@@ -70,11 +52,11 @@ def plugin(tmp_path, monkeypatch):
     """The example installed from a copy (so a test may edit the installed module); its site on sys.path."""
     site = install(copied_example(tmp_path), tmp_path / "site")
     monkeypatch.syspath_prepend(str(site))
-    clear_caches()
+    clear_code_version_caches()
     yield site / "codyra_mylora" / "method.py"
     for module in [m for m in sys.modules if m.startswith("codyra_mylora")]:
         del sys.modules[module]
-    clear_caches()
+    clear_code_version_caches()
 
 
 def tiny_with(method_config: dict) -> dict:
@@ -103,27 +85,27 @@ def test_a_plugin_kind_has_a_code_version_of_its_own(plugin):
     assert "codyra.methods.lora" in codeversions.module_closure("codyra_mylora.method")  # built on LoRA: hashed too
 
     plugin.write_text(plugin.read_text() + "\n# a comment reruns nothing\n")
-    clear_caches()
+    clear_code_version_caches()
     assert {k: codeversions.code_version(*train, methods=(k,)) for k in before} == before
 
     plugin.write_text(plugin.read_text() + "\nEDITED = 1\n")
-    clear_caches()
+    clear_code_version_caches()
     after = {k: codeversions.code_version(*train, methods=(k,)) for k in before}
     assert after["mylora"] != before["mylora"]  # its own jobs rerun
     assert {k: after[k] for k in ("lora", "codyra")} == {k: before[k] for k in ("lora", "codyra")}  # no other's
 
 
 def test_installing_a_plugin_changes_no_other_code_version(tmp_path, monkeypatch):
-    clear_caches()
+    clear_code_version_caches()
     kinds = ("lora", "codyra", "full")
     before = {k: codeversions.code_version("codyra.experiment.train_job", methods=(k,)) for k in kinds}
     monkeypatch.syspath_prepend(str(install(copied_example(tmp_path), tmp_path / "site")))
-    clear_caches()
+    clear_code_version_caches()
     try:
         assert "mylora" in codeversions.method_kinds()
         assert {k: codeversions.code_version("codyra.experiment.train_job", methods=(k,)) for k in kinds} == before
     finally:
-        clear_caches()
+        clear_code_version_caches()
 
 
 def test_one_kind_from_two_sources_is_an_error_naming_both(plugin, tmp_path, monkeypatch):

@@ -19,8 +19,10 @@ of the method kinds the job runs. Left out of the walk, neither hashed nor follo
 
 - modules that cannot change a result (``NOT_RESULTS``): the MLflow mirror and its sync
   (``codyra.tracking``: they copy results elsewhere, best-effort) and the per-job logs and
-  progress bars (``codyra.progress``). The CLI's argument parsing (``codyra.cli``) is no
-  job's entry and no entry imports it;
+  progress bars (``codyra.progress``), and this module: its one output, a version, is a rule
+  param itself, so a change here that changes a version reruns those jobs already, and one that
+  changes none (a faster way to the same versions) reruns nothing. The CLI's argument parsing
+  (``codyra.cli``) is no job's entry and no entry imports it;
 - the method kinds, unless the job runs them. A kind ``x`` is the module or package
   ``codyra.methods.x`` that exposes ``METHOD`` (the registry's contract), or the module that
   another distribution registers as ``x`` (entry-point group ``codyra.methods``), whose
@@ -42,21 +44,42 @@ every module of its package. ``codyra.experiment.config`` is hashed but its impo
 followed: it imports the method kinds, placement vocabularies and dataset catalogs only to
 validate a config, and a job receives the validated values, which its settings fingerprint
 holds (so editing a method does not rerun the mini pretraining).
+
+Parsing is the cost of a version (about a second for the training's closure, paid by every job and
+every Snakemake start), so what a module's source yields (its normalised tree's dump, its imports,
+whether it binds ``METHOD``) is kept across processes in ``cache_folder()``, one gzip file per
+module source, named by the hash of its bytes, of the Python version and of this module's own
+code: an edit, another Python or a change here makes another name, never a stale hit. An entry
+that fails its gzip CRC or does not hold those facts is parsed again and rewritten; a cache that
+cannot be written is skipped.
 """
 
 from __future__ import annotations
 
 import ast
+import gzip
 import hashlib
 import importlib.util
+import json
+import os
+import sys
+import zlib
 from functools import cache
 from pathlib import Path
+
+from codyra.store.io import atomic_write
 
 PACKAGE = "codyra"
 ROOT = Path(__file__).resolve().parents[1]  # src/codyra
 VALIDATION_ONLY = frozenset({"codyra.experiment.config"})  # hashed, imports not followed (see above)
-NOT_RESULTS = ("codyra.tracking", "codyra.progress")  # packages and modules neither hashed nor followed (see above)
+NOT_RESULTS = (
+    "codyra.tracking",
+    "codyra.progress",
+    "codyra.experiment.codeversions",
+)  # packages and modules neither hashed nor followed (see above)
 REGISTRY = "codyra.methods"  # its modules and packages that expose METHOD are the method kinds
+CACHE_ENV = "CODYRA_CACHE_DIR"
+FACTS = ("code", "imports", "module_level_imports", "binds_method")  # what a module's entry holds
 
 
 @cache
@@ -143,33 +166,39 @@ def _nodes(tree: ast.AST, module_level: bool):
             stack.extend(ast.iter_child_nodes(node))
 
 
-@cache  # every module's imports are walked once per process, whichever entries share it
+@cache  # every module's imports are resolved once per process, whichever entries share it
 def direct_imports(name: str, root: Path = ROOT, module_level: bool = False) -> frozenset[str]:
     """The ``codyra`` modules module ``name`` imports (statically), itself excluded;
     ``module_level``: only the imports that run when it is imported. An import by name at run
     time brings the whole package, but for the method registry's (the job's kinds, see above)."""
-    path = module_file(name, root)
     package = _package(name, root)
+    imports = _facts(module_file(name, root))["module_level_imports" if module_level else "imports"]
     found: set[str] = set()
-    dynamic = False
-    for node in _nodes(_tree(path), module_level):
+    for module, level, names in imports["statements"]:
+        if level:
+            anchor = package.split(".")[: len(package.split(".")) - level + 1]
+            module = ".".join([*anchor, *([module] if module else [])])
+        found.add(module)
+        found.update(f"{module}.{alias}" for alias in names)  # `from pkg import submodule`
+    if imports["by_name"] and package != REGISTRY:
+        found.update(_package_modules(package, root))
+    return frozenset({m for m in found if module_file(m, root) is not None} - {name})
+
+
+def _imports(tree: ast.Module, module_level: bool) -> dict:
+    """The import statements of ``tree`` as (module, level, names) (``import a.b``: ("a.b", 0, [])),
+    and whether it imports by name at run time (``import_module``, ``__import__``)."""
+    statements, by_name = [], False
+    for node in _nodes(tree, module_level):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            statements += [(alias.name, 0, []) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join([*anchor, *([node.module] if node.module else [])])
-            else:
-                module = node.module or ""
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names)  # `from pkg import submodule`
+            statements.append((node.module or "", node.level, [alias.name for alias in node.names]))
         elif isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            dynamic = dynamic or called in ("import_module", "__import__")
-    if dynamic and package != REGISTRY:
-        found.update(_package_modules(package, root))
-    return frozenset({m for m in found if module_file(m, root) is not None} - {name})
+            by_name = by_name or called in ("import_module", "__import__")
+    return {"statements": statements, "by_name": by_name}
 
 
 def _package_modules(package: str, root: Path) -> set[str]:
@@ -188,7 +217,11 @@ def _parents(name: str) -> list[str]:
 
 def _exposes_method(path: Path) -> bool:
     """Whether the module at ``path`` binds ``METHOD`` at module level (assigned or imported)."""
-    for node in _tree(path).body:
+    return _facts(path)["binds_method"]
+
+
+def _binds_method(tree: ast.Module) -> bool:
+    for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "METHOD" for t in node.targets):
             return True
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "METHOD":
@@ -277,11 +310,45 @@ def _data_file_owners(root: Path, package: str = PACKAGE) -> tuple[tuple[Path, s
     return tuple(owned)
 
 
-@cache  # every module is parsed once per process, for its imports, its METHOD and its code
-def _tree(path: Path) -> ast.Module:
-    """The syntax tree of the module at ``path``, without bare strings (``normalised_source``):
-    they hold no import and no binding, so the walks for those read the same tree."""
-    return _without_bare_strings(ast.parse(path.read_text(), filename=str(path)))
+def cache_folder() -> Path:
+    """Where modules' facts are kept across processes: ``$CODYRA_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/codyra``, else ``~/.cache/codyra``; in its ``code-versions`` folder."""
+    base = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "codyra"
+    return Path(base) / "code-versions"
+
+
+@cache
+def _salt() -> bytes:
+    """What a module's facts depend on besides its source: the Python version (the tree's dump
+    differs between versions) and this module's code (which derives them)."""
+    return hashlib.sha256(sys.version.encode() + b"\0" + Path(__file__).read_bytes()).digest()
+
+
+@cache  # every module is read once per process, for its imports, its METHOD and its code
+def _facts(path: Path) -> dict:
+    """What the module at ``path`` yields (``FACTS``): from the cache when an intact entry holds
+    its source's, else parsed (and cached)."""
+    source = path.read_bytes()
+    key = hashlib.sha256(_salt() + source).hexdigest()
+    entry = cache_folder() / f"{key}.json.gz"
+    try:
+        facts = json.loads(gzip.decompress(entry.read_bytes()))
+        if isinstance(facts, dict) and sorted(facts) == sorted(FACTS):
+            return facts
+    except (OSError, EOFError, ValueError, zlib.error):  # absent, or a failed CRC, a truncated or unreadable file
+        pass
+    tree = _without_bare_strings(ast.parse(source, filename=str(path)))
+    facts = {
+        "code": ast.dump(tree),
+        "imports": _imports(tree, module_level=False),
+        "module_level_imports": _imports(tree, module_level=True),
+        "binds_method": _binds_method(tree),
+    }
+    try:
+        atomic_write(entry, lambda tmp: Path(tmp).write_bytes(gzip.compress(json.dumps(facts).encode(), mtime=0)))
+    except OSError:  # a read-only or full cache folder: parsed again next time
+        pass
+    return json.loads(json.dumps(facts))  # as an entry reads back (lists, not tuples)
 
 
 def normalised_source(source: str) -> str:
@@ -306,7 +373,7 @@ def _is_bare_string(statement: ast.stmt) -> bool:
 @cache
 def _file_code(path: Path) -> bytes:
     """What a file contributes to a version: a module's normalised source, a data file's bytes."""
-    return ast.dump(_tree(path)).encode() if path.suffix == ".py" else path.read_bytes()
+    return _facts(path)["code"].encode() if path.suffix == ".py" else path.read_bytes()
 
 
 @cache
