@@ -13,7 +13,7 @@ every Snakemake start imports the installed executor plugins, and the SLURM plug
 installed but no controller answers.
 
 ``--floor`` also times Snakemake alone on the same DAG: a generated workflow with the same rules,
-output and log patterns (wildcard constraints included), groups and local rules, whose input
+output and log patterns (wildcard constraints included) and groups, whose input
 functions look each job's input list up in a table exported from the real dry run. What it lacks
 is the workflow's own work: loading and validating the config, code versions, settings
 fingerprints, computing inputs, params, threads and resources. Its seconds are the least any
@@ -89,8 +89,6 @@ def inputs_of(jobs):
     return lambda wildcards: jobs[",".join(sorted(f"{k}={v}" for k, v in wildcards.items()))]
 
 
-workflow.localrules(*(name for name, r in SPEC.items() if r["local"]))
-
 for name, r in SPEC.items():
 
     rule:
@@ -108,18 +106,18 @@ for name, r in SPEC.items():
             "true"
 """
 
-JOB = re.compile(r"^\s*(local)?rule (\w+):$")
+JOB = re.compile(r"^\s*(?:local)?rule (\w+):$")
 
 
 def printed_jobs(printout: str) -> dict[str, dict]:
-    """Per rule of a dry run's printout: whether it is local, and each job's input list by its
-    wildcards (``k=v`` sorted, comma-joined, as ``FLOOR_WORKFLOW`` looks them up)."""
+    """Per rule of a dry run's printout: each job's input list by its wildcards (``k=v`` sorted,
+    comma-joined, as ``FLOOR_WORKFLOW`` looks them up)."""
     rules: dict[str, dict] = {}
     jobs: list[tuple[str, dict]] = []
     for line in printout.splitlines():
         if match := JOB.match(line):
-            rules.setdefault(match.group(2), {"local": bool(match.group(1)), "jobs": {}})
-            jobs.append((match.group(2), {"input": [], "wildcards": ""}))
+            rules.setdefault(match.group(1), {})
+            jobs.append((match.group(1), {"input": [], "wildcards": ""}))
         elif jobs:
             key, _, value = line.strip().partition(": ")
             if key == "input":
@@ -127,7 +125,7 @@ def printed_jobs(printout: str) -> dict[str, dict]:
             elif key == "wildcards":
                 jobs[-1][1]["wildcards"] = ",".join(sorted(value.split(", ")))
     for name, job in jobs:
-        rules[name]["jobs"][job["wildcards"]] = job["input"]
+        rules[name][job["wildcards"]] = job["input"]
     return rules
 
 
@@ -138,10 +136,7 @@ def floor_run(config: Path, target: str, workdir: Path, printout: str) -> float:
     export.write_text(EXPORT_RULES.format(snakefile=str(REPO / "workflow" / "Snakefile"), out=str(exported)))
     snakemake(["-s", str(export), "--list-rules", "--configfile", str(config), "--config", "check_data=False"], workdir)
     printed = printed_jobs(printout)
-    spec = {
-        name: {**r, **printed.get(name, {"local": False, "jobs": {}})}
-        for name, r in json.loads(exported.read_text()).items()
-    }
+    spec = {name: {**r, "jobs": printed.get(name, {})} for name, r in json.loads(exported.read_text()).items()}
     (workdir / "floor.json").write_text(json.dumps(spec))
     (workdir / "floor.smk").write_text(FLOOR_WORKFLOW)
     args = ["-s", str(workdir / "floor.smk"), "-n", target, "--config", f"floor_spec={workdir / 'floor.json'}"]

@@ -181,12 +181,9 @@ localrule mlflow_init:
 def test_the_floor_reads_each_jobs_inputs_by_its_wildcards_from_the_dry_run():
     benchmark = load_benchmark("dag_build_time")
     assert benchmark.printed_jobs(DRY_RUN) == {
-        "mlflow_init": {"local": True, "jobs": {"": []}},
+        "mlflow_init": {"": []},
         "eval_row": {
-            "local": False,
-            "jobs": {
-                "i=2,method=lora,seed=1": ["results/a.json", "results/lora/seed1/task2/update.safetensors"],
-                "i=1,method=lora,seed=1": ["results/a.json"],
-            },
+            "i=2,method=lora,seed=1": ["results/a.json", "results/lora/seed1/task2/update.safetensors"],
+            "i=1,method=lora,seed=1": ["results/a.json"],
         },
     }
