@@ -19,14 +19,24 @@ def shown(path: Path) -> str:
     return str(path.resolve().relative_to(REPO) if path.resolve().is_relative_to(REPO) else path)
 
 
-def column(record: dict) -> str:
+def setting(record: dict) -> str:
     if not record["slurm_client_installed"]:
         return "no SLURM client"
     return "SLURM client, controller " + ("up" if record["slurm_controller_answers"] else "down")
 
 
-def title(record: dict, floor: bool) -> str:
-    return f"{column(record)}, Snakemake alone" if floor else column(record)
+def columns_of(records: list[dict]) -> dict[int, str]:
+    """Each record's column name: its SLURM setting, with its time of measurement where two
+    records share the setting (a before and an after)."""
+    settings = [setting(r) for r in records]
+    return {
+        id(r): s if settings.count(s) == 1 else f"{s}, {r['measured'][:16].replace('T', ' ')}"
+        for r, s in zip(records, settings, strict=True)
+    }
+
+
+def title(name: str, floor: bool) -> str:
+    return f"{name}, Snakemake alone" if floor else name
 
 
 def cell(row: dict | None, floor: bool) -> str:
@@ -56,14 +66,17 @@ def render(records: list[tuple[str, dict]]) -> list[str]:
         ),
         "",
     ]
+    names = columns_of([r for _, r in records])
     for source, r in records:
         load = ", ".join(f"{x:.2f}" for x in r["loadavg_1min"])
         lines.append(
-            f"- {column(r)}: `{source}`, measured {r['measured']} on {r['cpu_count']} {r['machine']} cores "
+            f"- {names[id(r)]}: `{source}`, measured {r['measured']} on {r['cpu_count']} {r['machine']} cores "
             f"(1-minute load {load} at start and end), Snakemake {r['snakemake']}, median of {r['repeats']}."
         )
     columns = [(r, False) for _, r in records] + [(r, True) for _, r in records if r.get("floor")]
-    header = "| config | target | jobs | " + " | ".join(f"{title(r, floor)} (s)" for r, floor in columns) + " |"
+    header = (
+        "| config | target | jobs | " + " | ".join(f"{title(names[id(r)], floor)} (s)" for r, floor in columns) + " |"
+    )
     lines += ["", header, "|---|---|---:|" + "---:|" * len(columns)]
     keys = [(row["config"], row["target"]) for row in records[0][1]["runs"]]
     for key in keys:

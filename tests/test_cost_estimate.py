@@ -158,6 +158,17 @@ def test_a_floor_record_adds_its_snakemake_alone_column():
     assert "| `a.yaml` | `paper` | 100 | 12.0 * | 11.0 * | 7.2 |" in page
 
 
+def test_two_records_of_one_setting_are_told_apart_by_their_time_of_measurement():
+    script = load_script("render-dag-build-time")
+    before = dag_record(True, True, {("a.yaml", "paper"): 12.0})
+    after = dag_record(True, True, {("a.yaml", "paper"): 9.0})
+    after["measured"] = "2026-01-02T10:30:00+00:00"
+    page = "\n".join(script.render([("before.json", before), ("after.json", after)]))
+    columns = ["SLURM client, controller up, 2026-01-01 00:00 (s)", "SLURM client, controller up, 2026-01-02 10:30 (s)"]
+    assert "| config | target | jobs | " + " | ".join(columns) + " |" in page
+    assert "| `a.yaml` | `paper` | 100 | 12.0 * | 9.0 |" in page
+
+
 DRY_RUN = """Building DAG of jobs...
 [Sat Nov 28 09:13:25 2026]
 localrule mlflow_init:
