@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0
 
 
-def snakemake(args: list[str], workdir: Path) -> tuple[float, str]:
+def run_snakemake(args: list[str], workdir: Path) -> tuple[float, str]:
     """(wall seconds, printout) of ``snakemake ARGS`` in a fresh process; exits on failure."""
     began = time.perf_counter()
     done = subprocess.run(
@@ -64,7 +64,7 @@ def planned(printout: str) -> int:
 def dry_run(config: Path, target: str, workdir: Path) -> tuple[float, str]:
     """(wall seconds, printout) of the workflow's dry run of ``target``."""
     args = ["-s", str(REPO / "workflow" / "Snakefile"), "-n", target]
-    return snakemake([*args, "--configfile", str(config), "--config", "check_data=False"], workdir)
+    return run_snakemake([*args, "--configfile", str(config), "--config", "check_data=False"], workdir)
 
 
 # Snakemake's own cost on a DAG: the workflow's rules exported as patterns (a wrapper Snakefile
@@ -129,22 +129,32 @@ def printed_jobs(printout: str) -> dict[str, dict]:
     return rules
 
 
-def floor_run(config: Path, target: str, workdir: Path, printout: str) -> float:
-    """Wall seconds of the dry run of ``target`` by the generated workflow of the same DAG as the
-    workflow's dry run that printed ``printout``."""
+def floor_spec(config: Path, workdir: Path, printout: str) -> Path:
+    """The table the generated workflow (written beside it, ``.smk``) reads: the workflow's rules
+    (output and log patterns, group) with the inputs of each job of the dry run that printed
+    ``printout``."""
     export, exported = workdir / "export.smk", workdir / "rules.json"
     export.write_text(EXPORT_RULES.format(snakefile=str(REPO / "workflow" / "Snakefile"), out=str(exported)))
-    snakemake(["-s", str(export), "--list-rules", "--configfile", str(config), "--config", "check_data=False"], workdir)
+    run_snakemake(
+        ["-s", str(export), "--list-rules", "--configfile", str(config), "--config", "check_data=False"], workdir
+    )
     printed = printed_jobs(printout)
     spec = {name: {**r, "jobs": printed.get(name, {})} for name, r in json.loads(exported.read_text()).items()}
-    (workdir / "floor.json").write_text(json.dumps(spec))
-    (workdir / "floor.smk").write_text(FLOOR_WORKFLOW)
-    args = ["-s", str(workdir / "floor.smk"), "-n", target, "--config", f"floor_spec={workdir / 'floor.json'}"]
-    seconds, floor_printout = snakemake(args, workdir)
-    if planned(floor_printout) != planned(printout):
+    table = workdir / "floor.json"
+    table.write_text(json.dumps(spec))
+    table.with_suffix(".smk").write_text(FLOOR_WORKFLOW)
+    return table
+
+
+def floor_run(spec: Path, config: str, target: str, jobs: int) -> float:
+    """Wall seconds of the generated workflow's dry run of ``target`` (``floor_spec`` of
+    ``config``); exits unless it plans the workflow's ``jobs``."""
+    args = ["-s", str(spec.with_suffix(".smk")), "-n", target, "--config", f"floor_spec={spec}"]
+    seconds, printout = run_snakemake(args, spec.parent)
+    if planned(printout) != jobs:
         sys.exit(
-            f"the generated workflow plans {planned(floor_printout)} jobs for {config.name} {target}, "
-            f"the workflow {planned(printout)}:\n{floor_printout[-3000:]}"
+            f"the generated workflow plans {planned(printout)} jobs for {config} {target}, "
+            f"the workflow {jobs}:\n{printout[-3000:]}"
         )
     return seconds
 
@@ -179,9 +189,8 @@ def main(argv=None) -> dict:
                 row = {"config": name, "target": target, "seconds": seconds, "jobs": jobs}
                 row["meets_target"] = seconds <= TARGET_S
                 if args.floor:
-                    floors = [
-                        floor_run(REPO / "config" / name, target, Path(tmp), runs[0][1]) for _ in range(args.repeats)
-                    ]
+                    spec = floor_spec(REPO / "config" / name, Path(tmp), runs[0][1])
+                    floors = [floor_run(spec, name, target, jobs) for _ in range(args.repeats)]
                     row["floor_seconds"] = statistics.median(floors)
                 rows.append(row)
                 floor = f"  Snakemake alone {row['floor_seconds']:6.1f} s" if args.floor else ""

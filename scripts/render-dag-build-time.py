@@ -79,12 +79,10 @@ def render(records: list[tuple[str, dict]]) -> list[str]:
     )
     lines += ["", header, "|---|---|---:|" + "---:|" * len(columns)]
     keys = [(row["config"], row["target"]) for row in records[0][1]["runs"]]
+    by_record = {id(r): {(row["config"], row["target"]): row for row in r["runs"]} for _, r in records}
     for key in keys:
-        cells = [
-            cell(next((row for row in r["runs"] if (row["config"], row["target"]) == key), None), floor)
-            for r, floor in columns
-        ]
-        jobs = next(row["jobs"] for row in records[0][1]["runs"] if (row["config"], row["target"]) == key)
+        cells = [cell(by_record[id(r)].get(key), floor) for r, floor in columns]
+        jobs = by_record[id(records[0][1])][key]["jobs"]
         lines.append(f"| `{key[0]}` | `{key[1]}` | {jobs:,} | " + " | ".join(cells) + " |")
     lines += ["", f"\\* above {target_s:.0f} s.", ""]
     return lines

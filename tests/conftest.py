@@ -111,7 +111,13 @@ def write_yaml(path, obj) -> str:
 def _code_version_cache(tmp_path_factory):
     """Code versions cache what modules yield (``codeversions.cache_folder``): in the session's
     temporary folder, not the user's, for this process and the Snakemake runs it starts."""
+    before = os.environ.get("CODYRA_CACHE_DIR")
     os.environ["CODYRA_CACHE_DIR"] = str(tmp_path_factory.mktemp("codyra-cache"))
+    yield
+    if before is None:
+        del os.environ["CODYRA_CACHE_DIR"]
+    else:
+        os.environ["CODYRA_CACHE_DIR"] = before
 
 
 @pytest.fixture(autouse=True)

@@ -344,11 +344,12 @@ def _facts(path: Path) -> dict:
         "module_level_imports": _imports(tree, module_level=True),
         "binds_method": _binds_method(tree),
     }
+    text = json.dumps(facts)
     try:
-        atomic_write(entry, lambda tmp: Path(tmp).write_bytes(gzip.compress(json.dumps(facts).encode(), mtime=0)))
+        atomic_write(entry, lambda tmp: Path(tmp).write_bytes(gzip.compress(text.encode(), mtime=0)))
     except OSError:  # a read-only or full cache folder: parsed again next time
         pass
-    return json.loads(json.dumps(facts))  # as an entry reads back (lists, not tuples)
+    return json.loads(text)  # as an entry reads back (lists, not tuples)
 
 
 def normalised_source(source: str) -> str:
