@@ -21,7 +21,7 @@ The docs quote measured numbers only from pages this script writes.
 
 Usage: python scripts/render-results.py results/ mini --out docs/results/mini.md [--focus codyra]
        python scripts/render-results.py results/ mini --configfile config/mini_ablations.yaml \
-           --analysis ablations --analysis single_task --out docs/results/mini-ablations.md
+           --analysis ablations --analysis single_task --analysis amplification --out docs/results/mini-ablations.md
 """
 
 from __future__ import annotations
@@ -107,27 +107,35 @@ def cpu_name() -> str:
 
 def analysis_sections(cfg: dict, names: list[str], page: Path) -> list[str]:
     """The tables (Markdown) and figures (copied to the folder ``page`` without its suffix) of the
-    ``paper`` target's analyses ``names`` under ``cfg``'s results folder."""
+    ``paper`` target's analyses ``names`` under ``cfg``'s results folder. Every name and file is
+    checked before anything is copied."""
     from codyra.analysis.registry import ANALYSES, available, outputs
 
+    unknown = [name for name in names if name not in available(cfg)]
+    if unknown:
+        names_given = ", ".join(map(repr, unknown))
+        raise SystemExit(f"analysis {names_given} does not apply to this config; it has: {', '.join(available(cfg))}")
+    found = {name: output_files(cfg, *outputs(cfg, name), f"analysis {name}") for name in names}
     lines = []
-    for name in names:
-        if name not in available(cfg):
-            raise SystemExit(f"analysis {name!r} does not apply to this config; it has: {', '.join(available(cfg))}")
-        lines += ["", f"## Analysis `{name}`: {ANALYSES[name]}"]
-        lines += written_files(cfg, *outputs(cfg, name), page, f"analysis {name}")
+    for name, files in found.items():
+        lines += ["", f"## Analysis `{name}`: {ANALYSES[name]}", *copied_files(files, page)]
     return lines
 
 
-def written_files(cfg: dict, tables: list[str], figures: list[str], page: Path, what: str) -> list[str]:
-    """Markdown of the written ``tables`` and ``figures`` (each copied beside ``page``, into the folder
-    of its name); ``what`` produced them (named when one is missing)."""
+def output_files(cfg: dict, tables: list[str], figures: list[str], what: str) -> list[Path]:
+    """The files of the written ``tables`` (Markdown) and ``figures`` (PNG); ``what`` produced them
+    (named when one is missing)."""
     from codyra.store.paths import figures_dir, tables_dir
 
     files = [tables_dir(cfg) / f"{t}.md" for t in tables] + [figures_dir(cfg) / f"{f}.png" for f in figures]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise SystemExit(f"{what}: {', '.join(missing[:3])} missing: run the config's `paper` target first")
+    return files
+
+
+def copied_files(files: list[Path], page: Path) -> list[str]:
+    """Markdown of ``files``: tables inline, figures copied beside ``page`` into the folder of its name."""
     lines = ["\n" + f.read_text().strip() for f in files if f.suffix == ".md"]
     figure_folder = page.with_suffix("")
     for figure in (f for f in files if f.suffix == ".png"):
@@ -258,7 +266,7 @@ def main(argv=None) -> int:
             parser.error(f"{args.configfile} is the grid of benchmark {cfg['benchmark']!r}, not {args.benchmark!r}")
     lines = render(folder, args.benchmark, args.focus, pairs, args.made_by, cfg and cfg["methods"])
     if args.table:
-        lines += ["", "## Tables", *written_files(cfg, args.table, [], args.out, "--table")]
+        lines += ["", "## Tables", *copied_files(output_files(cfg, args.table, [], "--table"), args.out)]
     if args.analysis:
         lines += analysis_sections(cfg, args.analysis, args.out)
     page = "\n".join(lines) + "\n"

@@ -64,15 +64,33 @@ def test_an_analysis_appends_its_tables_and_copies_its_figures(tmp_path):
         script.analysis_sections({**cfg, "ablations": {}}, ["ablations"], page)
 
 
+def test_every_analysis_is_checked_before_a_figure_is_copied(tmp_path):
+    script = load_script("render-results")
+    cfg = {**load_config(ABLATIONS), "results": str(tmp_path / "results")}
+    tables, figures = outputs(cfg, "ablations")
+    tables_dir(cfg).mkdir(parents=True)
+    figures_dir(cfg).mkdir(parents=True)
+    for name in tables:
+        (tables_dir(cfg) / f"{name}.md").write_text(f"**{name}**\n")
+    for stem in figures:
+        (figures_dir(cfg) / f"{stem}.png").write_bytes(b"png")
+    page = tmp_path / "docs" / "mini-ablations.md"
+    with pytest.raises(SystemExit, match="analysis 'no-such', 'other' does not apply to this config; it has: "):
+        script.analysis_sections(cfg, ["ablations", "no-such", "other"], page)
+    with pytest.raises(SystemExit, match="analysis single_task: .* missing"):  # ablations' files are all there
+        script.analysis_sections(cfg, ["ablations", "single_task"], page)
+    assert not page.with_suffix("").exists()
+
+
 def test_a_named_table_is_appended_and_a_missing_one_named(tmp_path):
     script = load_script("render-results")
     cfg = {**load_config(Path(ROOT) / "config" / "mini_blip.yaml"), "results": str(tmp_path / "results")}
     page = tmp_path / "docs" / "mini-blip.md"
     with pytest.raises(SystemExit, match=r"--table: .*blip\.md missing"):
-        script.written_files(cfg, ["blip"], [], page, "--table")
+        script.output_files(cfg, ["blip"], [], "--table")
     tables_dir(cfg).mkdir(parents=True)
     (tables_dir(cfg) / "blip.md").write_text("**mini-blip: Averaged performance using BLIP**\n")
-    assert script.written_files(cfg, ["blip"], [], page, "--table") == [
+    assert script.copied_files(script.output_files(cfg, ["blip"], [], "--table"), page) == [
         "\n**mini-blip: Averaged performance using BLIP**"
     ]
     assert not page.with_suffix("").exists()  # no figure, no folder
