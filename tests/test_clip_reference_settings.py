@@ -190,7 +190,8 @@ def test_lae_runs_its_vit_lora_config_on_xtail():
 
 def test_cl_lora_trains_45_epochs_of_32_on_x_tail():
     """JiangpengHe/CL-LoRA exps/vtab.json: init_epochs = later_epochs = 45, batch_size 32, weight_decay 1e-4,
-    ffn_num 10, msa [1, 0, 1]; X-TAIL trains 16 images per class."""
+    ffn_num 10, msa [1, 0, 1]; models/cllora.py: SGD, a cosine stepped per epoch; X-TAIL trains 16 images per
+    class."""
     import math
 
     from codyra.data.catalog import EXPECTED, XTAIL
@@ -201,6 +202,7 @@ def test_cl_lora_trains_45_epochs_of_32_on_x_tail():
         images = 16 * EXPECTED[XTAIL][task["name"]].num_classes
         assert job["train"]["iterations"] == 45 * math.ceil(images / 32), task["name"]
         assert (job["train"]["batch_size"], job["train"]["weight_decay"]) == (32, 0.0001)
+        assert (job["train"]["optimizer"], job["train"]["lr_schedule"]) == ("sgd", "cosine_per_epoch")
         assert (job["method"]["rank"], job["method"]["projections"], job["method"]["kd_weight"]) == (
             10,
             ["q", "v"],

@@ -171,22 +171,46 @@ def test_lr_schedules_match_hand_values():
     from codyra.steps.schedules import lr_factor
 
     # cosine over 5 steps after 1 warm-up step: 1/1, then 0.5 (1 + cos(pi k / 4)), k = 0..3
-    cosine = lr_factor("cosine", 5, 1)
+    cosine = lr_factor("cosine", 5, 1, 2)
     assert [cosine(s) for s in range(5)] == pytest.approx(
         [1.0, 1.0, (1 + math.sqrt(0.5)) / 2, 0.5, (1 - math.sqrt(0.5)) / 2]
     )
     # constant after 2 warm-up steps (1/2, 2/2), whatever the length of the task
-    constant = lr_factor("constant", 5, 2)
+    constant = lr_factor("constant", 5, 2, 2)
     assert [constant(s) for s in range(6)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
     # TRACE / TreeLoRA main.py: get_constant_schedule_with_warmup(num_warmup_steps=0) is the full rate at every step
-    assert {lr_factor("constant", 3, 0)(s) for s in range(3)} == {1.0}
+    assert {lr_factor("constant", 3, 0, 1)(s) for s in range(3)} == {1.0}
+    # per epoch after 1 warm-up step: 6 steps of epochs of 2 = 3 epochs at 0.5 (1 + cos(pi e / 3)), e = 0..2
+    per_epoch = lr_factor("cosine_per_epoch", 7, 1, 2)
+    assert [per_epoch(s) for s in range(7)] == pytest.approx([1.0, 1.0, 1.0, 0.75, 0.75, 0.25, 0.25])
     with pytest.raises(ValueError, match="unknown train.lr_schedule 'linear'"):
-        lr_factor("linear", 5, 0)
+        lr_factor("linear", 5, 0, 1)
 
 
-@pytest.mark.parametrize(("schedule", "factors"), [("cosine", [0.75, 0.25, 0.0]), ("constant", [1.0, 1.0, 1.0])])
+def test_the_per_epoch_cosine_is_torch_cosine_annealing_stepped_after_each_epoch():
+    from codyra.steps.schedules import lr_factor
+
+    # CL-LoRA's models/cllora.py: CosineAnnealingLR(optimizer, T_max=epochs), scheduler.step() after each epoch
+    epochs, steps_per_epoch = 45, 7
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.03)
+    annealing = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs)
+    reference = []
+    for _ in range(epochs):
+        reference += [optimizer.param_groups[0]["lr"]] * steps_per_epoch
+        optimizer.step()
+        annealing.step()
+    factor = lr_factor("cosine_per_epoch", epochs * steps_per_epoch, 0, steps_per_epoch)
+    assert [0.03 * factor(s) for s in range(epochs * steps_per_epoch)] == pytest.approx(reference, rel=1e-12)
+    assert reference[-1] > 0  # the last epoch still trains
+
+
+@pytest.mark.parametrize(
+    ("schedule", "factors"),
+    [("cosine", [0.75, 0.25, 0.0]), ("constant", [1.0, 1.0, 1.0]), ("cosine_per_epoch", [1.0, 0.5, 0.5])],
+)
 def test_training_follows_the_configured_lr_schedule(tiny_run, schedule, factors):
-    tiny_run["train"].update(iterations=3, lr_schedule=schedule)
+    # batches of 32 of the 64 training images: epochs of 2 steps (cosine_per_epoch: 2 epochs, 1 then 0.5)
+    tiny_run["train"].update(iterations=3, lr_schedule=schedule, batch_size=32)
     train_task(tiny_run, "lora-r4", 0, 1)
     history = [
         json.loads(line) for line in (task_dir(tiny_run, "lora-r4", 0, 1) / "history.jsonl").read_text().splitlines()

@@ -144,7 +144,7 @@ def fit(task: TrainingTask, method: Method, run: MetricsLog, device, on_step) ->
     dropout = seed_adapter_dropout(model, session.device)
     total = session.total
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        backend.optimizer, lr_factor(hp["lr_schedule"], total, hp["warmup_steps"])
+        backend.optimizer, lr_factor(hp["lr_schedule"], total, hp["warmup_steps"], session.steps_per_epoch)
     )
     ckpt_dir = task.checkpoints
     start, history = resume(ckpt_dir, lambda found: backend.load(found, scheduler), run, total)

@@ -24,7 +24,8 @@ What the reference does, as its scripts run it (``main.py exps/<dataset>.json``)
   the image; the classes of task k are scored by the cosine of branch k's feature alone.
 
 On CLIP, ours: the classifier is CLIP's text embeddings of the classes (logit scale x cosine;
-the reference trains a cosine classifier per task and replaces it by class prototypes), and
+the reference trains a cosine classifier per task, its scale learnt from 1, and replaces it by
+class prototypes; so the distillation's logits here are at CLIP's scale, 100), and
 the classes of a task not learned yet are scored by the shared LoRA alone (``unseen_branch:
 shared``: the model the next task starts from, its specific LoRA zero) or by the last learned
 branch (``last``). The reference takes two SGD steps per batch (the reassigned distillation

@@ -48,7 +48,9 @@ class LAEOptions(MethodOptions):
         "(config/vit_lora.yaml scale: null, libml/model/misc/scaler.py)",
     )
     blocks: int = option(
-        5, minimum=1, doc="the image encoder's first blocks that get PETs (main.py adapt_blocks [0, 1, 2, 3, 4])"
+        5,
+        minimum=1,
+        doc="the image encoder's first blocks that get PETs (config/vit_lora.yaml adapt_blocks [0, 1, 2, 3, 4])",
     )
     ema_decay: float = option(
         0.9999,
