@@ -222,6 +222,7 @@ def test_sprompts_trains_30_epochs_of_128_on_full_shot_mtil():
         job = resolve_job(cfg, "sprompts", k)
         assert job["train"]["iterations"] == 30 * math.ceil(EXPECTED[MTIL][task["name"]].train / 128), task["name"]
         assert (job["train"]["batch_size"], job["train"]["weight_decay"]) == (128, 0.0005 if k == 1 else 0.0002)
+        assert (job["train"]["optimizer"], job["train"]["lr_schedule"]) == ("sgd", "cosine_per_epoch")  # sprompt.py
         assert (job["method"]["prompt_length"], job["method"]["clusters"]) == (10, 5)
 
 

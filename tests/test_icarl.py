@@ -87,7 +87,13 @@ def soft_ce(teacher, student, t):
 
 def test_icarl_trains_three_tasks_with_its_memory(tiny_run):
     """40 exemplars, batches of 16; the tiny stream: colour, digits (its whole training pool), count."""
-    tiny_run["method_configs"]["icarl"] = {"kind": "icarl", "memory_size": 40, "train": {"lr": 0.0005}}
+    tiny_run["method_configs"]["icarl"] = {
+        "kind": "icarl",
+        "memory_size": 40,
+        "image_weight": 1.0,
+        "text_weight": 1.0,
+        "train": {"lr": 0.0005},
+    }
     cfg = load_config(tiny_run)
     train_task(cfg, "icarl", 0, 1)
     first = load_method_state(task_dir(cfg, "icarl", 0, 1))
@@ -112,6 +118,12 @@ def test_icarl_trains_three_tasks_with_its_memory(tiny_run):
         current = scale * F.normalize(session.model.encode_image(images), dim=-1) @ text.T
     expected = soft_ce(reference, current, 2.0) + soft_ce(reference.T, current.T, 2.0)
     assert extra.item() == pytest.approx(expected.item(), rel=1e-4)
+    # the kind's defaults are icarl.sh's: no --image_loss / --text_loss, so no distillation and no teacher
+    as_scripted = build_method({"kind": "icarl", "memory_size": 40})
+    as_scripted.setup(ctx)
+    with torch.no_grad():
+        assert as_scripted.extra_loss(ctx, batch, session.forward(session.model, batch)) is None
+    assert as_scripted.teacher is None
 
     train_task(cfg, "icarl", 0, 2)
     second = load_method_state(task_dir(cfg, "icarl", 0, 2))

@@ -19,7 +19,7 @@ weight, the class prompts the batch's mean weight. The CLIP side:
 :mod:`codyra.methods.diki.clip`.
 
 The reference's SGD at lr 5 without momentum (``optim.name: SGD``) is the paper config's
-``train.optimizer: sgd``. Where we differ (the config says so too): the cosine ends at 0 (the
+``train.optimizer: sgd``. Where we differ (the config says so of the cosine): the cosine ends at 0 (the
 reference's ``build_cosine_scheduler`` at lr x 1e-3); training on the platform's augmented training batches (the
 reference applies CLIP's test preprocessing to its training images too); no validation-based choice of the epoch
 (``use_validation: True`` keeps the best of 10 epochs on a held-out split); fp32 prefixes (the
@@ -53,7 +53,9 @@ class DIKIOptions(MethodOptions):
         doc="test images per batch (DIKI.py get_dataloader: optim.batch_size 128 x 2 when batchwise, at test)",
     )
     weight_scale: float = option(
-        512.0, exclusive_minimum=0, doc="calibration: log-likelihood / this (DIKI.py topk / 512: ViT-B/16's width)"
+        512.0,
+        exclusive_minimum=0,
+        doc="calibration: log-likelihood / this (DIKI.py topk / 512, hard-coded: ViT-B/16's embedding dimension)",
     )
     weight_shift: float = option(1.0, doc="calibration: minus this before the sigmoid (DIKI.py topk / 512 - 1.0)")
     covariance_eps: float = option(

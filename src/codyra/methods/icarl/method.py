@@ -30,8 +30,9 @@ otherwise): the configs' per-task lists.
 
 icarl.sh passes neither ``--image_loss`` nor ``--text_loss``, so ``icarl.py`` computes the
 distillation but never adds it: as scripted, the memory has no effect and iCaRL is plain
-fine-tuning. The options ``image_weight`` / ``text_weight`` (default 1 and 1, as lwf.sh and ZSCL.sh
-pass both flags) make it the method the tables name; 0 and 0 is the script as written.
+fine-tuning. The options ``image_weight`` / ``text_weight`` default to that script (0 and 0: no
+distillation, no memory batches read); the configs set 1 and 1, as lwf.sh and ZSCL.sh pass both
+flags, which makes it the method the tables name.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ PREFIX = "exemplars."  # state key of task k's exemplars: exemplars.<k>, indices
 
 @dataclass(frozen=True)
 class ICaRLOptions(DistillOptions):
+    image_weight: float = option(
+        0.0, minimum=0, doc="weight of the image->text rows (icarl.sh passes no --image_loss: 0; lwf.sh, ZSCL.sh: 1)"
+    )
+    text_weight: float = option(
+        0.0, minimum=0, doc="weight of the text->image columns (icarl.sh passes no --text_loss: 0; lwf.sh, ZSCL.sh: 1)"
+    )
     memory_size: int = option(
         10000, minimum=1, doc="exemplars kept over all learned tasks (ZSCL args.py --memory_size 10000)"
     )
@@ -145,7 +152,7 @@ class ICaRL(FullFineTune):
         self.candidates = ctx.task.train_eval_set()  # the exemplar candidates: evaluation transform
         self.device, self.batch_size, self.workers = ctx.device, ctx.train["batch_size"], ctx.cfg["data"]["num_workers"]
         self.step, self.total, self.teacher, self.images, self.stream = 0, ctx.total_steps, None, None, None
-        if self.memory:
+        if self.memory and (self.options.image_weight or self.options.text_weight):
             bundle = ctx.family.pretrained(ctx.cfg)  # --ref-model unset: the zero-shot CLIP distils
             self.teacher = frozen_copy(bundle.model.to(ctx.device))
             self.images = MemoryImages(ctx.cfg, bundle.image, self.memory)
@@ -157,7 +164,7 @@ class ICaRL(FullFineTune):
         from codyra.methods._distillation.clip import image_embeddings, logit_scale
 
         smoothing = super().extra_loss(ctx, batch, outputs)
-        if self.images is None:
+        if self.images is None:  # task 1, or no distillation (both weights 0)
             return smoothing
         if self.stream is None:  # built at the first step after setup or a resume
             from codyra.methods.icarl.clip import memory_batches

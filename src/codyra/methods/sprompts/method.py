@@ -22,7 +22,8 @@ Ours: K-means is k-means++ seeding from the job's generator then Lloyd's iterati
 of ``kmeans_restarts`` by inertia (scikit-learn's ``KMeans``: greedy k-means++, n_init 10 in the
 versions of 2022, max_iter 300, tol 1e-4 of the mean feature variance). The features are the
 task's training batches of one epoch, as training draws them (the reference: its shuffled,
-augmented train loader). The label space is the benchmark's (MTIL: the test task's own
+augmented train loader; its augmentation, a RandomResizedCrop of scale 0.08-1 and ImageNet's
+normalisation, differs from the platform's). The label space is the benchmark's (MTIL: the test task's own
 classes; X-TAIL: every task's), each class written with the selected domain's context. The
 task loss the family computes with its template prompts is replaced by the loss over these
 prompts (``extra_loss`` returns their difference).
