@@ -19,7 +19,7 @@ weight, the class prompts the batch's mean weight. The CLIP side:
 :mod:`codyra.methods.diki.clip`.
 
 The reference's SGD at lr 5 without momentum (``optim.name: SGD``) is the paper config's
-``train.optimizer: sgd``. Where we differ (the config says so of the cosine): the cosine ends at 0 (the
+``train.optimizer: sgd``. Where we differ (the config notes the first): the cosine ends at 0 (the
 reference's ``build_cosine_scheduler`` at lr x 1e-3); training on the platform's augmented training batches (the
 reference applies CLIP's test preprocessing to its training images too); no validation-based choice of the epoch
 (``use_validation: True`` keeps the best of 10 epochs on a held-out split); fp32 prefixes (the
