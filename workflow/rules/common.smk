@@ -83,8 +83,11 @@ def codyra_cli(log_path, *argv, cfg=None):
     the scheduler's allotment: on a CPU the thread count changes the numbers, and `--cores`
     below a rule's threads must not (the rule's `threads:` only sizes the scheduling)."""
     from codyra.cli import run
+    from codyra.family import import_libraries
 
-    run([*map(str, argv), "--log", str(log_path)], config=CFG if cfg is None else cfg)
+    cfg = CFG if cfg is None else cfg
+    import_libraries(cfg)  # jobs are threads of this process: their first imports one at a time
+    run([*map(str, argv), "--log", str(log_path)], config=cfg)
 
 
 def trains(method):

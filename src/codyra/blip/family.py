@@ -30,6 +30,7 @@ class BlipFamily:
     }
 
     means_table = "blip"  # the paper's "Averaged performance using BLIP" (appendix, Evaluation with Other VLMs)
+    libraries = ("torchvision", "transformers.models.blip.modeling_blip")
 
     def settings(self, cfg: dict) -> dict:
         return {"blip": cfg["blip"]}

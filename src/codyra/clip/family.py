@@ -23,6 +23,7 @@ class ClipFamily:
     has_heldout_tasks = True
     inapplicable_analyses: ClassVar[dict[str, str]] = {}
     means_table = None  # the CLIP tables are Table 1's layout (codyra.evaluation.tables)
+    libraries = ("torchvision", "open_clip")
 
     def settings(self, cfg: dict) -> dict:
         return {}

@@ -32,6 +32,7 @@ class CausalLMFamily:
     }
 
     means_table = None  # TRACE's table is OP / Forgetting (codyra.evaluation.tables.table2)
+    libraries = ("transformers.models.auto.modeling_auto", "transformers.models.llama.modeling_llama")
 
     def settings(self, cfg: dict) -> dict:
         return {"llm": cfg["llm"]}
