@@ -152,12 +152,14 @@ def render(
     pairs: list[tuple[str, str]],
     made_by: str | None = None,
     methods: list[str] | None = None,
+    configfile: Path | None = None,
 ) -> str:
     runs = load_runs(folder, methods)
     tasks = next(iter(runs.values()))[0]["tasks"]
     seeds = sorted({r["seed"] for rs in runs.values() for r in rs})
     lines = [
-        f"# Measured: `{benchmark}`",
+        # a benchmark has several grids (baselines, ablations): the config names the page's
+        f"# Measured: `{benchmark}`" + (f", `{configfile}`" if configfile else ""),
         "",
         (
             f"Rendered {time.strftime('%Y-%m-%d')} by `scripts/render-results.py` from `{folder}` on {cpu_name()} "
@@ -264,7 +266,7 @@ def main(argv=None) -> int:
         cfg = {**load_config(args.configfile), "results": str(args.results)}
         if cfg["benchmark"] != args.benchmark:
             parser.error(f"{args.configfile} is the grid of benchmark {cfg['benchmark']!r}, not {args.benchmark!r}")
-    lines = render(folder, args.benchmark, args.focus, pairs, args.made_by, cfg and cfg["methods"])
+    lines = render(folder, args.benchmark, args.focus, pairs, args.made_by, cfg and cfg["methods"], args.configfile)
     if args.table:
         lines += ["", "## Tables", *copied_files(output_files(cfg, args.table, [], "--table"), args.out)]
     if args.analysis:

@@ -35,6 +35,10 @@ def test_the_summary_holds_the_given_methods_with_hand_computed_means(tmp_path):
     # a: 50 - 5 = 45, b: (60 + 70) / 2 - 6 = 59
     assert "| codyra (2) | 10.0 ± 0.0 | 20.0 ± 0.0 | 55.0 ± 7.1 | 7.0 ± 4.2 | +45.0 | +59.0 |" in page
     assert "other-grid-method" not in page
+    assert page.startswith("# Measured: `mini`\n")
+    ablations = Path("config/mini_ablations.yaml")
+    titled = script.render(tmp_path, "mini", None, [], methods=["codyra"], configfile=ablations)
+    assert titled[0] == "# Measured: `mini`, `config/mini_ablations.yaml`"  # one benchmark, several grids
     with pytest.raises(SystemExit, match="for lora-r16: run the config's grid first"):
         script.load_runs(tmp_path, ["codyra", "lora-r16"])
 
