@@ -143,6 +143,11 @@ def test_norm_matched_table_by_hand(tiny_cfg_dict):
     )
     assert rows["nm"] == pytest.approx([2, 12.5 / 3, 4.0, 20.0, 6.0])
     assert "nm seed 0 tasks [2]" in table.caption  # 4.5 is 12.5 % off its target 4
+    assert "Learnt less" not in table.caption  # as much Delta-plasticity as its reference
+    # nm learns 4 points a task against lora-r4's 20: below 25 %, named
+    flat = [[50, 40, 30], [54, 0, 0], [52, 44, 0], [50, 42, 34]]
+    table = norm_matched_table(cfg, {"lora-r4": [{"A": A}], "nm": [{"A": flat}]})
+    assert "Learnt less than 25% of the natural runs' Delta-plasticity (lower norm_penalty): nm seed 0" in table.caption
 
 
 def test_row_cosine_by_hand():

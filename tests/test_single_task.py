@@ -278,6 +278,24 @@ def test_norm_targets_missed_are_named(tiny_cfg_dict):
     ]
     table = st.runs_table(cfg, "probe", runs, "probe")
     assert table.columns[-1] == "target" and "LoRA r=4 seed 0" in table.caption and "LoRA r=8" not in table.caption
+    assert "Learnt less" not in table.caption  # no natural run to compare with
+
+
+def test_norm_matched_runs_that_learnt_next_to_nothing_are_named(tiny_cfg_dict):
+    from codyra.analysis import single_task as st
+
+    cfg = load_config(study_cfg(tiny_cfg_dict, methods=["lora-r4"]))
+    matched = {"kind": "lora", "norm_target": 3.0, "norm_penalty": 1.0}
+    on_target = {"dW_fro_total": 3.0, "norm_target": 3.0, "task_index": 1}
+    runs = [  # natural runs gain 40 and 60 points: mean 50, so a matched run must gain 12.5 (25 %)
+        st.Run("r1", "LoRA r=1 (natural)", {"kind": "lora"}, [record(20, 60, 1, 0)]),
+        st.Run("r2", "LoRA r=2 (natural)", {"kind": "lora"}, [record(20, 80, 1, 0)]),
+        st.Run("nm1", "LoRA r=1", matched, [record(20, 32, 1, 0, **on_target)]),  # gains 12: stalled
+        st.Run("nm2", "LoRA r=2", matched, [record(20, 33, 1, 0, **on_target)]),  # gains 13
+    ]
+    caption = st.runs_table(cfg, "probe", runs, "probe").caption
+    assert "Learnt less than 25% of the natural runs' Delta-plasticity (lower norm_penalty): LoRA r=1 seed 0" in caption
+    assert "LoRA r=2 seed" not in caption and "Norm target missed" not in caption
 
 
 def test_named_tables_are_compared_cell_by_cell(tmp_path):

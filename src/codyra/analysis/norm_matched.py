@@ -7,6 +7,7 @@ rank, achieved ||dW||_F, the target, Delta-plasticity A[j,j] - A[0,j] and Forget
 A[j,j] - A[N,j] (as the placement ablation; the paper's probe trains a single task, the stream
 averages them over its tasks); the reference methods as rows beside them, at their natural norm.
 A target missed by more than ``MISS`` (relative) is named in the caption: the penalty is too weak.
+A matched run that learnt next to nothing (``stalled``) is named too: the penalty is too strong.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from codyra.store.paths import figures_dir
 
 COLUMNS = ["eff. rank", "Frobenius dW (task)", "target", "Delta-plasticity", "Forgetting"]
 MISS = 0.1
+# a matched run whose Delta-plasticity is below this fraction of the natural runs' mean learnt next
+# to nothing: Adam's steps followed the penalty's gradient, not the task's
+STALLED = 0.25
 
 
 def run_row(summaries: list[dict], A) -> list[float | None]:
@@ -42,6 +46,22 @@ def missed(summaries: list[dict]) -> list[int]:
     return [s["task_index"] for s in summaries if abs(s["dW_fro_total"] - s["norm_target"]) > MISS * s["norm_target"]]
 
 
+def stalled(plasticity: float, natural: list[float]) -> bool:
+    """Whether a norm-matched run's Delta-plasticity is below STALLED of its natural runs' mean
+    (none, or a mean that is not positive: nothing to compare with)."""
+    baseline = statistics.fmean(natural) if natural else 0.0
+    return baseline > 0 and plasticity < STALLED * baseline
+
+
+def stalled_note(runs: list[str]) -> str:
+    """The caption's sentence naming the stalled runs, or nothing."""
+    if not runs:
+        return ""
+    return f". Learnt less than {STALLED:.0%} of the natural runs' Delta-plasticity (lower norm_penalty): " + "; ".join(
+        runs
+    )
+
+
 def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     matched = norm_methods(cfg)
     if not matched:
@@ -50,8 +70,10 @@ def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
             "in config key methods (see config/mini_ablations.yaml)"
         )
     references = [m for m in cfg["methods"] if any(m in norm_references(cfg["method_configs"][x]) for x in matched)]
-    misses = []
+    misses, stalls = [], []
     table = Table("norm_matched", "", COLUMNS, mark_best=False, decimals=3)
+    plasticity = COLUMNS.index("Delta-plasticity")
+    natural = {seed: [] for seed in cfg["seeds"]}  # the references' Delta-plasticity per seed
     for method in dict.fromkeys(references + matched):
         per_seed = []
         for seed, matrix in zip(cfg["seeds"], runs[method], strict=True):
@@ -61,9 +83,15 @@ def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
                     f"norm-matched probe: {method} stores no low-rank adapter updates "
                     "(no dW_fro_total in its summaries); list only lora methods in norm_target"
                 )
-            per_seed.append(run_row(summaries, matrix["A"]))
-            if method in matched and (tasks := missed(summaries)):
+            row = run_row(summaries, matrix["A"])
+            per_seed.append(row)
+            if method not in matched:
+                natural[seed].append(row[plasticity])
+                continue
+            if tasks := missed(summaries):
                 misses.append(f"{method} seed {seed} tasks {tasks}")
+            if stalled(row[plasticity], natural[seed]):
+                stalls.append(f"{method} seed {seed}")
         cells = [None if None in col else list(col) for col in zip(*per_seed, strict=True)]
         table.rows.append(("", method, cells))
     table.caption = (
@@ -71,6 +99,7 @@ def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
         "LoRA trained with a penalty pulling the task's ||dW||_F to the target, "
         "beside the natural runs the target is the median of; means over tasks, mean ± std over seeds"
         + (f". Target missed by more than {MISS:.0%} (raise norm_penalty): {'; '.join(misses)}" if misses else "")
+        + stalled_note(stalls)
     )
     return table
 

@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass
 
 from codyra.analysis.common import new_figure, save_figure
-from codyra.analysis.norm_matched import MISS, missed
+from codyra.analysis.norm_matched import MISS, missed, stalled, stalled_note
 from codyra.evaluation.tables import Table
 from codyra.experiment.config import single_task_config
 from codyra.experiment.single_task import studies, study_runs
@@ -127,15 +127,22 @@ def runs_table(cfg: dict, name: str, runs: list[Run], table_name: str) -> Table:
         mark_best=False,  # descriptive: the pivot (the paper's layout) marks the best placement per rank
         decimals=2,
     )
-    misses = []
+    misses, stalls = [], []
+    cells = {run.label: [run_cells(r) for r in run.records] for run in runs}
+    # per seed, the Delta-plasticity of the study's runs at their natural norm
+    natural = list(zip(*(cells[r.label] for r in runs if r.options.get("norm_target") is None), strict=True))
     for run in runs:
-        cells = [run_cells(r) for r in run.records]
-        table.rows.append(("", run.label, [_cell([c[col] for c in cells]) for col in columns]))
+        table.rows.append(("", run.label, [_cell([c[col] for c in cells[run.label]]) for col in columns]))
         if run.options.get("norm_target") is not None:
-            seeds = zip(cfg["seeds"], run.records, strict=True)
-            misses += [f"{run.label} seed {seed}" for seed, r in seeds if missed([r["summary"]])]
+            for k, (seed, r) in enumerate(zip(cfg["seeds"], run.records, strict=True)):
+                if missed([r["summary"]]):
+                    misses.append(f"{run.label} seed {seed}")
+                reference = [c["Delta-plasticity"] for c in natural[k]] if natural else []
+                if stalled(cells[run.label][k]["Delta-plasticity"], reference):
+                    stalls.append(f"{run.label} seed {seed}")
     if misses:
         table.caption += f". Norm target missed by more than {MISS:.0%} (raise norm_penalty): {'; '.join(misses)}"
+    table.caption += stalled_note(stalls)
     return table
 
 
