@@ -3,11 +3,7 @@ analyses) and the training loop run from outside a job: what it is handed is all
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import threading
-import time
 
 import pytest
 
@@ -21,7 +17,7 @@ from codyra.experiment.fingerprints import train_fingerprint
 from codyra.experiment.jobs import eval_rule, job_group, rule_for, train_rule
 from codyra.experiment.pretraining import pretrain_own
 from codyra.experiment.train_job import training_task
-from codyra.family import family_of, import_libraries
+from codyra.family import family_of
 from codyra.methods import build_method
 from codyra.store.cells import read_cell
 from codyra.store.io import ResultError
@@ -145,43 +141,3 @@ def test_the_loop_trains_from_what_the_job_hands_it(tiny_run):
     assert written["previous_updates"] == [] and written["task_index"] == 1
     assert len((task.out / HISTORY_FILE).read_text().splitlines()) == total
     assert not task.checkpoints.exists()  # removed once the task is stored
-
-
-@pytest.mark.parametrize("family", ["clip", "causal_lm", "blip"])
-def test_each_family_names_libraries_that_exist(family):
-    for name in family_of(family).libraries:
-        assert importlib.util.find_spec(name) is not None, name
-
-
-def test_jobs_running_as_threads_import_the_libraries_one_thread_at_a_time(monkeypatch):
-    """Two threads importing torchvision at once deadlock on its circular imports; the lock
-    must let only one thread import at a time, and each thread finds every library imported."""
-    active, most, imported = [0], [0], []
-    counting = threading.Lock()
-
-    def slow_import(name):
-        with counting:
-            active[0] += 1
-            most[0] = max(most[0], active[0])
-        time.sleep(0.02)  # long enough for the other threads to arrive while this one imports
-        imported.append(name)
-        with counting:
-            active[0] -= 1
-
-    monkeypatch.setattr(importlib, "import_module", slow_import)
-    threads = [threading.Thread(target=import_libraries, args=({"model": {"family": "clip"}},)) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert most[0] == 1
-    assert imported == ["torchvision", "open_clip"] * 4
-
-
-def test_a_library_that_is_not_installed_is_left_to_the_job(monkeypatch):
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "open_clip" else real_find_spec(name))
-    imported = []
-    monkeypatch.setattr(importlib, "import_module", imported.append)
-    import_libraries({"model": {"family": "clip"}})
-    assert imported == ["torchvision"]

@@ -11,9 +11,6 @@ are told what they need (``read_cell(classifies=...)``).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -98,7 +95,7 @@ class Family(Protocol):
     has_heldout_tasks: bool  # theta_i is evaluated on held-out tasks (config key ``heldout_tasks``)
     inapplicable_analyses: dict[str, str]  # the paper's analyses that do not apply, each with the reason
     means_table: str | None  # the paper's table of Transfer / Average / Last means that the family's runs fill, or None
-    libraries: tuple[str, ...]  # the third-party modules its jobs import (import_libraries)
+    libraries: tuple[str, ...]  # the third-party modules its jobs import (snakemake_compat.import_libraries)
 
     def settings(self, cfg: dict) -> dict:
         """The config blocks only this family reads, part of every settings fingerprint."""
@@ -151,20 +148,3 @@ def family_of(cfg_or_name: dict | str) -> Family:
 
         return BLIP
     raise ValueError(f"config key model.family: unknown family {name!r}; choose clip, causal_lm or blip")
-
-
-_LIBRARY_IMPORTS = threading.Lock()
-
-
-def import_libraries(cfg: dict) -> None:
-    """Import the family's third-party libraries, one thread at a time. A local Snakemake run
-    executes its jobs as threads of one process (profiles/default: force-use-threads), and two
-    jobs importing torchvision for the first time at once deadlock on its circular imports
-    (torchvision.ops and torchvision.models import each other): Python raises _DeadlockError in
-    one thread and "partially initialized module" ImportError in the other. Once imported, a
-    module is a lookup in sys.modules, so every job calls this before it starts. A library not
-    installed is left to the job, whose own import names the extra that brings it."""
-    with _LIBRARY_IMPORTS:
-        for name in family_of(cfg).libraries:
-            if importlib.util.find_spec(name.partition(".")[0]) is not None:
-                importlib.import_module(name)

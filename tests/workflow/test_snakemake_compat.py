@@ -5,6 +5,10 @@ TESTED_SNAKEMAKE or removing the patch."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +17,8 @@ from snakemake.executors import local
 from snakemake_executor_plugin_slurm_jobstep import Executor as JobstepExecutor
 from snakemake_interface_executor_plugins.utils import TargetSpec
 
-from codyra.experiment.snakemake_compat import THREADS, patch_problem, run_group_members_as_threads
+from codyra.experiment.snakemake_compat import THREADS, import_libraries, patch_problem, run_group_members_as_threads
+from codyra.family import family_of
 
 
 @pytest.fixture
@@ -103,3 +108,43 @@ def test_an_executor_that_defines_use_threads_itself_is_left_alone(executor_clas
     with pytest.warns(UserWarning, match="now defines use_threads itself"):
         run_group_members_as_threads()
     assert vars(executor_class)["use_threads"] is own
+
+
+@pytest.mark.parametrize("family", ["clip", "causal_lm", "blip"])
+def test_each_family_names_libraries_that_exist(family):
+    for name in family_of(family).libraries:
+        assert importlib.util.find_spec(name) is not None, name
+
+
+def test_jobs_running_as_threads_import_the_libraries_one_thread_at_a_time(monkeypatch):
+    """Two threads importing torchvision at once deadlock on its circular imports; the lock
+    must let only one thread import at a time, and each thread finds every library imported."""
+    active, most, imported = [0], [0], []
+    counting = threading.Lock()
+
+    def slow_import(name):
+        with counting:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.02)  # long enough for the other threads to arrive while this one imports
+        imported.append(name)
+        with counting:
+            active[0] -= 1
+
+    monkeypatch.setattr(importlib, "import_module", slow_import)
+    threads = [threading.Thread(target=import_libraries, args=({"model": {"family": "clip"}},)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == 1
+    assert imported == ["torchvision", "open_clip"] * 4
+
+
+def test_a_library_that_is_not_installed_is_left_to_the_job(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "open_clip" else real_find_spec(name))
+    imported = []
+    monkeypatch.setattr(importlib, "import_module", imported.append)
+    import_libraries({"model": {"family": "clip"}})
+    assert imported == ["torchvision"]

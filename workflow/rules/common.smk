@@ -83,7 +83,7 @@ def codyra_cli(log_path, *argv, cfg=None):
     the scheduler's allotment: on a CPU the thread count changes the numbers, and `--cores`
     below a rule's threads must not (the rule's `threads:` only sizes the scheduling)."""
     from codyra.cli import run
-    from codyra.family import import_libraries
+    from codyra.experiment.snakemake_compat import import_libraries
 
     cfg = CFG if cfg is None else cfg
     import_libraries(cfg)  # jobs are threads of this process: their first imports one at a time

@@ -1,5 +1,6 @@
-"""The one place codyra relies on a private part of Snakemake: a submitted group job runs its
-``run:`` members as threads of its Snakemake process.
+"""Jobs as threads of the Snakemake process: the one place codyra relies on a private part of
+Snakemake (a submitted group job runs its ``run:`` members as threads), and the one thing those
+threads must not do at once (import the deep-learning libraries for the first time).
 
 Local runs execute ``run:`` jobs as threads (``force-use-threads`` in profiles/default): a job
 then costs milliseconds of start-up instead of a new Python process that re-parses the workflow
@@ -17,11 +18,22 @@ the Snakemake versions it was checked against (``TESTED_SNAKEMAKE``) and only wh
 class does not define ``use_threads`` itself; anywhere else it is left out with a warning, and the
 members run as separate processes: Snakemake's own behaviour, slower, with the same results.
 tests/workflow/test_snakemake_compat.py fails when any of this stops holding.
+
+Two threads importing torchvision for the first time at once deadlock on its circular imports
+(torchvision.ops and torchvision.models import each other): Python raises _DeadlockError in one
+thread and a "partially initialized module" ImportError in the other. So every job first imports
+its family's libraries under one lock (``import_libraries``, called by ``codyra_cli`` in
+workflow/rules/common.smk); once imported, a module is a lookup in sys.modules. The workflow
+alone imports this module, so it is in no job's code version (codyra.experiment.codeversions:
+a module that imports by name would make its importers depend on all of codyra).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import re
+import threading
 import warnings
 
 import snakemake
@@ -55,3 +67,17 @@ def run_group_members_as_threads() -> None:
         warnings.warn(f"{problem}; the group's members run as separate processes", stacklevel=2)
         return
     Executor.use_threads = THREADS
+
+
+_LIBRARY_IMPORTS = threading.Lock()
+
+
+def import_libraries(cfg: dict) -> None:
+    """Import the third-party libraries of ``cfg``'s model family, one thread at a time. A library
+    not installed is left to the job, whose own import names the extra that brings it."""
+    from codyra.family import family_of
+
+    with _LIBRARY_IMPORTS:
+        for name in family_of(cfg).libraries:
+            if importlib.util.find_spec(name.partition(".")[0]) is not None:
+                importlib.import_module(name)
