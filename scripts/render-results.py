@@ -158,7 +158,7 @@ def render(
     tasks = next(iter(runs.values()))[0]["tasks"]
     seeds = sorted({r["seed"] for rs in runs.values() for r in rs})
     lines = [
-        # a benchmark has several grids (baselines, ablations): the config names the page's
+        # a benchmark has several grids (baselines, ablations): the config says which one the page shows
         f"# Measured: `{benchmark}`" + (f", `{configfile}`" if configfile else ""),
         "",
         (

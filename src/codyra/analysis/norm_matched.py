@@ -53,13 +53,13 @@ def stalled(plasticity: float, natural: list[float]) -> bool:
     return baseline > 0 and plasticity < STALLED * baseline
 
 
-def stalled_note(runs: list[str]) -> str:
-    """The caption's sentence naming the stalled runs, or nothing."""
-    if not runs:
-        return ""
-    return f". Learnt less than {STALLED:.0%} of the natural runs' Delta-plasticity (lower norm_penalty): " + "; ".join(
-        runs
-    )
+def caption_notes(misses: list[str], stalls: list[str]) -> str:
+    """The caption's sentences naming the runs that missed their target and those that stalled, or nothing."""
+    notes = [
+        (f"Target missed by more than {MISS:.0%} (raise norm_penalty)", misses),
+        (f"Learnt less than {STALLED:.0%} of the natural runs' Delta-plasticity (lower norm_penalty)", stalls),
+    ]
+    return "".join(f". {what}: {'; '.join(runs)}" for what, runs in notes if runs)
 
 
 def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
@@ -98,8 +98,7 @@ def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
         f"{cfg['benchmark']}: norm-matched probe (paper: supp_norm_matched): "
         "LoRA trained with a penalty pulling the task's ||dW||_F to the target, "
         "beside the natural runs the target is the median of; means over tasks, mean ± std over seeds"
-        + (f". Target missed by more than {MISS:.0%} (raise norm_penalty): {'; '.join(misses)}" if misses else "")
-        + stalled_note(stalls)
+        + caption_notes(misses, stalls)
     )
     return table
 

@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass
 
 from codyra.analysis.common import new_figure, save_figure
-from codyra.analysis.norm_matched import MISS, missed, stalled, stalled_note
+from codyra.analysis.norm_matched import caption_notes, missed, stalled
 from codyra.evaluation.tables import Table
 from codyra.experiment.config import single_task_config
 from codyra.experiment.single_task import studies, study_runs
@@ -140,9 +140,7 @@ def runs_table(cfg: dict, name: str, runs: list[Run], table_name: str) -> Table:
                 reference = [c["Delta-plasticity"] for c in natural[k]] if natural else []
                 if stalled(cells[run.label][k]["Delta-plasticity"], reference):
                     stalls.append(f"{run.label} seed {seed}")
-    if misses:
-        table.caption += f". Norm target missed by more than {MISS:.0%} (raise norm_penalty): {'; '.join(misses)}"
-    table.caption += stalled_note(stalls)
+    table.caption += caption_notes(misses, stalls)
     return table
 
 
