@@ -10,7 +10,13 @@ core-seconds (seconds x the job's thread count: the pretraining's 2 threads hold
 over the cores: no scheduling of these jobs on these cores ends sooner with the same numbers
 (a CPU job's thread count is a setting of the numbers, see ``codyra.device.use_threads``).
 
-    .venv/bin/python benchmarks/default_grid_time.py              # 12-18 minutes on 2 cores
+``--also-native`` then runs the same grid again on the machine's native CPU kernels (what a user
+gets by opting out of ``codyra.CPU_NUMERICS``, the pins that make every x86-64 machine compute the
+same numbers) and records its times beside the pinned run's, with how far its accuracy matrices
+lie from the pinned ones: what the pins cost a whole grid, and what opting out changes.
+
+    .venv/bin/python benchmarks/default_grid_time.py                # 7-18 minutes on 2 cores
+    .venv/bin/python benchmarks/default_grid_time.py --also-native  # both, one after the other
 """
 
 from __future__ import annotations
@@ -19,14 +25,18 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from codyra import CPU_NUMERICS
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_record import write_record  # a sibling script
+from cpu_pin_cost import VARIANTS  # sibling scripts
+from run_record import write_record
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 300.0
@@ -70,20 +80,76 @@ def compute_floor(core_seconds: dict, cores: int) -> float:
     return sum(core_seconds.values()) / cores
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--configfile", type=Path, default=REPO / "config" / "config.yaml")
-    parser.add_argument("--out", type=Path, default=Path("results/benchmarks/default_grid_time.json"))
-    args = parser.parse_args(argv)
-    load_before = os.getloadavg()[0]
+def accuracy_matrices(results: Path, cfg: dict) -> dict[str, list]:
+    """``method/seedK`` -> its accuracy matrix A (``matrix.json``)."""
+    return {
+        f"{method}/seed{seed}": json.loads(
+            (results / cfg["benchmark"] / method / f"seed{seed}" / "matrix.json").read_text()
+        )["A"]
+        for method in cfg["methods"]
+        for seed in cfg["seeds"]
+    }
+
+
+def compare_matrices(reference: dict[str, list], other: dict[str, list]) -> dict:
+    """How far ``other``'s accuracy cells lie from ``reference``'s (points): the largest difference,
+    its run, and how many cells differ at all."""
+    worst, where, differing, cells = 0.0, None, 0, 0
+    for run, matrix in reference.items():
+        for row, other_row in zip(matrix, other[run], strict=True):
+            for a, b in zip(row, other_row, strict=True):
+                if a is None or b is None:  # a cell the protocol leaves empty must be empty in both
+                    if a is not b:
+                        raise ValueError(f"{run}: one grid has a cell the other lacks")
+                    continue
+                cells += 1
+                gap = abs(a - b)
+                differing += gap > 0
+                if gap > worst:
+                    worst, where = gap, run
+    return {"max_abs_diff": worst, "max_abs_diff_run": where, "cells_differing": differing, "cells": cells}
+
+
+SUMMARY_METRICS = ("last", "average", "transfer", "forgetting")
+
+
+def compare_summaries(pinned: dict[str, list], native: dict[str, list]) -> dict:
+    """Per method, the tables' metrics (mean over seeds) of both grids, with the spread of the pinned
+    grid's seeds (sample SD): whether the native kernels move a table row by more than its seeds
+    differ."""
+    from codyra.evaluation.metrics import summarize
+
+    by_method: dict[str, dict[str, list]] = {}
+    for run, matrix in pinned.items():
+        runs = by_method.setdefault(run.split("/")[0], {"pinned": [], "native": []})
+        runs["pinned"].append(summarize(matrix))
+        runs["native"].append(summarize(native[run]))
+    compared = {}
+    for method, runs in by_method.items():
+        compared[method] = {}
+        for metric in SUMMARY_METRICS:
+            ours = [s[metric] for s in runs["pinned"]]
+            theirs = [s[metric] for s in runs["native"]]
+            if None in ours or None in theirs:  # a metric the stream does not define
+                continue
+            compared[method][metric] = {
+                "pinned": statistics.fmean(ours),
+                "pinned_sd": statistics.stdev(ours) if len(ours) > 1 else 0.0,
+                "native": statistics.fmean(theirs),
+            }
+    return compared
+
+
+def run_grid(args, env: dict[str, str]) -> tuple[dict, dict]:
+    """``snakemake all_tables`` in a fresh folder under ``env``'s extra variables: the figures and
+    the accuracy matrices."""
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "results"
         cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "all_tables"]
         cmd += ["--workflow-profile", str(REPO / "profiles" / "default"), "--cores", str(args.cores)]
         cmd += ["--configfile", str(args.configfile), "--config", f"results={results}", "tracking={enabled: false}"]
         began = time.perf_counter()
-        done = subprocess.run(cmd, cwd=tmp, check=False, capture_output=True, text=True)
+        done = subprocess.run(cmd, cwd=tmp, env={**os.environ, **env}, check=False, capture_output=True, text=True)
         wall = time.perf_counter() - began
         if done.returncode != 0:
             sys.exit(f"the grid failed:\n{done.stderr[-3000:]}")
@@ -91,15 +157,30 @@ def main(argv=None) -> dict:
 
         cfg = load_config(config_from_files([args.configfile], {"results": str(results)}))
         figures = split(results, cfg)
+        matrices = accuracy_matrices(results, cfg)
     floor = compute_floor(figures["core_seconds"], args.cores)
-    figures |= {
-        "config": str(args.configfile),
-        "cores": args.cores,
-        "wall_s": wall,
-        "compute_floor_s": floor,
-        "target_s": TARGET_S,
-        "meets_target": wall <= TARGET_S,
-    }
+    figures |= {"wall_s": wall, "compute_floor_s": floor, "meets_target": wall <= TARGET_S}
+    return figures, matrices
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--configfile", type=Path, default=REPO / "config" / "config.yaml")
+    parser.add_argument("--also-native", action="store_true", help="then the same grid on native CPU kernels")
+    parser.add_argument("--out", type=Path, default=Path("results/benchmarks/default_grid_time.json"))
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
+    figures, pinned = run_grid(args, CPU_NUMERICS)  # the pins, whatever this shell sets
+    figures |= {"config": str(args.configfile), "cores": args.cores, "target_s": TARGET_S}
+    if args.also_native:
+        native, matrices = run_grid(args, VARIANTS["native"])
+        figures["native"] = {
+            **native,
+            "env": VARIANTS["native"],
+            "accuracy_vs_pinned": compare_matrices(pinned, matrices),
+            "summary_vs_pinned": compare_summaries(pinned, matrices),
+        }
     record = write_record(args.out, figures, load_before, {})
     print(json.dumps({k: v for k, v in record.items() if k != "host"}, indent=1))
     return record

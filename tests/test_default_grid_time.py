@@ -40,3 +40,41 @@ def test_the_floor_counts_each_part_at_its_thread_count(tmp_path):
     assert figures["core_seconds"] == pytest.approx({"train_steps": 60.0, "eval": 12.0, "pretrain": 200.0})
     assert figures["jobs"] == {"train": 2, "eval_rows": 3}
     assert benchmark.compute_floor(figures["core_seconds"], 2) == pytest.approx(136.0)
+
+
+def test_native_matrices_are_compared_cell_by_cell():
+    benchmark = load_benchmark("default_grid_time")
+    pinned = {"lora/seed0": [[50.0, 20.0], [40.0, 60.0]], "lora/seed1": [[10.0, None]]}
+    native = {"lora/seed0": [[50.0, 20.2], [39.5, 60.0]], "lora/seed1": [[10.0, None]]}
+
+    compared = benchmark.compare_matrices(pinned, native)
+
+    # 5 filled cells, two differ: by 0.2 and by 0.5 (the largest, in seed 0)
+    assert compared == {
+        "max_abs_diff": pytest.approx(0.5),
+        "max_abs_diff_run": "lora/seed0",
+        "cells_differing": 2,
+        "cells": 5,
+    }
+    with pytest.raises(ValueError, match="lora/seed1: one grid has a cell the other lacks"):
+        benchmark.compare_matrices(pinned, {**native, "lora/seed1": [[10.0, 3.0]]})
+
+
+def test_native_summaries_are_compared_per_method_over_seeds():
+    benchmark = load_benchmark("default_grid_time")
+    # row 0 zero-shot, rows 1-2 after each task; Last = mean of the last row
+    pinned = {
+        "lora/seed0": [[10.0, 20.0], [50.0, 30.0], [40.0, 60.0]],
+        "lora/seed1": [[10.0, 20.0], [50.0, 30.0], [44.0, 60.0]],
+    }
+    native = {
+        "lora/seed0": [[10.0, 20.0], [50.0, 30.0], [40.0, 70.0]],
+        "lora/seed1": [[10.0, 20.0], [50.0, 30.0], [44.0, 70.0]],
+    }
+
+    compared = benchmark.compare_summaries(pinned, native)["lora"]
+
+    # Last: pinned 50 and 52 (mean 51, sample SD sqrt(2)), native 55 and 57 (mean 56)
+    assert compared["last"] == pytest.approx({"pinned": 51.0, "pinned_sd": 2**0.5, "native": 56.0})
+    # Forgetting of task 1: max earlier accuracy 50 minus the last row's 40 / 44 -> 10 and 6, on both
+    assert compared["forgetting"] == pytest.approx({"pinned": 8.0, "pinned_sd": 8**0.5, "native": 8.0})
