@@ -80,69 +80,56 @@ def compute_floor(core_seconds: dict, cores: int) -> float:
     return sum(core_seconds.values()) / cores
 
 
-def accuracy_matrices(results: Path, cfg: dict) -> dict[str, list]:
-    """``method/seedK`` -> its accuracy matrix A (``matrix.json``)."""
-    return {
-        f"{method}/seed{seed}": json.loads(
-            (results / cfg["benchmark"] / method / f"seed{seed}" / "matrix.json").read_text()
-        )["A"]
-        for method in cfg["methods"]
-        for seed in cfg["seeds"]
-    }
-
-
-def compare_matrices(reference: dict[str, list], other: dict[str, list]) -> dict:
-    """How far ``other``'s accuracy cells lie from ``reference``'s (points): the largest difference,
-    its run, and how many cells differ at all."""
+def compare_matrices(pinned: dict[str, list[dict]], native: dict[str, list[dict]]) -> dict:
+    """How far the native grid's accuracy cells lie from the pinned grid's (points): the largest
+    difference, its run, and how many cells differ at all. Both: method -> its seeds' matrix.json."""
     worst, where, differing, cells = 0.0, None, 0, 0
-    for run, matrix in reference.items():
-        for row, other_row in zip(matrix, other[run], strict=True):
-            for a, b in zip(row, other_row, strict=True):
-                if a is None or b is None:  # a cell the protocol leaves empty must be empty in both
-                    if a is not b:
-                        raise ValueError(f"{run}: one grid has a cell the other lacks")
-                    continue
-                cells += 1
-                gap = abs(a - b)
-                differing += gap > 0
-                if gap > worst:
-                    worst, where = gap, run
+    for method, runs in pinned.items():
+        for ours, theirs in zip(runs, native[method], strict=True):
+            run = f"{method}/seed{ours['seed']}"
+            for row, other_row in zip(ours["A"], theirs["A"], strict=True):
+                for a, b in zip(row, other_row, strict=True):
+                    if a is None or b is None:  # a cell the protocol leaves empty must be empty in both
+                        if a is not b:
+                            raise ValueError(f"{run}: one grid has a cell the other lacks")
+                        continue
+                    cells += 1
+                    gap = abs(a - b)
+                    differing += gap > 0
+                    if gap > worst:
+                        worst, where = gap, run
     return {"max_abs_diff": worst, "max_abs_diff_run": where, "cells_differing": differing, "cells": cells}
 
 
 SUMMARY_METRICS = ("last", "average", "transfer", "forgetting")
 
 
-def compare_summaries(pinned: dict[str, list], native: dict[str, list]) -> dict:
+def compare_summaries(pinned: dict[str, list[dict]], native: dict[str, list[dict]]) -> dict:
     """Per method, the tables' metrics (mean over seeds) of both grids, with the spread of the pinned
-    grid's seeds (sample SD): whether the native kernels move a table row by more than its seeds
-    differ."""
+    grid's seeds (sample SD, as the tables): whether the native kernels move a table row by more
+    than its seeds differ."""
     from codyra.evaluation.metrics import summarize
 
-    by_method: dict[str, dict[str, list]] = {}
-    for run, matrix in pinned.items():
-        runs = by_method.setdefault(run.split("/")[0], {"pinned": [], "native": []})
-        runs["pinned"].append(summarize(matrix))
-        runs["native"].append(summarize(native[run]))
     compared = {}
-    for method, runs in by_method.items():
+    for method, runs in pinned.items():
+        ours = [summarize(run["A"]) for run in runs]
+        theirs = [summarize(run["A"]) for run in native[method]]
         compared[method] = {}
         for metric in SUMMARY_METRICS:
-            ours = [s[metric] for s in runs["pinned"]]
-            theirs = [s[metric] for s in runs["native"]]
-            if None in ours or None in theirs:  # a metric the stream does not define
+            values, others = [s[metric] for s in ours], [s[metric] for s in theirs]
+            if None in values or None in others:  # a metric the stream does not define
                 continue
             compared[method][metric] = {
-                "pinned": statistics.fmean(ours),
-                "pinned_sd": statistics.stdev(ours) if len(ours) > 1 else 0.0,
-                "native": statistics.fmean(theirs),
+                "pinned": statistics.fmean(values),
+                "pinned_sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+                "native": statistics.fmean(others),
             }
     return compared
 
 
 def run_grid(args, env: dict[str, str]) -> tuple[dict, dict]:
     """``snakemake all_tables`` in a fresh folder under ``env``'s extra variables: the figures and
-    the accuracy matrices."""
+    each method's matrix.json per seed."""
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "results"
         cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "all_tables"]
@@ -153,11 +140,12 @@ def run_grid(args, env: dict[str, str]) -> tuple[dict, dict]:
         wall = time.perf_counter() - began
         if done.returncode != 0:
             sys.exit(f"the grid failed:\n{done.stderr[-3000:]}")
+        from codyra.evaluation.tables import load_runs
         from codyra.experiment.config import config_from_files, load_config
 
         cfg = load_config(config_from_files([args.configfile], {"results": str(results)}))
         figures = split(results, cfg)
-        matrices = accuracy_matrices(results, cfg)
+        matrices = load_runs(cfg)
     floor = compute_floor(figures["core_seconds"], args.cores)
     figures |= {"wall_s": wall, "compute_floor_s": floor, "meets_target": wall <= TARGET_S}
     return figures, matrices

@@ -42,10 +42,15 @@ def test_the_floor_counts_each_part_at_its_thread_count(tmp_path):
     assert benchmark.compute_floor(figures["core_seconds"], 2) == pytest.approx(136.0)
 
 
+def runs(*matrices):
+    """method -> its seeds' matrix.json, as the tables read them."""
+    return {"lora": [{"seed": seed, "A": A} for seed, A in enumerate(matrices)]}
+
+
 def test_native_matrices_are_compared_cell_by_cell():
     benchmark = load_benchmark("default_grid_time")
-    pinned = {"lora/seed0": [[50.0, 20.0], [40.0, 60.0]], "lora/seed1": [[10.0, None]]}
-    native = {"lora/seed0": [[50.0, 20.2], [39.5, 60.0]], "lora/seed1": [[10.0, None]]}
+    pinned = runs([[50.0, 20.0], [40.0, 60.0]], [[10.0, None]])
+    native = runs([[50.0, 20.2], [39.5, 60.0]], [[10.0, None]])
 
     compared = benchmark.compare_matrices(pinned, native)
 
@@ -57,20 +62,14 @@ def test_native_matrices_are_compared_cell_by_cell():
         "cells": 5,
     }
     with pytest.raises(ValueError, match="lora/seed1: one grid has a cell the other lacks"):
-        benchmark.compare_matrices(pinned, {**native, "lora/seed1": [[10.0, 3.0]]})
+        benchmark.compare_matrices(pinned, runs([[50.0, 20.2], [39.5, 60.0]], [[10.0, 3.0]]))
 
 
 def test_native_summaries_are_compared_per_method_over_seeds():
     benchmark = load_benchmark("default_grid_time")
     # row 0 zero-shot, rows 1-2 after each task; Last = mean of the last row
-    pinned = {
-        "lora/seed0": [[10.0, 20.0], [50.0, 30.0], [40.0, 60.0]],
-        "lora/seed1": [[10.0, 20.0], [50.0, 30.0], [44.0, 60.0]],
-    }
-    native = {
-        "lora/seed0": [[10.0, 20.0], [50.0, 30.0], [40.0, 70.0]],
-        "lora/seed1": [[10.0, 20.0], [50.0, 30.0], [44.0, 70.0]],
-    }
+    pinned = runs([[10.0, 20.0], [50.0, 30.0], [40.0, 60.0]], [[10.0, 20.0], [50.0, 30.0], [44.0, 60.0]])
+    native = runs([[10.0, 20.0], [50.0, 30.0], [40.0, 70.0]], [[10.0, 20.0], [50.0, 30.0], [44.0, 70.0]])
 
     compared = benchmark.compare_summaries(pinned, native)["lora"]
 
