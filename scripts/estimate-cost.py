@@ -13,7 +13,8 @@ no data is needed); each job's units from the validated config:
 - **start-up**: one process per submitted unit (a CLIP run's group job, a causal-LM task's, any
   other job), each paying the imports a job makes; the local rules run in Snakemake's process.
 
-Per-unit costs come from a ``benchmarks/gpu_costs.py`` record (``--gpu-record``): the bf16
+Per-unit costs come from a ``benchmarks/gpu_costs.py`` record (``--gpu-record``), read by
+``codyra.experiment.costs`` (the cost model of the resource check too): the bf16
 ViT-B/16 train step (LoRA; CoDyRA-kind methods times their measured ratio), an evaluation cell's
 images/s, the LLaMA-2-7B-shaped step's tokens/s under ZeRO-2 and batched generation's tokens/s,
 the job processes' import seconds. Another model is scaled from the measured one (ViT by image
@@ -29,7 +30,6 @@ causal-LM training spreads over the GPUs the SLURM profile gives it).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import subprocess
 import sys
@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from codyra.experiment.costs import DEFAULT_RECORD, UnitCosts, evaluated_examples, read_record, trained_examples
+
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_RECORD = REPO / "docs" / "results" / "gpu" / "gpu_costs-nvidia-h200-2026-11-27.json"
 PAPER_CONFIGS = (
     "mtil_5shot.yaml",
     "mtil_5shot_order2.yaml",
@@ -50,15 +51,6 @@ PAPER_CONFIGS = (
     "blip_xtail_16shot.yaml",
     "trace.yaml",
 )
-# TRACE samples 5,000 training and 2,000 test examples per task (TRACE's paper, section 3.1),
-# used when the task folders are not there to count
-TRACE_EXAMPLES = {"train": 5000, "test": 2000}
-LM_PARAMETERS = {  # model.name -> parameters (the measured shape: LLaMA-2-7B's 6.74 B)
-    "meta-llama/Llama-2-7b-chat-hf": 6.74e9,
-    "google/gemma-2b-it": 2.51e9,
-    "meta-llama/Llama-3.2-1B-Instruct": 1.24e9,
-}
-MEASURED_LM = 6.74e9
 PARTS = ("train", "eval", "generation", "start-up")
 ROW_RULES = {"eval_row", "eval_row0", "heldout", "heldout_row0", "single_task_eval", "single_task_row0", "probe"}
 GROUPED = {"train_task", "eval_row", "train_lm_task", "eval_lm_row"}  # one process per group job on a cluster
@@ -86,78 +78,6 @@ def dry_run_jobs(configfile: Path, target: str) -> list[tuple[str, dict]]:
 
 
 @dataclass
-class UnitCosts:
-    """Seconds of one GPU per unit, from a gpu_costs.py record."""
-
-    record: dict
-    path: Path
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def device(self) -> str:
-        return self.record["device"]["name"]
-
-    @property
-    def peak(self) -> float:
-        return self.record["device"]["datasheet_peak_flops"]["bf16"]
-
-    def clip_scale(self, cfg: dict) -> float:
-        """Compute of the config's image model relative to the measured ViT-B/16 at 224 px (image tokens)."""
-        measured = self.record["clip_train"]["model"]
-        size = {"clip": 224, "blip": 384}.get(cfg["model"]["family"], 224)
-        if cfg["model"]["name"] == measured:
-            return 1.0
-        scale = ((size // 16) ** 2 + 1) / ((224 // 16) ** 2 + 1)
-        self.notes.append(f"{cfg['model']['name']}: the measured {measured} scaled by image tokens (x{scale:.2f})")
-        return scale
-
-    def lm_scale(self, cfg: dict) -> float:
-        params = LM_PARAMETERS.get(cfg["model"]["name"], MEASURED_LM)
-        if params != MEASURED_LM:
-            self.notes.append(f"{cfg['model']['name']}: the measured LLaMA-2-7B shape scaled by parameters")
-        return params / MEASURED_LM
-
-    def train_image_s(self, kind: str) -> float:
-        phase = self.record["clip_train"]["bf16"]["phases"]["sparse"]
-        step = phase["step_s_median"]["codyra" if kind.startswith("codyra") else "lora"]
-        return step / self.record["clip_train"]["batch"]
-
-    def train_image_flops(self) -> float:
-        return self.record["clip_train"]["bf16"]["lora_step_flops"] / self.record["clip_train"]["batch"]
-
-    def eval_image_s(self) -> float:
-        return 1 / self.record["clip_eval"]["images_per_s"]["cell_cache"]
-
-    def eval_image_flops(self) -> float:
-        return self.record["clip_eval"]["encode_image_flops"]
-
-    def lm_sequence(self, kind: str) -> tuple[float, float, int]:
-        """(seconds, FLOPs, tokens) of one training sequence of the measured length."""
-        lm = self.record["llm_train"]
-        rate = lm["phases"]["sparse"]["tokens_per_s"]["codyra" if kind.startswith("codyra") else "lora"]
-        return lm["sequence_tokens"] / rate, lm["step_flops"], lm["sequence_tokens"]
-
-    def generated_token_s(self) -> float:
-        return 1 / self.record["generate"]["tokens_per_s"]["batched"]
-
-    def startup_s(self) -> float:
-        return self.record["startup"]["median_s"]
-
-
-def test_size(cfg: dict, dataset: str) -> int:
-    from codyra.data.catalog import EXPECTED
-
-    return EXPECTED[cfg["data"]["kind"]][dataset].test
-
-
-def trace_examples(cfg: dict, task: str, split: str) -> int:
-    folder = Path(cfg["data"]["root"] or "data") / task / f"{split}.json"
-    if folder.is_file():
-        return len(json.loads(folder.read_text()))
-    return TRACE_EXAMPLES[split]
-
-
-@dataclass
 class Estimate:
     config: str
     target: str
@@ -178,14 +98,14 @@ class Estimate:
 
 def lm_training_gpus() -> int:
     """The GPUs a causal-LM training job holds: the SLURM profile's (its ranks, data-parallel)."""
-    import yaml
+    from codyra.experiment.resources import ProfileResources
 
-    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    return profile["set-resources"]["train_lm_task"]["gpu"]
+    return ProfileResources.read(REPO / "profiles" / "slurm").gpus("train_lm_task")
 
 
 def estimate(configfile: Path, target: str, costs: UnitCosts, answer_tokens: int | None = None) -> Estimate:
     from codyra.experiment.config import config_from_files, load_config, resolve_job, single_task_config
+    from codyra.experiment.model_shapes import model_shape
     from codyra.family import family_of
 
     cfg = load_config(config_from_files([configfile], {"check_data": False}))
@@ -194,7 +114,7 @@ def estimate(configfile: Path, target: str, costs: UnitCosts, answer_tokens: int
     est = Estimate(
         str(configfile.relative_to(REPO) if configfile.is_relative_to(REPO) else configfile), target, len(jobs)
     )
-    scale = costs.lm_scale(cfg) if lm else costs.clip_scale(cfg)
+    scale = costs.lm_scale(model_shape(cfg).params, cfg["model"]["name"]) if lm else costs.clip_scale(cfg)
     local = {
         "share_row0",
         "copy_row0",
@@ -211,9 +131,9 @@ def estimate(configfile: Path, target: str, costs: UnitCosts, answer_tokens: int
         if rule in local or rule.startswith("analysis_") or rule in ("paper", "all_heldout"):
             continue
         if rule == "eval_cache":
-            decode = test_size(cfg, w["dataset"]) / costs.record["clip_eval"]["cache_build_images_per_s"]
+            decode = evaluated_examples(cfg, w["dataset"]) * costs.cache_image_s()
             est.cpu_seconds += decode + costs.startup_s()  # a CPU job: no GPU-hours
-            est.units["cache images"] += test_size(cfg, w["dataset"])
+            est.units["cache images"] += evaluated_examples(cfg, w["dataset"])
             continue
         job_cfg = single_task_config(cfg, w["target"]) if rule.startswith("single_task") else cfg
         part, seconds, flops, gpus = None, 0.0, 0.0, 1
@@ -229,16 +149,16 @@ def estimate(configfile: Path, target: str, costs: UnitCosts, answer_tokens: int
             i = int(w["i"])
             job = resolve_job(cfg, w["method"], i)
             task = cfg["tasks"][i - 1]["name"]
-            sequences = (job["train"]["epochs"] or 1) * trace_examples(cfg, task, "train")
+            sequences = (job["train"]["epochs"] or 1) * trained_examples(cfg, task)
             step_s, step_flops, _ = costs.lm_sequence(cfg["method_configs"][w["method"]]["kind"])
             part, seconds, flops = "train", sequences * step_s * scale, sequences * step_flops * scale
             gpus = lm_training_gpus()
             est.units["sequences trained"] += sequences
         elif rule in ("eval_lm_row", "eval_row0") and lm:
-            answers = sum(trace_examples(cfg, t["name"], "test") for t in cfg["tasks"])
+            answers = sum(evaluated_examples(cfg, t["name"]) for t in cfg["tasks"])
             tokens = answers * (answer_tokens or cfg["llm"]["max_new_tokens"])
             part, seconds = "generation", tokens * costs.generated_token_s() * scale
-            flops = tokens * 2 * MEASURED_LM * scale
+            flops = tokens * 2 * costs.measured_lm_params * scale
             est.units["tokens generated (at most)"] += tokens
         elif rule in ROW_RULES:
             if rule.startswith("heldout"):
@@ -249,7 +169,7 @@ def estimate(configfile: Path, target: str, costs: UnitCosts, answer_tokens: int
                 names = [t["name"] for t in job_cfg["tasks"]] + (
                     job_cfg["heldout_tasks"] if rule.startswith("single_task") else []
                 )
-            images = sum(test_size(job_cfg, n) for n in names)
+            images = sum(evaluated_examples(job_cfg, n) for n in names)
             part, seconds = "eval", images * costs.eval_image_s() * scale
             flops = images * costs.eval_image_flops() * scale
             est.units["images classified"] += images
@@ -295,7 +215,9 @@ def main(argv=None) -> None:
     parser.add_argument("--all", action="store_true", help="every paper config: " + ", ".join(PAPER_CONFIGS))
     parser.add_argument("--targets", default="all_tables", help="comma-separated (e.g. all_tables,paper)")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs the wall time spreads the work over")
-    parser.add_argument("--gpu-record", type=Path, default=DEFAULT_RECORD, help="a benchmarks/gpu_costs.py record")
+    parser.add_argument(
+        "--gpu-record", type=Path, default=REPO / DEFAULT_RECORD, help="a benchmarks/gpu_costs.py record"
+    )
     parser.add_argument(
         "--answer-tokens", type=int, help="tokens generated per answer (default llm.max_new_tokens: an upper bound)"
     )
@@ -304,7 +226,7 @@ def main(argv=None) -> None:
     configs = [REPO / "config" / name for name in PAPER_CONFIGS] if args.all else (args.configfile or [])
     if not configs:
         parser.error("give --configfile FILE (repeatable) or --all")
-    costs = UnitCosts(json.loads(args.gpu_record.read_text()), args.gpu_record)
+    costs = read_record(args.gpu_record)
     lines = []
     for config in configs:
         for target in args.targets.split(","):

@@ -209,7 +209,7 @@ def test_version_help_and_examples_for_every_command(capsys):
     [
         (["tables", "--device", "cpu"], "unrecognized arguments: --device cpu"),  # no model runs in tables
         (["summarize", "--method", "codyra", "--seed", "0", "--threads", "2"], "unrecognized arguments: --threads 2"),
-        (["fetch-weights", "--config", "config/config.yaml"], "unrecognized arguments: --config"),
+        (["fetch-weights", "--device", "cpu"], "unrecognized arguments: --device cpu"),
         (["cell", "codyra", "0", "1", "1"], "required: --method, --i"),  # the old positional style
     ],
 )

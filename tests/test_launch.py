@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -66,12 +67,14 @@ class RecordingExecutor:
 
 
 def test_trace_train_on_slurm_requests_the_lm_training_resources(tmp_path, monkeypatch):
-    """A TRACE `codyra train --slurm` is sized like the workflow's train_lm_task (4 GPUs, 12 h), not train_task."""
+    """A TRACE `codyra train --slurm` is sized like the workflow's train_lm_task (4 GPUs on one node, each
+    DeepSpeed rank's threads and the launcher), not train_task."""
     executor = RecordingExecutor()
     monkeypatch.setattr(launch, "executor_for", lambda cfg, kind: executor)
+    llm = {**TINY_TRACE.get("llm", {}), "deepspeed": {"enabled": True}}
     path = write_yaml(
         tmp_path / "trace.yaml",
-        {**TINY_TRACE, "results": str(tmp_path), "train": {**TINY_TRACE["train"], "threads": 6}},
+        {**TINY_TRACE, "results": str(tmp_path), "train": {**TINY_TRACE["train"], "threads": 6}, "llm": llm},
     )
     assert (
         main(
@@ -92,12 +95,14 @@ def test_trace_train_on_slurm_requests_the_lm_training_resources(tmp_path, monke
         )
         == 0
     )
-    # profiles/slurm: train_lm_task gpu 4, mem_mb 256000, runtime 720 over the defaults (partition gpu, gpu_model h100)
+    # profiles/slurm: train_lm_task gpu 4, mem_mb 330000, runtime 90 (first attempt) over the defaults (partition
+    # gpu, gpu_model h100, nodes 1); CPUs: 4 ranks x 6 threads and the launcher
     assert executor.parameters == {
         "name": "codyra-train",
-        "cpus_per_task": 6,
-        "timeout_min": 720,
-        "mem_gb": 250,
+        "cpus_per_task": 4 * 6 + 1,
+        "nodes": 1,
+        "timeout_min": 90,
+        "mem_gb": 323,
         "slurm_partition": "gpu",
         "slurm_gres": "gpu:h100:4",
     }
@@ -129,17 +134,17 @@ def test_a_whole_stream_on_slurm_is_timed_as_the_workflow_run_job(tmp_path, tiny
         == 0
     )
     n = len(tiny_cfg_dict["tasks"])
-    assert executor.parameters["timeout_min"] == n * (30 + 30)  # profiles/slurm: train_task 30, eval_row 30
+    assert executor.parameters["timeout_min"] == n * (45 + 30)  # profiles/slurm: train_task 45, eval_row 30
     assert executor.parameters["slurm_gres"] == "gpu:h100:1"
 
 
 def test_profile_resources_overlay_the_rule_on_the_defaults():
     train = profile_resources(f"{ROOT}/profiles/slurm", "train_task")
     cell = profile_resources(f"{ROOT}/profiles/slurm", "eval_row")
-    assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 30
+    assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 45 and train["nodes"] == 1
     assert cell["runtime"] == 30 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
     assert (
-        profile_resources(f"{ROOT}/profiles/slurm", "eval_lm_row")["runtime"] == 240
+        profile_resources(f"{ROOT}/profiles/slurm", "eval_lm_row")["runtime"] == 660
     )  # generation: a TRACE row takes hours
     lm = profile_resources(f"{ROOT}/profiles/slurm", "train_lm_task")
     assert lm["gpu"] == 4 and "tasks" not in lm
@@ -293,3 +298,21 @@ def test_profile_requests_gpus_one_way_and_no_empty_constraint(profile):
         gres = set_gres_string(Job(resources)).strip()
         gpus = int(resources.get("gpu") or 0)
         assert gres == (f"--gpus={resources['gpu_model']}:{gpus}" if gpus else ""), (profile, rule, gres)
+
+
+def test_a_submitted_command_reads_the_weights_cache_only_unless_the_user_chose(monkeypatch):
+    """On the compute node the job runs with HF_HUB_OFFLINE=1 (no wait on a network it lacks), unless set."""
+    seen = []
+
+    def entry(argv, config):
+        seen.append(os.environ.get("HF_HUB_OFFLINE"))
+        return 0
+
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", constants.HF_HUB_OFFLINE)  # restored after the test
+    assert launch.CodyraJob(["cell"], {}, entry)() == 0
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # a site whose nodes have internet keeps it
+    assert launch.CodyraJob(["cell"], {}, entry)() == 0
+    assert seen == ["1", "0"]

@@ -219,14 +219,56 @@ def cmd_grad_conflict(args) -> None:
 
 
 def cmd_fetch_weights(args) -> None:
-    from codyra.clip.model import fetch_weights, weights_cache_dir
+    from codyra.hub import cache_path
 
-    path = fetch_weights(args.model, args.pretrained, args.cache_dir)
-    print(f"{args.model} / {args.pretrained} weights: {path}")
-    print(
-        f"compute nodes without internet: set model.cache_dir: {weights_cache_dir(args.cache_dir)} "
-        "in the config and export HF_HUB_OFFLINE=1"
-    )
+    if args.config is None and (args.set or args.all_backbones):
+        raise ValueError("--set and --all-backbones choose what a config reads: give the config with --config")
+    if args.config is not None:
+        from codyra.experiment.weights import fetch_config_weights
+
+        if args.pretrained is not None or args.revision is not None:
+            raise ValueError("--pretrained and --revision name a model; with --config the config's model block does")
+        configs = _fetch_configs(args)
+        for cfg in configs:
+            print(fetch_config_weights(cfg, args.cache_dir))
+        caches = {cache_path(args.cache_dir or cfg["model"]["cache_dir"]) for cfg in configs}
+    elif "/" in args.model:  # a Hugging Face hub id (org/name); open_clip names have no slash
+        from codyra.hub import hub_label
+        from codyra.llm.model import fetch_hub_model
+
+        if args.pretrained is not None:
+            raise ValueError("--pretrained is an open_clip tag; a Hugging Face model takes --revision")
+        folder = fetch_hub_model(args.model, args.revision, args.cache_dir)
+        print(f"{hub_label(args.model, args.revision)}: {folder}")
+        caches = {cache_path(args.cache_dir)}
+    else:
+        from codyra.clip.model import fetch_weights
+
+        if args.revision is not None:
+            raise ValueError("--revision is a Hugging Face model's; an open_clip model takes --pretrained TAG")
+        tag = args.pretrained or "openai"
+        print(f"{args.model} / {tag} weights: {fetch_weights(args.model, tag, args.cache_dir)}")
+        caches = {cache_path(args.cache_dir)}
+    for cache in sorted(caches):
+        print(
+            f"compute nodes without internet: set model.cache_dir: {cache} in the config (jobs Snakemake "
+            "submits run with HF_HUB_OFFLINE=1; for others export it)"
+        )
+
+
+def _fetch_configs(args) -> list[dict]:
+    """The configs fetch-weights --config reads: the file with --set, or one per backbone (--all-backbones)."""
+    if not args.all_backbones:
+        return [_config(args)]
+    from codyra.experiment.config import ConfigError, read_config_file
+
+    backbones = read_config_file(args.config).get("backbones")
+    if not isinstance(backbones, dict):
+        raise ConfigError(f"--all-backbones: {args.config} has no backbones mapping (config/trace.yaml has one)")
+    return [
+        _config(argparse.Namespace(**{**vars(args), "set": [*(args.set or []), f"backbone={name}"]}))
+        for name in backbones
+    ]
 
 
 def git_commit(package_dir: Path) -> str | None:
@@ -491,14 +533,36 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "fetch-weights",
         cmd_fetch_weights,
-        "download open_clip weights into a cache (run once on a login node)",
-        "codyra fetch-weights --model ViT-B-16 --pretrained openai --cache-dir /shared/cache/open_clip",
+        "download pretrained weights (open_clip tags, Hugging Face models) into a cache and check they load "
+        "(run once on a login node)",
+        "codyra fetch-weights --config config/trace.yaml --all-backbones --cache-dir /shared/cache/hf",
         config=False,
     )
-    p.add_argument("--model", default="ViT-B-16", help="open_clip model name (default ViT-B-16)")
-    p.add_argument("--pretrained", default="openai", metavar="TAG", help="open_clip pretrained tag (default openai)")
     p.add_argument(
-        "--cache-dir", metavar="DIR", help="cache directory shared with compute nodes (default: $HF_HUB_CACHE)"
+        "--model",
+        default="ViT-B-16",
+        help="open_clip model name, or a Hugging Face id such as google/gemma-2b-it (default ViT-B-16)",
+    )
+    p.add_argument("--pretrained", metavar="TAG", help="open_clip pretrained tag (default openai)")
+    p.add_argument("--revision", metavar="REV", help="Hugging Face model revision (default: the main branch)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="fetch the weights this experiment config reads (its model block; --set applies)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="with --config: override a key, e.g. --set backbone=gemma-2b-it",
+    )
+    p.add_argument(
+        "--all-backbones", action="store_true", help="with --config: every model of its backbones (config/trace.yaml)"
+    )
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="cache directory shared with compute nodes (default: the config's model.cache_dir, else $HF_HUB_CACHE)",
     )
     _register_optional(sub)
     return parser
@@ -552,15 +616,21 @@ def report_jobs(jobs, args) -> None:
 def _register_optional(sub) -> None:
     """Subcommands that live with their feature (they register without heavy imports)."""
     from codyra.data.check import register_cli
+    from codyra.experiment import resources
+    from codyra.rehearsal import command as rehearse
 
     register_cli(sub, cmd_data_check)
+    rehearse.register_cli(sub)
+    resources.register_cli(sub)
 
 
 def cmd_data_check(args) -> int:
     from codyra.data.check import run_check
     from codyra.experiment.config import load_config
+    from codyra.methods import reference_readers
 
-    return run_check(args, load_config(args.config))
+    cfg = load_config(args.config)
+    return run_check(args, cfg, reference_readers(cfg))
 
 
 def run(argv: list[str], config: dict | None = None) -> int:

@@ -46,7 +46,7 @@ class Backend(Protocol):
 class FitSession(Protocol):
     """A family's side of one training job (built by ``Family.fit_session``)."""
 
-    model: nn.Module  # theta_{i-1}, on ``device`` or moved there by the backend
+    model: nn.Module  # theta_{i-1}; the loop puts it on ``device`` before the method's setup
     device: torch.device
     total: int  # optimizer steps of the task
     steps_per_epoch: int  # optimizer steps of one pass over the task's training set (rounded up)

@@ -3,15 +3,10 @@ from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 
 from codyra.data.tasks import ImageConfig
 
-from .fixtures import accept_fixture_checksums, write_all
+from .fixtures import write_all
 
 # CLIP's normalisation at a small size keeps the image tests fast.
 CLIP_IMAGE = ImageConfig(size=32, mean=OPENAI_DATASET_MEAN, std=OPENAI_DATASET_STD)
-
-
-@pytest.fixture(autouse=True)
-def _fixture_checksums(monkeypatch):
-    accept_fixture_checksums(monkeypatch)
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,7 @@ import yaml
 
 from codyra.cli import main
 from codyra.data.catalog import MTIL_DATASETS, XTAIL_DATASETS
-
-from .fixtures import write_aircraft, write_mnist
+from codyra.rehearsal.datasets import write_aircraft, write_mnist
 
 
 def check(argv) -> int:
@@ -84,7 +83,7 @@ def test_root_option_overrides_the_config(data_root, tmp_path, capsys):
     [
         ({"kind": "vtab", "root": "/x"}, ["DTD"], "config key data.kind: 'vtab' is not one of"),
         ({"kind": "mtil", "root": None}, ["DTD"], "data.root is not set"),
-        ({"kind": "mini"}, ["shape"], "data check applies to data.kind mtil or xtail"),
+        ({"kind": "mini"}, ["shape"], "codyra data applies to data.kind mtil, xtail or trace"),
         (
             {"kind": "xtail", "root": "/x"},
             ["CIFAR100"],

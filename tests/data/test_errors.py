@@ -9,8 +9,7 @@ import pytest
 from codyra.data.errors import DatasetNotFoundError
 from codyra.data.registry import build_task, check_dataset
 from codyra.data.sources import load_splits
-
-from .fixtures import write_aircraft, write_caltech101, write_food, write_stanford_cars
+from codyra.rehearsal.datasets import write_aircraft, write_caltech101, write_food, write_stanford_cars
 
 
 def test_missing_dataset_names_directory_files_and_download(tmp_path, image_config):

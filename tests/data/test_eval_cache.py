@@ -21,9 +21,8 @@ from codyra.data.registry import build_task
 from codyra.data.samples import DecodedImages, ImageFiles
 from codyra.data.tasks import ImageConfig
 from codyra.data.views import EvalView, TrainView
+from codyra.rehearsal.datasets import write_dtd, write_image, write_mnist
 from codyra.store.paths import EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST
-
-from .fixtures import write_dtd, write_image, write_mnist
 
 CPU = torch.device("cpu")
 

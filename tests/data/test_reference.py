@@ -1,5 +1,8 @@
 """Reference data (config key data.reference, ZSCL): presence checks, `codyra data check`, loading."""
 
+import os
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -7,19 +10,29 @@ import yaml
 from PIL import Image
 
 from codyra.cli import main
+from codyra.data import reference
+from codyra.data.check import check_config
 from codyra.data.presence import require_benchmark_data
 from codyra.data.reference import CC_CAPTIONS, IMAGENET_TRAIN, load_reference, missing_reference, require_reference
 from codyra.data.scenes.corpus import make_corpus
-from codyra.experiment.config import load_config
+from codyra.experiment.config import load_config, read_config_file
+from codyra.methods import method_of
+from codyra.rehearsal.datasets import write_aircraft
 
-from .fixtures import write_aircraft
 from .test_cli import config_dict
+from .test_rehearsal_datasets import CONFIG_DIR
 
 
 def zscl_config(root, reference={"kind": "zscl"}):  # noqa: B006 - never mutated
     raw = config_dict(root, "mtil", ["Aircraft"])
     raw["data"]["reference"] = reference
+    raw["results"] = str(root / "results")
     return raw
+
+
+def reference_readers(cfg):
+    """The grid's methods whose class declares that it distils on data.reference."""
+    return [m for m in cfg["methods"] if method_of(cfg, m).reads_reference_data]
 
 
 def write_reference(root):
@@ -42,6 +55,31 @@ def test_missing_reference_names_each_file_and_how_to_obtain_it(tmp_path):
         require_benchmark_data(cfg)  # the DAG build refuses before any job runs
 
 
+@pytest.mark.parametrize(
+    ("name", "readers"),
+    [("mtil_5shot.yaml", ["zscl"]), ("xtail_16shot.yaml", ["zscl"]), ("blip_xtail_16shot.yaml", [])],
+)
+def test_the_paper_grids_read_the_reference_only_through_zscl(name, readers):
+    raw = read_config_file(CONFIG_DIR / name)
+    cfg = load_config(raw)
+    assert cfg["data"]["reference"]["kind"] == "zscl"  # set for every CLIP paper grid (config/base/clip_paper.yaml)
+    assert reference_readers(cfg) == readers
+
+
+def test_a_grid_without_a_reference_reader_needs_no_reference_data(tmp_path):
+    write_aircraft(tmp_path)
+    cfg = load_config(zscl_config(tmp_path))  # data.reference set; its one method, zeroshot, reads none
+    assert reference_readers(cfg) == [] and missing_reference(cfg)
+    require_benchmark_data(cfg, reference_readers(cfg))  # no ImageNet train images, no captions: passes
+    assert check_config(cfg, reference_readers=[]) == []
+    with pytest.raises(FileNotFoundError, match="data.reference"):
+        require_benchmark_data(cfg, ["zscl"])
+    assert check_config(cfg, reference_readers=["zscl"]) == missing_reference(cfg)
+    cfg["data"]["reference"] = None
+    with pytest.raises(ValueError, match="method 'zscl' distils on reference data but config key data.reference"):
+        require_benchmark_data(cfg, ["zscl"])
+
+
 def test_unset_reference_is_an_error_only_for_a_method_that_needs_it(tmp_path):
     cfg = load_config(config_dict(tmp_path, "mtil", ["Aircraft"]))
     assert missing_reference(cfg) == []
@@ -58,10 +96,15 @@ def test_zscl_reference_loads_imagenet_train_images_and_cc_captions(tmp_path, im
     assert red.shape == (3, 32, 32) and red[0].mean() > red[2].mean() and blue[2].mean() > blue[0].mean()
 
 
-def test_data_check_reports_the_reference(tmp_path, capsys):
+def test_data_check_reports_the_reference_where_a_method_reads_it(tmp_path, capsys):
     write_aircraft(tmp_path)
-    path = tmp_path / "b.yaml"
-    path.write_text(yaml.safe_dump(zscl_config(tmp_path)))
+    raw, path = zscl_config(tmp_path), tmp_path / "b.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["data", "check", "--config", str(path)]) == 0  # zero-shot only: no reference data read
+    capsys.readouterr()
+    raw["methods"].append("zscl")
+    raw["method_configs"]["zscl"] = {"kind": "zscl"}
+    path.write_text(yaml.safe_dump(raw))
     assert main(["data", "check", "--config", str(path)]) == 1
     assert "reference data (data.reference, kind zscl): missing" in capsys.readouterr().out
     write_reference(tmp_path)
@@ -81,3 +124,36 @@ def test_mini_corpus_reference_is_a_prefix_of_the_pretraining_corpus(image_confi
     cfg["data"]["reference"]["size"] = cfg["mini"]["corpus_size"] + 1
     with pytest.raises(ValueError, match="mini.corpus_size"):
         load_reference(cfg, image_config)
+
+
+def test_the_reference_images_are_listed_once_per_results_folder(tmp_path, image_config, monkeypatch):
+    write_reference(tmp_path)
+    cfg = load_config(zscl_config(tmp_path))
+    train = tmp_path / IMAGENET_TRAIN
+    listed, scandir = [], os.scandir
+
+    def counted(path):
+        if str(path).startswith(str(train)):
+            listed.append(os.path.relpath(path, train))
+        return scandir(path)
+
+    monkeypatch.setattr(reference.os, "scandir", counted)
+    first = load_reference(cfg, image_config).images
+    assert sorted(listed) == [".", ".", "n01", "n02"]  # the stamp, then the walk: the folder and each class folder
+    assert [p.relative_to(train).as_posix() for p in first.paths] == ["n01/a.JPEG", "n02/a.JPEG"]
+    assert list((tmp_path / "results" / "reference").glob("images-*.json.gz"))
+
+    listed.clear()
+    assert load_reference(cfg, image_config).images.paths == first.paths
+    assert listed == ["."]  # the stamp alone: one read of the top folder, no class folder walked
+
+    time.sleep(0.05)  # past the file system's timestamp granularity
+    Image.new("RGB", (40, 30), (0, 255, 0)).save(train / "n01" / "b.JPEG")
+    listed.clear()
+    changed = load_reference(cfg, image_config).images.paths
+    assert [p.relative_to(train).as_posix() for p in changed] == ["n01/a.JPEG", "n01/b.JPEG", "n02/a.JPEG"]
+    assert "n01" in listed  # the changed folder was listed again
+
+    (train / "n03").mkdir()
+    Image.new("RGB", (40, 30), (0, 0, 0)).save(train / "n03" / "c.JPEG")
+    assert len(load_reference(cfg, image_config).images) == 4  # a new class folder is noticed too

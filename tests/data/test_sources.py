@@ -1,14 +1,20 @@
 """Every dataset loads from its real on-disk layout with the right classes and splits."""
 
+import os
+import pickle
 import random
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
+import numpy as np
 import pytest
 import torch
 from torchvision import datasets
+from torchvision.datasets import cifar
 
+from codyra.data.errors import DatasetNotFoundError
 from codyra.data.samples import ImageFiles, Samples, random_split_80_20
 from codyra.data.sources import load_splits
+from codyra.rehearsal.datasets import write_cifar100
 
 from .fixtures import SIZES
 
@@ -149,3 +155,34 @@ def test_80_20_split_is_zscl_random_split_for_caltech_and_eurosat(data_root, nam
     splits = load_splits(name, "mtil", data_root)
     assert [_last_two_parts(key) for key in splits.train.keys] == list(zscl_train)
     assert [_last_two_parts(key) for key in splits.test.keys] == list(zscl_test)
+
+
+def test_cifar100_reads_what_torchvision_reads(data_root, monkeypatch):
+    # torchvision verifies the real files' MD5 sums, which a fixture cannot carry: accept any file here
+    monkeypatch.setattr(cifar, "check_integrity", lambda fpath, md5=None: os.path.isfile(fpath))
+    splits = load_splits("CIFAR100", "mtil", data_root)
+    for part, train in ((splits.train, True), (splits.test, False)):
+        reference = datasets.CIFAR100(str(data_root), train=train)
+        assert part.labels == tuple(reference.targets)
+        assert np.array_equal(part.images.dataset.data, reference.data)
+        assert np.array_equal(np.asarray(part.images.load(3)), np.asarray(reference[3][0]))
+    assert splits.classnames == tuple(name.replace("_", " ") for name in reference.classes)
+
+
+class _Touch:
+    """A pickle that runs Path.touch when loaded."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return Path.touch, (self.path,)
+
+
+def test_a_cifar_batch_naming_another_callable_is_refused_unrun(tmp_path):
+    write_cifar100(tmp_path)
+    ran = tmp_path / "ran"
+    (tmp_path / "cifar-100-python" / "train").write_bytes(pickle.dumps({"data": _Touch(ran), "fine_labels": []}))
+    with pytest.raises(DatasetNotFoundError, match="it names pathlib.Path.touch, which a CIFAR batch file never does"):
+        load_splits("CIFAR100", "mtil", tmp_path)
+    assert not ran.exists()

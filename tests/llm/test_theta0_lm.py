@@ -76,17 +76,9 @@ def test_hub_model_is_recorded_at_first_use_by_repository_and_file(
     shutil.copytree(tiny_trace_theta0[1], snapshot)
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
-    loaded = []
-    real = lm_model.load_causal_lm
-    monkeypatch.setattr(
-        lm_model,
-        "load_causal_lm",
-        lambda source, local, cache_dir: loaded.append(source) or real(str(snapshot), local=True),
-    )
     monkeypatch.setattr(lm_model, "pretrained_source", lambda cfg: ("org/tiny-llama", False))
     cfg = {**tiny_trace, "model": {**tiny_trace["model"], "cache_dir": str(cache)}}
-    pretrained_lm(cfg)
-    assert loaded == ["org/tiny-llama"]
+    pretrained_lm(cfg)  # read by hub id from the cache's snapshot of main
     record = results_path(cfg, WEIGHTS_DIGEST)
     assert read_json(record) == {"org/tiny-llama: model.safetensors": file_sha256(snapshot / "model.safetensors")}
 
@@ -95,7 +87,7 @@ def test_hub_model_is_recorded_at_first_use_by_repository_and_file(
         ResultError,
         match=(
             r"\(org/tiny-llama: model.safetensors\) changed since this benchmark first used them"
-            rf".*delete {snapshot} and download org/tiny-llama again"
+            rf".*delete {snapshot} and fetch org/tiny-llama again \(codyra fetch-weights --model org/tiny-llama"
         ),
     ):
         pretrained_lm(cfg)

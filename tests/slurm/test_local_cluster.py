@@ -62,11 +62,16 @@ def test_generated_config_is_reproducible():
         "NodeName=localhost NodeAddr=127.0.0.1",
         "PartitionName=debug Nodes=localhost Default=YES",
         "PartitionName=gpu ",
+        "PartitionName=cpu ",
         "AutoDetect=off",
+        "SlurmdParameters=config_overrides",
     ):
         assert needle in a, needle
-    cpus = int(re.search(r"^NodeName=localhost .*\bCPUs=(\d+)", a, re.MULTILINE).group(1))
-    assert cpus == os.cpu_count()
+    # the node is declared as a GPU node of a real cluster (profiles/slurm's requests fit it), never
+    # smaller than this machine
+    node = re.search(r"^NodeName=localhost .*$", a, re.MULTILINE).group(0)
+    cpus, memory = (int(re.search(rf"\b{key}=(\d+)", node).group(1)) for key in ("CPUs", "RealMemory"))
+    assert cpus == max(64, os.cpu_count()) and memory >= 1024000 and "Gres=gpu:h100:8" in node
     # the running cluster uses exactly this config
     installed = Path("/etc/slurm/slurm.conf").read_text()
     assert installed in a

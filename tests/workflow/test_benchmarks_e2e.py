@@ -14,10 +14,10 @@ from codyra.clip.streams import build_tasks
 from codyra.data.eval_cache import has_eval_cache
 from codyra.data.tasks import ImageConfig
 from codyra.experiment.config import load_config
+from codyra.rehearsal.datasets import write_dtd, write_eurosat, write_mnist
 from codyra.store.paths import PRETRAINED, cell_path, eval_cache_dir, row0_cell_path, tables_dir
 from codyra.yaml_loader import load_yaml
 from tests.conftest import TINY
-from tests.data.fixtures import write_dtd, write_eurosat, write_mnist
 from tests.llm.conftest import TINY_TRACE
 
 from .conftest import REPO, job_counts, snakemake

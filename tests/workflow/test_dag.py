@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from codyra.experiment.config import config_from_files, load_config
+from codyra.experiment.resources import job_threads
+from codyra.experiment.slurm import profile_resources
 from codyra.methods import method_of
 from codyra.yaml_loader import load_yaml
 from tests.conftest import TINY
@@ -110,7 +112,12 @@ def count_submissions(workdir, *args: str) -> dict:
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
 
 
-SLURM_PROFILE = load_yaml((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+SLURM_PROFILE = REPO / "profiles" / "slurm"
+
+
+def requested(rule: str) -> dict:
+    """What profiles/slurm requests for a job of ``rule`` at its first attempt, as Snakemake evaluates it."""
+    return profile_resources(SLURM_PROFILE, rule)
 
 
 def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(tmp_path):
@@ -127,14 +134,13 @@ def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(t
         "eval_row0": 1,
         "pretrain_mini": 1,
     }
-    rules, defaults = SLURM_PROFILE["set-resources"], SLURM_PROFILE["default-resources"]
     group = out["resources"]["eval_row+train_task"]
     # row i and task i+1 could run side by side: the gpu_slot constraint runs them in series, so the
     # job asks for one member's GPU, CPUs and memory, and for the sum of all members' runtimes
-    assert group["gpu"] == 1 and group["gpu_model"] == defaults["gpu_model"]
+    assert group["gpu"] == 1 and group["gpu_model"] == requested("train_task")["gpu_model"]
     assert group["_cores"] == 3  # max(train.threads, eval.threads)
-    assert group["mem_mb"] == max(rules["eval_row"]["mem_mb"], defaults["mem_mb"])
-    assert group["runtime"] == n * (rules["train_task"]["runtime"] + rules["eval_row"]["runtime"])
+    assert group["mem_mb"] == max(requested("eval_row")["mem_mb"], requested("train_task")["mem_mb"])
+    assert group["runtime"] == n * (requested("train_task")["runtime"] + requested("eval_row")["runtime"])
     assert out["resources"]["pretrain_mini"]["gpu"] == 0
     # members without a gpu_slot: Snakemake adds up those that could run side by side
     unconstrained = count_submissions(
@@ -146,7 +152,7 @@ def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(t
     assert per_task["submissions_by_rule"]["eval_row+train_task"] == len(trained) * seeds * n
     assert (
         per_task["resources"]["eval_row+train_task"]["runtime"]
-        == rules["train_task"]["runtime"] + rules["eval_row"]["runtime"]
+        == requested("train_task")["runtime"] + requested("eval_row")["runtime"]
     )
     assert not (tmp_path / "results").exists()
 
@@ -172,12 +178,12 @@ def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
     # one job per run, the pretrained row, and each test set's evaluation cache (a CPU job)
     assert out["submissions_by_rule"] == {"eval_row+train_task": runs, "eval_row0": 1, "eval_cache": datasets}
     assert out["resources"]["eval_cache"]["gpu"] == 0
-    rules = SLURM_PROFILE["set-resources"]
     group = out["resources"]["eval_row+train_task"]
-    assert (
-        group["gpu"] == 1 and group["_cores"] == 8 and group["mem_mb"] == SLURM_PROFILE["default-resources"]["mem_mb"]
-    )
-    assert group["runtime"] == 11 * (rules["train_task"]["runtime"] + rules["eval_row"]["runtime"])
+    # a run's CPUs: its training's threads and data loaders (codyra.experiment.resources.job_threads)
+    run_cpus = {max(job_threads(cfg, "train_task", m, i, 1) for i in range(1, datasets + 1)) for m in trained}
+    assert group["gpu"] == 1 and group["_cores"] in run_cpus and min(run_cpus) == 8 + 8  # threads 8, 8 workers
+    assert group["mem_mb"] == max(requested("train_task")["mem_mb"], requested("eval_row")["mem_mb"])
+    assert group["runtime"] == 11 * (requested("train_task")["runtime"] + requested("eval_row")["runtime"])
 
 
 def test_causal_lm_runs_submit_one_job_per_task_on_the_training_gpus(tmp_path):
@@ -198,10 +204,10 @@ def test_causal_lm_runs_submit_one_job_per_task_on_the_training_gpus(tmp_path):
     assert out["submissions_by_rule"]["eval_lm_row+train_lm_task"] == len(trained) * len(cfg["seeds"]) * len(
         cfg["tasks"]
     )
-    rules = SLURM_PROFILE["set-resources"]
     group = out["resources"]["eval_lm_row+train_lm_task"]
-    assert group["gpu"] == rules["train_lm_task"]["gpu"] and group["mem_mb"] == rules["train_lm_task"]["mem_mb"]
-    assert group["runtime"] == rules["train_lm_task"]["runtime"] + rules["eval_lm_row"]["runtime"]
+    training = requested("train_lm_task")
+    assert group["gpu"] == training["gpu"] == 4 and group["mem_mb"] == training["mem_mb"]
+    assert group["runtime"] == training["runtime"] + requested("eval_lm_row")["runtime"]
 
 
 def test_a_configfile_that_extends_a_base_drives_the_dag(tmp_path):

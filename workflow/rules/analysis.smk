@@ -94,7 +94,7 @@ if "probes" in ANALYSES and PROBES:
         params:
             settings=lambda w: fingerprint([heldout_fingerprint(CFG), eval_settings(), CFG["analysis"]]),
             version=lambda w: job_version("probe", method_kinds(CFG, [w.method])),
-        threads: CFG["eval"]["threads"]
+        threads: job_threads(CFG, "probe")
         group:
             RUN_GROUP  # on a cluster, in the job of its run, like the run's rows
         log:
@@ -113,7 +113,7 @@ if "conflict" in ANALYSES:
         params:
             settings=fingerprint([CFG["analysis"]["conflict_ranks"], CFG["analysis"]["probe_batch"], [t["name"] for t in CFG["tasks"]]]),
             version=job_version("grad_conflict"),
-        threads: CFG["eval"]["threads"]
+        threads: job_threads(CFG, "grad_conflict")
         log:
             f"{LOGS}/grad_conflict.log",
         run:

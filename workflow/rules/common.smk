@@ -6,12 +6,16 @@ from codyra.experiment.pretraining import own_pretraining
 from codyra.experiment.config import ConfigError, config_from_files, load_config, resolve_job
 from codyra.store.io import fingerprint
 from codyra.data.presence import require_benchmark_data
+from codyra.experiment.weights import require_weights
+from codyra.hub import offline_by_default
 from codyra.evaluation.caching import cached_datasets
 from codyra.experiment.fingerprints import eval_cache_fingerprint, eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
 from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule
+from codyra.experiment.costs import DEFAULT_RECORD
+from codyra.experiment.resources import ProfileResources, job_threads, refuse_unfit
 from codyra.analysis.probe_files import probe_names
 from codyra.analysis.registry import outputs
-from codyra.methods import method_of
+from codyra.methods import method_of, reference_readers
 from codyra.methods.lora import norm_references
 from codyra.store.paths import CELL, EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST, FIGURES_DIR, HELDOUT, PROBE, ROW0_CELL, ROW0_HELDOUT, RUN_DIR, TABLES_DIR, eval_cache_dir
 
@@ -26,8 +30,10 @@ resource_scopes:
 
 if workflow.remote_exec:  # a submitted job: its group's `run:` members run as threads, as local runs do
     from codyra.experiment.snakemake_compat import run_group_members_as_threads
+    from codyra.tracking.mirror import mark_submitted_job
 
     run_group_members_as_threads()
+    mark_submitted_job()  # MLflow: a tracking server only, never the local store (codyra.tracking.mirror)
 
 
 def _raw_config():
@@ -44,11 +50,27 @@ try:
 except ConfigError as err:
     raise WorkflowError(f"configuration error (nothing was run):\n{err}")
 config.update(CFG)  # report captions read snakemake.config: give them the validated values, defaults filled in
-if CFG["check_data"]:  # cheap presence checks: a missing dataset fails here, not when its jobs start
+if workflow.remote_exec:  # a submitted job: compute nodes read the weights cache, never wait on the network
+    offline_by_default()
+# Presence checks (stat calls, a cache look-up) where the grid is planned, not again in every submitted job:
+# a missing dataset or theta_0 fails here, not when its jobs start.
+if CFG["check_data"] and not workflow.remote_exec:
     try:
-        require_benchmark_data(CFG)
+        require_benchmark_data(CFG, reference_readers(CFG))  # ZSCL's reference data only where a method reads it
+        require_weights(CFG)  # in the weights cache; the error names the fetch-weights command
     except (ConfigError, FileNotFoundError) as err:
-        raise WorkflowError(f"{err}\n(nothing was run; for a dry run without the data: --config check_data=False)")
+        raise WorkflowError(
+            f"{err}\n(nothing was run; for a dry run without the data or weights: --config check_data=False)"
+        )
+# What the profile requests per rule, as Snakemake parsed it. A grid submitted to a cluster (--jobs, as a
+# cluster profile sets it; dry runs too) is held against it here, before any job is submitted: each job's
+# estimated memory, GPU memory and runtime (codyra.experiment.resources; `codyra check-resources` prints them).
+REQUESTS = ProfileResources.from_settings(workflow.resource_settings)
+if workflow.is_main_process and workflow.resource_settings.nodes is not None:
+    try:
+        refuse_unfit(CFG, REQUESTS, f"{workflow.basedir}/../{DEFAULT_RECORD}")
+    except ConfigError as err:
+        raise WorkflowError(f"{err}\n(nothing was submitted)")
 
 RESULTS, BENCHMARK = CFG["results"], CFG["benchmark"]
 N = len(CFG["tasks"])
@@ -67,6 +89,7 @@ PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their 
 TRACKING = CFG["tracking"]["enabled"]
 JOB_GROUP = job_group(CFG)  # one SLURM job per CLIP run, per LM task (codyra.experiment.jobs.job_group)
 MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
+FAILED_JOBS = f"{LOGS}/failed-jobs"  # failure records of submitted jobs whose retry would fail again
 CACHED = cached_datasets(CFG)  # datasets whose test sets rows read from an evaluation cache (eval.smk)
 
 
@@ -83,11 +106,39 @@ def codyra_cli(log_path, *argv, cfg=None):
     the scheduler's allotment: on a CPU the thread count changes the numbers, and `--cores`
     below a rule's threads must not (the rule's `threads:` only sizes the scheduling)."""
     from codyra.cli import run
+    from codyra.experiment.retries import record_path, run_member
     from codyra.experiment.snakemake_compat import import_libraries
 
     cfg = CFG if cfg is None else cfg
-    import_libraries(cfg)  # jobs are threads of this process: their first imports one at a time
-    run([*map(str, argv), "--log", str(log_path)], config=cfg)
+
+    def command():
+        import_libraries(cfg)  # jobs are threads of this process: their first imports one at a time
+        run([*map(str, argv), "--log", str(log_path)], config=cfg)
+
+    if not workflow.remote_exec:
+        return command()
+    # a submitted job: a retry of one whose failure repeats stops here, before loading anything
+    record = record_path(FAILED_JOBS, [(t.rulename, t.wildcards_dict) for t in workflow.dag_settings.target_jobs])
+    run_member(record, workflow.attempt, log_path, command)
+
+
+def run_started():
+    """The start of a run (``onstart``, workflow/Snakefile): what a run on a cluster needs settled
+    before its first job is submitted. Earlier runs' failure records go (a new run tries every job)."""
+    from codyra.experiment.retries import forget_failures
+    from codyra.experiment.snakemake_compat import refuse_untested_cluster_run
+    from codyra.tracking.mirror import is_remote, tracking_uri
+
+    if workflow.remote_exec:  # a submitted job's Snakemake (its command line has --no-hooks): the run started before
+        return
+    refuse_untested_cluster_run(workflow.local_exec)
+    forget_failures(FAILED_JOBS)
+    if TRACKING and not workflow.local_exec and not is_remote(tracking_uri(CFG)):
+        print(
+            f"MLflow: jobs on the cluster do not write the local store {tracking_uri(CFG)}; this Snakemake process "
+            "fills it from the result files as each run finishes (summarize_run, tables). For live curves, point "
+            "tracking.uri or MLFLOW_TRACKING_URI at a tracking server (docs/mlflow.md)"
+        )
 
 
 def trains(method):

@@ -19,7 +19,7 @@ if CACHED:
             dataset="|".join(CACHED),
         params:
             settings=lambda w: eval_cache_fingerprint(CFG, w.dataset),
-        threads: CFG["eval"]["threads"]
+        threads: job_threads(CFG, "eval_cache")
         log:
             f"{LOGS}/eval_cache/{{dataset}}.log",
         run:
@@ -33,7 +33,7 @@ rule eval_row0:
         ROW0_FILES,
     params:
         settings=eval_settings(),
-    threads: CFG["eval"]["threads"]
+    threads: job_threads(CFG, "eval_row0")
     log:
         f"{LOGS}/cells/pretrained/row0.log",
     run:
@@ -90,7 +90,7 @@ if EVALUATED:
         params:
             # an untrained row (FIX(ICL)) has no update inputs: its config's settings rerun it
             settings=lambda w: eval_settings() if trains(w.method) else [eval_settings(), *untrained_settings(CFG, w.method)],
-        threads: CFG["eval"]["threads"]
+        threads: job_threads(CFG, eval_rule(CFG))
         group:
             JOB_GROUP
         log:

@@ -16,7 +16,7 @@ rule heldout_row0:
         ROW0_HELDOUT_FILES,
     params:
         settings=heldout_fingerprint(CFG),
-    threads: CFG["eval"]["threads"]
+    threads: job_threads(CFG, "heldout_row0")
     log:
         f"{LOGS}/heldout/pretrained/H_0.log",
     run:
@@ -76,7 +76,7 @@ if HELDOUT_TRAINED:
             i=r"[1-9]\d*",
         params:
             settings=heldout_fingerprint(CFG),
-        threads: CFG["eval"]["threads"]
+        threads: job_threads(CFG, "heldout")
         group:
             JOB_GROUP  # on a cluster, in the job of its run (or task), like the row of cells it extends
         log:

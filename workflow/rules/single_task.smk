@@ -38,7 +38,7 @@ if SINGLE:
             [ROW0_CELL.format(**_single, j=1)] + [ROW0_HELDOUT.format(**_single, name=h) for h in REFERENCES],
         params:
             settings=lambda w: fingerprint([eval_fingerprint(SINGLE[w.target], 1), heldout_fingerprint(SINGLE[w.target])]),
-        threads: CFG["eval"]["threads"]
+        threads: job_threads(CFG, "single_task_row0")
         log:
             f"{SINGLE_LOGS}/pretrained.log",
         run:
@@ -56,7 +56,7 @@ if SINGLE:
             history=f"{SINGLE_RUN}/task1/history.jsonl",
         params:
             settings=lambda w: train_fingerprint(SINGLE[w.target], w.method, 1),
-        threads: lambda w: resolve_job(SINGLE[w.target], w.method, 1)["train"]["threads"]
+        threads: lambda w: job_threads(SINGLE[w.target], "single_task_train", w.method, 1)
         group:
             SINGLE_GROUP
         log:
@@ -75,7 +75,7 @@ if SINGLE:
             + [HELDOUT.format(**_single, method="{method}", seed="{seed}", i=i, name=h) for i in (0, 1) for h in REFERENCES],
         params:
             settings=lambda w: fingerprint([eval_fingerprint(SINGLE[w.target], 1), heldout_fingerprint(SINGLE[w.target])]),
-        threads: CFG["eval"]["threads"]
+        threads: job_threads(CFG, "single_task_eval")
         group:
             SINGLE_GROUP
         log:
@@ -100,7 +100,7 @@ if SINGLE:
             params:
                 settings=lambda w: fingerprint([heldout_fingerprint(SINGLE[w.target]), eval_fingerprint(SINGLE[w.target], 1), SINGLE[w.target]["analysis"]]),
                 version=lambda w: job_version("probe", method_kinds(SINGLE[w.target], [w.method])),
-            threads: CFG["eval"]["threads"]
+            threads: job_threads(CFG, "single_task_probe")
             group:
                 SINGLE_GROUP
             log:

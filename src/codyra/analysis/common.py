@@ -27,14 +27,10 @@ def trained_methods(cfg: dict) -> list[str]:
 
 
 def adapter_methods(cfg: dict) -> list[str]:
-    """Methods whose updates are low-rank adapters (they have a ``rank`` option)."""
-    import dataclasses
-
+    """Methods whose updates are low-rank adapters, as their kind declares (``stores_low_rank_update``)."""
     from codyra.methods import method_of
 
-    return [
-        m for m in trained_methods(cfg) if "rank" in {f.name for f in dataclasses.fields(method_of(cfg, m).Options)}
-    ]
+    return [m for m in trained_methods(cfg) if method_of(cfg, m).stores_low_rank_update]
 
 
 def norm_methods(cfg: dict) -> list[str]:

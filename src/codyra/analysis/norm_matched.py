@@ -17,6 +17,7 @@ import statistics
 from codyra.analysis.ablation import plasticity_forgetting
 from codyra.analysis.common import new_figure, norm_methods, run_summaries, save_figure
 from codyra.evaluation.tables import Table
+from codyra.methods import method_of
 from codyra.methods.lora import norm_references
 from codyra.store.paths import figures_dir
 
@@ -75,14 +76,14 @@ def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     plasticity = COLUMNS.index("Delta-plasticity")
     natural = {seed: [] for seed in cfg["seeds"]}  # the references' Delta-plasticity per seed
     for method in dict.fromkeys(references + matched):
+        if not method_of(cfg, method).stores_low_rank_update:
+            raise ValueError(
+                f"norm-matched probe: {method} stores no low-rank adapter updates (no ||dW||_F per task); "
+                "list only low-rank adapter methods in norm_target"
+            )
         per_seed = []
         for seed, matrix in zip(cfg["seeds"], runs[method], strict=True):
             summaries = run_summaries(cfg, method, seed)
-            if any(s.get("dW_fro_total") is None for s in summaries):
-                raise ValueError(
-                    f"norm-matched probe: {method} stores no low-rank adapter updates "
-                    "(no dW_fro_total in its summaries); list only lora methods in norm_target"
-                )
             row = run_row(summaries, matrix["A"])
             per_seed.append(row)
             if method not in matched:

@@ -18,9 +18,12 @@ it is not in the weights and no method trains it.
 
 theta_0 comes from ``model.pretrained`` (a local Hugging Face model folder), on the mini benchmark
 from its own pretraining (:mod:`codyra.mini.blip`, ``results/{benchmark}/pretrain/``), or else
-``model.name`` (a hub id, read through the cache ``model.cache_dir``): weights from safetensors
-only, kept in fp32 on the CPU so stored updates merge exactly; its image settings (resolution,
-normalisation) from the folder's image processor.
+``model.name`` (a hub id at revision ``model.revision``, read through the cache ``model.cache_dir``,
+:mod:`codyra.hub`): weights from safetensors only, kept in fp32 on the CPU so stored updates merge
+exactly; its image settings (resolution, normalisation) from the folder's image processor. The hub's
+``Salesforce/blip-itm-base-coco`` holds safetensors weights only on its pull-request revision
+``refs/pr/5`` (the hub's automatic conversion; ``main`` holds pickled and TensorFlow files), so
+config/blip_xtail_16shot.yaml reads that revision.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import torch
 from codyra.clip.weights import own_weights
 from codyra.data.tasks import ImageConfig
 from codyra.errors import WeightsUnavailableError
-from codyra.llm.model import MODEL_BUILD_LOCK, check_local_model, verify_hf_theta0
+from codyra.llm.model import MODEL_BUILD_LOCK, model_folder, refetch, verify_hf_theta0
 
 with MODEL_BUILD_LOCK:  # transformers' lazy module: see codyra.llm.model.MODEL_BUILD_LOCK
     from transformers import BlipForImageTextRetrieval
@@ -90,33 +93,27 @@ def image_config(processor) -> ImageConfig:
     return ImageConfig(size=int(height), mean=tuple(processor.image_mean), std=tuple(processor.image_std))
 
 
-def load_blip(source: str, *, local: bool, blip: dict, cache_dir: str | None = None) -> BlipBundle:
-    """Model (fp32, CPU, eval mode), tokenizer and image settings from a local folder or a hub id;
-    ``blip`` is the config block (``temperature``, ``max_text_len``)."""
-    from huggingface_hub.constants import HF_HUB_CACHE
-
+def load_blip(
+    source: str, *, local: bool, blip: dict, cache_dir: str | None = None, revision: str | None = None
+) -> BlipBundle:
+    """Model (fp32, CPU, eval mode), tokenizer and image settings from a local folder or a hub id
+    (:func:`codyra.llm.model.model_folder`); ``blip`` is the config block (``temperature``, ``max_text_len``)."""
+    folder = model_folder(source, local=local, revision=revision, cache_dir=cache_dir)
     with MODEL_BUILD_LOCK:
         from transformers import AutoTokenizer, BlipImageProcessor
         from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    if local:
-        source = str(Path(source).expanduser())
-        check_local_model(Path(source))
     try:
         with MODEL_BUILD_LOCK:
             model = BlipImageText.from_pretrained(
-                source, cache_dir=cache_dir, use_safetensors=True, dtype=torch.float32, local_files_only=local
+                folder, use_safetensors=True, dtype=torch.float32, local_files_only=True
             )
-            tokenizer = AutoTokenizer.from_pretrained(source, cache_dir=cache_dir, local_files_only=local)
-            processor = BlipImageProcessor.from_pretrained(source, cache_dir=cache_dir, local_files_only=local)
-    except OSError as err:
-        raise WeightsUnavailableError(
-            f"could not load the BLIP model {source!r}: {err}\nLooked in the cache {cache_dir or HF_HUB_CACHE} "
-            "(config key model.cache_dir). On a machine without internet, download it once where there is "
-            f"(`hf download {source} --cache-dir <shared dir>`), then set model.cache_dir to that dir and "
-            "HF_HUB_OFFLINE=1 on compute nodes."
-        ) from err
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            processor = BlipImageProcessor.from_pretrained(folder, local_files_only=True)
+    except OSError as err:  # a file of the folder missing or corrupt
+        fix = refetch(source, folder, local=local, revision=revision, cache_dir=cache_dir)
+        raise WeightsUnavailableError(f"could not load the BLIP model {source!r} from {folder}: {err}\n{fix}") from err
     pad = model.config.text_config.pad_token_id
     if tokenizer.pad_token_id != pad:
         raise ValueError(
@@ -140,6 +137,7 @@ def pretrained_source(cfg: dict) -> tuple[str, bool]:
 def pretrained_blip(cfg: dict) -> BlipBundle:
     """theta_0, verified (:func:`codyra.llm.model.verify_hf_theta0`)."""
     source, local = pretrained_source(cfg)
-    bundle = load_blip(source, local=local, blip=cfg["blip"], cache_dir=cfg["model"]["cache_dir"])
+    m = cfg["model"]
+    bundle = load_blip(source, local=local, blip=cfg["blip"], cache_dir=m["cache_dir"], revision=m["revision"])
     verify_hf_theta0(cfg, bundle.model, source, local=local, own=own_weights(cfg) is not None)
     return bundle

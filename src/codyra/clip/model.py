@@ -20,15 +20,15 @@ from pathlib import Path
 
 import open_clip
 import torch
-from huggingface_hub import constants as hub_constants
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 from open_clip.constants import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME
 from safetensors import SafetensorError, safe_open
 
+from codyra import hub
 from codyra.clip.weights import own_weights, pretrained_weights
 from codyra.data.tasks import ImageConfig
-from codyra.errors import WeightsUnavailableError
+from codyra.errors import ConfigError, WeightsUnavailableError
 from codyra.store.theta0 import check_finite, record_first_use, verify_first_use, verify_own
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "clip" / "model_configs"  # the mini CLIP's
@@ -51,11 +51,6 @@ class HubFile:
 
     def __str__(self) -> str:
         return f"{self.repo_id}/{self.filename}"
-
-
-def weights_cache_dir(cache_dir: str | None) -> str:
-    """The cache a tag's weights are read from and downloaded into."""
-    return str(Path(cache_dir).expanduser().absolute()) if cache_dir else hub_constants.HF_HUB_CACHE
 
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
@@ -108,7 +103,29 @@ def hub_file(name: str, tag: str) -> HubFile:
 
 
 def fetch_command(name: str, tag: str, cache_dir: str | None) -> str:
-    return f"codyra fetch-weights --model {name} --pretrained {tag} --cache-dir {weights_cache_dir(cache_dir)}"
+    return hub.fetch_command(name, cache_dir, pretrained=tag)
+
+
+def fetch_fix(name: str, tag: str, cache_dir: str | None) -> str:
+    return (
+        f"Fetch them once on a machine with internet (e.g. a login node): {fetch_command(name, tag, cache_dir)} "
+        f"and point model.cache_dir at {hub.cache_path(cache_dir)} (a directory the compute nodes can read)."
+    )
+
+
+def cached_tag_file(name: str, tag: str, cache_dir: str | None = None) -> Path:
+    """The cached safetensors file of an open_clip tag, found without the network (whatever
+    HF_HUB_OFFLINE says); else WeightsUnavailableError naming the cache and the fetch command."""
+    remote = hub_file(name, tag)
+    cache = hub.cache_path(cache_dir)
+    try:
+        return Path(hf_hub_download(remote.repo_id, remote.filename, cache_dir=cache, local_files_only=True))
+    except LocalEntryNotFoundError:
+        offline = " and the Hugging Face hub is offline (HF_HUB_OFFLINE=1)" if hub.is_offline() else ""
+        raise WeightsUnavailableError(
+            f"{name} weights {tag!r} ({remote}) are not in the weights cache {cache}{offline}. "
+            f"{fetch_fix(name, tag, cache_dir)}"
+        ) from None
 
 
 def pretrained_file(name: str, tag: str, cache_dir: str | None = None) -> Path:
@@ -117,25 +134,18 @@ def pretrained_file(name: str, tag: str, cache_dir: str | None = None) -> Path:
     Raises WeightsUnavailableError when it is not cached and cannot be downloaded (hub
     offline, no network), naming the cache and the fetch command.
     """
-    remote = hub_file(name, tag)
-    cache = weights_cache_dir(cache_dir)
-    fix = (
-        f"Fetch them once on a machine with internet (e.g. a login node): {fetch_command(name, tag, cache_dir)} "
-        f"and point model.cache_dir at {cache} (a directory the compute nodes can read)."
-    )
-    try:  # a cache hit never touches the network, whatever HF_HUB_OFFLINE says
-        path = hf_hub_download(remote.repo_id, remote.filename, cache_dir=cache, local_files_only=True)
-    except LocalEntryNotFoundError:
-        if hub_constants.is_offline_mode():
-            raise WeightsUnavailableError(
-                f"{name} weights {tag!r} ({remote}) are not in the weights cache {cache} and the Hugging Face "
-                f"hub is offline (HF_HUB_OFFLINE=1). {fix}"
-            ) from None
+    try:
+        path = cached_tag_file(name, tag, cache_dir)
+    except WeightsUnavailableError:
+        if hub.is_offline():
+            raise
+        remote, cache = hub_file(name, tag), hub.cache_path(cache_dir)
         try:
             path = hf_hub_download(remote.repo_id, remote.filename, cache_dir=cache)
         except Exception as err:  # network and hub errors come in many types; all mean "not available"
             raise WeightsUnavailableError(
-                f"could not download {name} weights {tag!r} ({remote}) into {cache}: {type(err).__name__}: {err}. {fix}"
+                f"could not download {name} weights {tag!r} ({remote}) into {cache}: {type(err).__name__}: {err}. "
+                f"{fetch_fix(name, tag, cache_dir)}"
             ) from err
     return check_state_file(path, f"cached {name} weights {tag!r}", f"then run {fetch_command(name, tag, cache_dir)}")
 
@@ -190,12 +200,21 @@ def fetch_weights(name: str, tag: str, cache_dir: str | None = None) -> Path:
     return path
 
 
+def check_no_revision(cfg: dict) -> None:
+    if cfg["model"]["revision"] is not None:
+        raise ConfigError(
+            f"config key model.revision: {cfg['model']['revision']!r} is set, but an open_clip model reads no hub "
+            "revision (a tag names its file, model.pretrained a local file); remove it"
+        )
+
+
 def pretrained_clip(cfg: dict) -> ClipBundle:
     """theta_0: ``model.pretrained`` (an open_clip tag or a safetensors file), else the mini
     benchmark's own pretraining; its file verified against its recorded digest (:mod:`codyra.store.theta0`)
     before it is loaded, and its values checked to be finite."""
     m = cfg["model"]
     pretrained = pretrained_weights(cfg)
+    check_no_revision(cfg)
     path, tag_config = resolve_weights(m["name"], pretrained, m["cache_dir"])
     if path is None:
         return build_clip(m["name"], None, tag_config)

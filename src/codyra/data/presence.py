@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from codyra.data.catalog import requirement
@@ -46,17 +47,30 @@ def require_present(name: str, protocol: str, root: Path) -> None:
         raise dataset_error(name, protocol, root, missing=missing)
 
 
-def require_benchmark_data(cfg: dict) -> None:
+def benchmark_datasets(cfg: dict) -> list[str]:
+    """Every dataset an mtil / xtail config reads, once each in order: its tasks, its held-out
+    tasks, the single-task studies' tasks and their reference tasks (config key single_task)."""
+    single = cfg["single_task"]
+    names = [task["name"] for task in cfg["tasks"]] + cfg["heldout_tasks"]
+    names += [study["task"] for study in single.get("studies", {}).values()] + single.get("reference_tasks", [])
+    return list(dict.fromkeys(names))
+
+
+def require_benchmark_data(cfg: dict, reference_readers: Sequence[str] | None = None) -> None:
     """Fail (before any job runs) if a dataset the benchmark reads is absent: stat calls only.
 
     mtil / xtail: each dataset's required files under data.root; TRACE (unless the mini
-    TRACE, whose data the workflow writes): each task's train/eval/test.json; any benchmark:
-    the reference data of data.reference (ZSCL's).
+    TRACE, whose data the workflow writes): each task's train/eval/test.json; the reference
+    data of data.reference (ZSCL's) where a method distils on it. ``reference_readers``: the
+    grid's methods that do (their class's ``reads_reference_data``, resolved by the caller: the
+    data layer knows no methods); None: not resolved, so data.reference is required wherever set.
     """
     from codyra.data.reference import require_reference
 
-    if cfg["data"]["reference"] is not None:
+    if reference_readers is None and cfg["data"]["reference"] is not None:
         require_reference(cfg)
+    for method in reference_readers or ():
+        require_reference(cfg, method)
     kind, names = cfg["data"]["kind"], [t["name"] for t in cfg["tasks"]]
     if kind in ("mtil", "xtail"):
         root = data_root(cfg)

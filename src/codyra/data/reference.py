@@ -14,11 +14,17 @@ Kinds:
   pairs the model was pretrained on); ``size`` null = the whole ``mini.corpus_size``.
 
 ``missing_reference`` only stats files (the DAG build and ``codyra data check`` call it);
-``load_reference`` lists and reads them for a training job.
+``load_reference`` reads them for a training job. Listing ImageNet's 1.28 M training images
+takes minutes on a shared filesystem, so the list is kept in the results folder
+(:func:`reference_images`) and every later job of a grid reads it instead.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +36,9 @@ IMAGENET_TRAIN = "imagenet/train/"
 CC_CAPTIONS = "conceptual_captions/Validation_GCC-1.1.0-Validation_output.csv"
 CC_CAPTION_COLUMN = "title"
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
+# The list of a reference image folder, one file per folder (named by its path's hash) per results folder.
+LISTING = "{results}/reference/images-{folder}.json.gz"
+LISTING_FORMAT = "codyra-reference-listing/1"
 OBTAIN = {
     IMAGENET_TRAIN: "extract ILSVRC2012_img_train.tar (https://image-net.org/download-images) to "
     "<root>/imagenet/train/ with one folder per WordNet id (n01440764/*.JPEG, ...)",
@@ -88,19 +97,55 @@ class ReferenceData:
     texts: list[str]
 
 
+def folder_stamp(folder: Path) -> list:
+    """What changes when a file is added to, removed from or renamed in ``folder``'s class folders:
+    the modification time of ``folder`` and of each entry in it (one directory read and a stat
+    per class folder, never a walk of the class folders)."""
+    with os.scandir(folder) as entries:
+        stamp = sorted([entry.name, entry.stat().st_mtime_ns] for entry in entries)
+    return [folder.stat().st_mtime_ns, stamp]
+
+
+def list_images(folder: Path) -> list[str]:
+    """The images in ``folder``'s class folders, as paths relative to it, in path order."""
+    files = []
+    with os.scandir(folder) as classes:
+        for entry in classes:
+            if entry.is_dir():
+                with os.scandir(entry.path) as images:
+                    files += [f"{entry.name}/{i.name}" for i in images if Path(i.name).suffix.lower() in IMAGE_SUFFIXES]
+    return sorted(files, key=lambda relative: relative.split("/"))
+
+
+def reference_images(cfg: dict, folder: Path) -> list[Path]:
+    """The images in ``folder``'s class folders, listed once per results folder: the first job
+    writes the list (atomically) with the folder's stamp (:func:`folder_stamp`), later jobs read
+    it while the stamp is unchanged, and list the folder again (and rewrite the list) once it is not."""
+    from codyra.store.io import atomic_write
+    from codyra.store.paths import results_path
+
+    folder = folder.absolute()
+    path = results_path(cfg, LISTING, folder=hashlib.sha256(str(folder).encode()).hexdigest()[:16])
+    stamp = folder_stamp(folder)  # before listing: a change while listing is seen by the next job
+    try:
+        listing = json.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, EOFError, ValueError):  # none yet, or unreadable: list the folder again
+        listing = None
+    expected = {"format": LISTING_FORMAT, "folder": str(folder), "stamp": stamp}
+    if not (isinstance(listing, dict) and all(listing.get(key) == value for key, value in expected.items())):
+        listing = {**expected, "files": list_images(folder)}
+        blob = gzip.compress(json.dumps(listing, separators=(",", ":")).encode())
+        atomic_write(path, lambda tmp: Path(tmp).write_bytes(blob))
+    return [folder / relative for relative in listing["files"]]
+
+
 class _ImageFolderFiles:
     """Images listed under class folders, read with the evaluation transform (picklable)."""
 
-    def __init__(self, root: Path, transform):
-        self.paths = sorted(
-            p
-            for folder in sorted(root.iterdir())
-            if folder.is_dir()
-            for p in folder.iterdir()
-            if p.suffix.lower() in IMAGE_SUFFIXES
-        )
-        if not self.paths:
+    def __init__(self, root: Path, paths: list[Path], transform):
+        if not paths:
             raise FileNotFoundError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in the class folders of {root}")
+        self.paths = paths
         self.transform = transform
 
     def __len__(self):
@@ -164,4 +209,6 @@ def load_reference(cfg: dict, image: ImageConfig, method_name: str | None = None
     from codyra.data.transforms import EvalTransform
 
     root = data_root(cfg)
-    return ReferenceData(_ImageFolderFiles(root / IMAGENET_TRAIN, EvalTransform(image)), _captions(root / CC_CAPTIONS))
+    folder = root / IMAGENET_TRAIN
+    images = _ImageFolderFiles(folder, reference_images(cfg, folder), EvalTransform(image))
+    return ReferenceData(images, _captions(root / CC_CAPTIONS))

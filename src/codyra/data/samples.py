@@ -1,7 +1,7 @@
 """Lists of (image key, label) and the picklable objects that turn a key into an image.
 
-A key is a path relative to the data root (file datasets) or an index into a torchvision
-dataset held in memory (CIFAR100, MNIST). Nothing here decodes an image until asked, so
+A key is a path relative to the data root (file datasets) or an index into a split
+held in memory (CIFAR100, MNIST). Nothing here decodes an image until asked, so
 views over 20k-image test sets stream through DataLoader workers.
 """
 
@@ -83,7 +83,8 @@ class ImageFiles:
 
 @dataclass(frozen=True)
 class TorchvisionImages:
-    """Images held in memory by a torchvision dataset; keys are its indices."""
+    """Images held in memory, indexed like a torchvision dataset (MNIST's; CIFAR100's arrays,
+    :mod:`codyra.data.sources`): ``dataset[key]`` is (image, label), ``dataset.data`` the arrays."""
 
     dataset: object
 
@@ -99,7 +100,7 @@ class TorchvisionImages:
         return []
 
     def state(self, keys) -> str:
-        """The digest of the arrays torchvision read into memory (CIFAR100: 30 MB, MNIST: 8 MB)."""
+        """The digest of the arrays read into memory (CIFAR100: 30 MB, MNIST: 8 MB)."""
         data = np.ascontiguousarray(np.asarray(self.dataset.data))
         return hashlib.sha256(json.dumps(list(keys)).encode() + data.tobytes()).hexdigest()
 

@@ -3,14 +3,24 @@
 MTIL reads every dataset through torchvision's class (download=False). X-TAIL reads CoOp's
 split files, except for Aircraft (CoOp uses the official split, as torchvision does) and
 MNIST (torchvision).
+
+No reader verifies a file's MD5 sum, as torchvision's CIFAR100, Flowers102 and Places365 would:
+a dataset is any copy in the layout (converted, relinked, a rehearsal's fixture), and
+`codyra data check` compares what it holds with the paper's sizes and classes. CIFAR100's batches
+are pickles: they are read with numpy's array reconstruction as the only callable a file may
+name (:class:`_ArrayUnpickler`), so an unverified file cannot run code.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+from PIL import Image
 from torchvision import datasets
 
 from codyra.data import classnames as names
@@ -40,8 +50,8 @@ def load_splits(name: str, protocol: str, root: str | Path) -> DatasetSplits:
         _check_labels(splits)
     except DatasetNotFoundError:
         raise
-    except (RuntimeError, KeyError, OSError, ValueError) as error:
-        # torchvision's "not found or corrupted", a malformed annotation or split file, ...
+    except (RuntimeError, KeyError, OSError, ValueError, EOFError, pickle.UnpicklingError) as error:
+        # torchvision's "not found", a malformed annotation, split or batch file, ...
         raise dataset_error(name, protocol, root, problem=f"could not be read: {error}") from error
     return splits
 
@@ -110,9 +120,64 @@ def _in_memory(dataset) -> Samples:
     return Samples(TorchvisionImages(dataset), tuple(range(len(dataset))), tuple(labels))
 
 
+# The globals of CIFAR's batch files: numpy's array reconstruction, which pickles name
+# numpy.core.multiarray._reconstruct (numpy 1.x) or numpy._core.multiarray._reconstruct (2.x).
+_RECONSTRUCT = np.empty(0).__reduce__()[0]
+_CIFAR_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+}
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Reads a pickle that may name numpy's array reconstruction and nothing else callable (a
+    pickle can name any callable, which loading would run)."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in _CIFAR_GLOBALS:
+            raise pickle.UnpicklingError(f"it names {module}.{name}, which a CIFAR batch file never does")
+        return _CIFAR_GLOBALS[module, name]
+
+
+def _unpickle_arrays(path: Path) -> dict:
+    with open(path, "rb") as file:
+        content = _ArrayUnpickler(file, encoding="latin1").load()  # CIFAR's files are Python 2 pickles
+    if not isinstance(content, dict):
+        raise pickle.UnpicklingError(f"{path} holds a {type(content).__name__}, not a CIFAR batch (a dict)")
+    return content
+
+
+@dataclass(frozen=True, eq=False)
+class _CifarImages:
+    """A CIFAR split as torchvision's CIFAR100 holds it: ``data`` [N, 32, 32, 3] uint8, ``targets``."""
+
+    data: np.ndarray
+    targets: list[int]
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int):
+        return Image.fromarray(self.data[index]), self.targets[index]
+
+
+def _cifar_split(base: Path, split: str) -> _CifarImages:
+    batch = _unpickle_arrays(base / split)
+    # torchvision's reshape: rows of 3 x 32 x 32 channel planes, to height x width x channel
+    data = np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose((0, 2, 3, 1))
+    labels = [int(label) for label in batch["fine_labels"]]
+    if len(labels) != len(data):
+        raise ValueError(f"{base / split} holds {len(data)} images but {len(labels)} labels")
+    return _CifarImages(data, labels)
+
+
 def _cifar100(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (datasets.CIFAR100(str(root), train=flag) for flag in (True, False))
-    return DatasetSplits(_mtil_names(train.classes), _in_memory(train), _in_memory(test))
+    base = root / "cifar-100-python"
+    train, test = _cifar_split(base, "train"), _cifar_split(base, "test")
+    classes = [str(name) for name in _unpickle_arrays(base / "meta")["fine_label_names"]]
+    return DatasetSplits(_mtil_names(classes), _in_memory(train), _in_memory(test))
 
 
 def _dtd(root: Path, protocol: str) -> DatasetSplits:
@@ -128,9 +193,17 @@ def _eurosat(root: Path, protocol: str) -> DatasetSplits:
     return DatasetSplits(_hand_written("EuroSAT", len(dataset.classes)), train, test)
 
 
+class _Flowers102(datasets.Flowers102):
+    """torchvision's reader, its files checked to exist instead of their MD5 sums (module doc)."""
+
+    def _check_integrity(self) -> bool:
+        files = (self._base_folder / self._file_dict[key][0] for key in ("label", "setid"))
+        return self._images_folder.is_dir() and all(path.is_file() for path in files)
+
+
 def _flowers(root: Path, protocol: str) -> DatasetSplits:
     # Labels come from imagelabels.mat (1..102); CLIP's list names all 102 of them.
-    train, test = (datasets.Flowers102(str(root), split=split, loader=_path_only) for split in ("train", "test"))
+    train, test = (_Flowers102(str(root), split=split, loader=_path_only) for split in ("train", "test"))
     return DatasetSplits(names.FLOWERS, _file_samples(root, train), _file_samples(root, test))
 
 
@@ -173,10 +246,19 @@ def _heldout_only(root: Path, classes, test: Samples) -> DatasetSplits:
     return DatasetSplits(tuple(classes), Samples(ImageFiles(root), (), ()), test)
 
 
+class _Places365(datasets.Places365):
+    """torchvision's reader, its files checked to exist instead of their MD5 sums (module doc)."""
+
+    def _check_integrity(self, file: str, md5: str, download: bool) -> bool:
+        if not os.path.isfile(file):
+            raise RuntimeError(f"The file {file} does not exist")
+        return True
+
+
 def _places365(root: Path, protocol: str) -> DatasetSplits:
     """Places365's validation images (256 px); class names from the dataset's own
     categories_places365.txt ("/b/bakery/shop" -> "bakery shop")."""
-    val = datasets.Places365(str(root / "places365"), split="val", small=True, loader=_path_only)
+    val = _Places365(str(root / "places365"), split="val", small=True, loader=_path_only)
     classes = [name[3:].replace("/", " ").replace("_", " ") for name in val.classes]
     return _heldout_only(root, classes, _files(root, [path for path, _ in val.imgs], val.targets))
 

@@ -4,11 +4,20 @@ The cell protocol of every family: index checks, row 0 (the pretrained model) sh
 method and seed of a benchmark and copied for methods that never train, the settings
 fingerprint, the JSON file, MLflow. A row's cells share one theta_i; the family computes them
 (:mod:`codyra.clip.evaluate`, :mod:`codyra.llm.evaluate`).
+
+A row survives a failed attempt: Snakemake deletes a failed job's outputs, so each computed cell
+(with the files the family writes beside it, TRACE's predictions) is also kept, as it finishes,
+in the row's partial folder (``PARTIAL_ROW``), keyed by the settings of every cell of the row, the
+digests of the updates it is computed from and the codyra version. A rerun with the same key
+takes those cells and computes only the rest; another key (a changed setting, a retrained
+update) deletes the folder and computes everything. The kept cells go once the row is whole.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
+from pathlib import Path
 
 from codyra import __version__
 from codyra.evaluation.routed import routed_cells
@@ -17,9 +26,9 @@ from codyra.family import family_of
 from codyra.methods import method_of
 from codyra.methods.base import CellPosition
 from codyra.store.cells import read_cell
-from codyra.store.io import read_json, require_writable, write_json
+from codyra.store.io import ResultError, atomic_write, fingerprint, read_json, require_writable, write_json
 from codyra.store.model_states import require_updates
-from codyra.store.paths import PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
+from codyra.store.paths import PARTIAL_ROW, PRETRAINED, SUMMARY_FILE, cell_path, row0_cell_path
 from codyra.tracking.mirror import SETTINGS, JobRun, cell_metric, row_run, row_seconds, row_settings, with_store
 from codyra.tracking.sync import log_row
 
@@ -79,8 +88,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
         if i != 0:
             raise ValueError("the pretrained model only has row i = 0")
         require_writable(row0_cell_path(cfg, 1).parent)
-        cells = _with_settings(cfg, PRETRAINED, None, 0, _computed_cells(cfg, PRETRAINED, None, 0, js, device))
-        return tracked(cfg, PRETRAINED, None, 0, js, lambda j: _stored(row0_cell_path(cfg, j), next(cells)))
+        return _computed_row(cfg, PRETRAINED, None, 0, js, device)
     if method not in cfg["method_configs"]:
         raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
     require_writable(cell_path(cfg, method, seed, i, 1).parent)
@@ -100,8 +108,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
             }
 
         return tracked(cfg, method, seed, i, js, lambda j: _stored(cell_path(cfg, method, seed, i, j), copy(j)))
-    cells = _with_settings(cfg, method, seed, i, _computed_cells(cfg, method, seed, i, js, device))
-    return tracked(cfg, method, seed, i, js, lambda j: _stored(cell_path(cfg, method, seed, i, j), next(cells)))
+    return _computed_row(cfg, method, seed, i, js, device)
 
 
 def _stored(path, result: dict) -> dict:
@@ -110,19 +117,87 @@ def _stored(path, result: dict) -> dict:
     return result
 
 
-def _with_settings(cfg, method, seed, i, cells):
-    """The cells with the code version and their settings fingerprint: column j's evaluation settings and those the
-    summaries of the updates 1..i record (not the config's: an update trained with other
-    settings shows here). Read before any cell is computed; fails early if an update is missing."""
-    if method != PRETRAINED and not method_of(cfg, method).trains:
-        # theta_0 (FIX(ICL)): no update; the method's config stands for each of them
-        updates = untrained_settings(cfg, method) * i
-    else:
-        updates = [read_json(d / SUMMARY_FILE).get("settings") for d in require_updates(cfg, method, seed, i)]
-    return (
-        {**cell, "codyra_version": __version__, "settings": cell_fingerprint(eval_fingerprint(cfg, cell["j"]), updates)}
-        for cell in cells
-    )
+def _computed_row(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device) -> list[dict]:
+    """The cells ``js`` of row i computed from theta_i (each written as it is done), those a failed
+    attempt with the same key left in the partial folder taken from there instead."""
+
+    def path(j: int) -> Path:
+        return row0_cell_path(cfg, j) if method == PRETRAINED else cell_path(cfg, method, seed, i, j)
+
+    updates, digests = _updates(cfg, method, seed, i)
+    settings = {j: cell_fingerprint(eval_fingerprint(cfg, j), updates) for j in range(1, len(cfg["tasks"]) + 1)}
+    partial = _partial_folder(path(1).parent.parent, i, fingerprint([settings, digests, __version__]))
+    kept = {j: cell for j in js if (cell := _kept_cell(cfg, partial, path(j), method, seed, i, j, settings[j]))}
+    todo = [j for j in js if j not in kept]
+    computed = _computed_cells(cfg, method, seed, i, todo, device) if todo else iter(())
+
+    def cell(j: int) -> dict:
+        if j in kept:
+            _copy_files(partial, path(j), path(j).parent)
+            log.info("A[%d,%d] taken from %s (an earlier attempt of this row computed it)", i, j, partial)
+            return kept[j]
+        result = {**next(computed), "codyra_version": __version__, "settings": settings[j]}
+        _copy_files(path(j).parent, path(j), partial)  # the family's files beside the cell (TRACE: predictions)
+        write_json(partial / path(j).name, result)  # last: the cell's presence means its files are all there
+        return result
+
+    cells = tracked(cfg, method, seed, i, js, lambda j: _stored(path(j), cell(j)))
+    for j in js:  # the row's files are in place: its kept copies go
+        for kept_file in _cell_files(partial, path(j)):
+            kept_file.unlink()
+    for folder in (partial, partial.parent, partial.parent.parent):  # empty folders only
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+    return cells
+
+
+def _updates(cfg: dict, method: str, seed: int | None, i: int) -> tuple[list, list]:
+    """The settings the summaries of the updates 1..i record (not the config's: an update trained
+    with other settings shows in its cells' fingerprint) and their tensors' digests. Read before
+    any cell is computed; fails early if an update is missing."""
+    if method == PRETRAINED:
+        return [], []
+    if not method_of(cfg, method).trains:  # theta_0 (FIX(ICL)): no update; the method's config stands for each
+        return untrained_settings(cfg, method) * i, []
+    summaries = [read_json(d / SUMMARY_FILE) for d in require_updates(cfg, method, seed, i)]
+    return [s.get("settings") for s in summaries], [s.get("update_digest") for s in summaries]
+
+
+def _partial_folder(folder: Path, i: int, key: str) -> Path:
+    """Row i's partial folder of ``key`` beside the ``cells`` of ``folder``; another key's is stale and deleted."""
+    partial = folder / PARTIAL_ROW.format(i=i, key=key)
+    for stale in partial.parent.iterdir() if partial.parent.is_dir() else ():
+        if stale != partial:
+            log.info("deleting %s: cells of row %d computed with other settings, updates or code", stale, i)
+            shutil.rmtree(stale)
+    return partial
+
+
+def _kept_cell(cfg, partial: Path, cell_file: Path, method, seed, i: int, j: int, settings: str) -> dict | None:
+    """Cell A[i, j] as an earlier attempt of the row kept it in ``partial``, if it did and it is sound."""
+    kept = partial / cell_file.name
+    if not kept.is_file():
+        return None
+    try:
+        cell = read_cell(cfg, kept, method, seed, i, j, classifies=family_of(cfg).classifies)
+    except ResultError as err:
+        log.warning("recomputing A[%d,%d]: %s", i, j, err)
+        return None
+    return cell if cell.get("settings") == settings else None
+
+
+def _cell_files(folder: Path, cell_file: Path) -> list[Path]:
+    """The files of a cell in ``folder``: its JSON and those named after it (TRACE: its predictions)."""
+    return sorted(folder.glob(f"{cell_file.stem}.*"))
+
+
+def _copy_files(source: Path, cell_file: Path, target: Path) -> None:
+    """Copy the files beside a cell, not its JSON (written by the caller), from ``source`` to ``target``."""
+    for file in _cell_files(source, cell_file):
+        if file.name != cell_file.name:
+            atomic_write(target / file.name, lambda tmp, file=file: shutil.copyfile(file, tmp))
 
 
 def _computed_cells(cfg, method, seed, i, js, device):

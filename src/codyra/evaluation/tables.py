@@ -67,6 +67,11 @@ class Table:
     reference: set[str] = field(default_factory=set)
     # the config method of a row label or column (the CSV's ``method``); {}: the label itself
     methods: dict[str, str] = field(default_factory=dict)
+    # (row label, why) of each method the grid left out (config key left_out): a line under the table
+    left_out: list[tuple[str, str]] = field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        return [f"Left out: {label}: {why}" for label, why in self.left_out]
 
     def stats(self):
         """(block, label, [(mean, std, n) or None per column])."""
@@ -161,6 +166,7 @@ def to_markdown(table: Table) -> str:
             for c, s in enumerate(stats)
         ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ([""] + [f"*{note}*" for note in table.notes()]) if table.left_out else []
     return "\n".join(lines) + "\n"
 
 
@@ -181,9 +187,9 @@ def _tex(text: str) -> str:
 LATEX_PACKAGES = ("booktabs", "adjustbox", "xcolor")
 
 
-def latex_table(label: str, caption: str, columns: int, head: list[str], body: list[str]) -> str:
+def latex_table(label: str, caption: str, columns: int, head: list[str], body: list[str], notes=()) -> str:
     """A LaTeX ``table``: caption and label above, a booktabs tabular of ``columns`` columns (the
-    first left-aligned), shrunk to the line width when it is wider (never enlarged)."""
+    first left-aligned), shrunk to the line width when it is wider (never enlarged), ``notes`` below it."""
     packages = ", ".join(rf"\usepackage{{{p}}}" for p in LATEX_PACKAGES)
     return (
         "\n".join(
@@ -202,6 +208,7 @@ def latex_table(label: str, caption: str, columns: int, head: list[str], body: l
                 r"\bottomrule",
                 r"\end{tabular}",
                 r"\end{adjustbox}",
+                *(rf"\par\footnotesize {_tex(note)}" for note in notes),
                 r"\end{table}",
             ]
         )
@@ -240,7 +247,7 @@ def to_latex(table: Table, benchmark: str) -> str:
         if label in table.reference and table.best_along == "column":
             row = [_grey(c) for c in row]
         body.append(" & ".join(row) + r" \\")
-    return latex_table(latex_label(benchmark, table.name), table.caption, width, head, body)
+    return latex_table(latex_label(benchmark, table.name), table.caption, width, head, body, table.notes())
 
 
 def to_html(table: Table) -> str:
@@ -279,7 +286,9 @@ def to_html(table: Table) -> str:
         f"<style>{style}</style></head><body>\n"
         f"<p><b>{escape(table.caption)}</b></p>\n<table><tr><th></th>{head}</tr>\n"
         + "\n".join(rows)
-        + "\n</table></body></html>\n"
+        + "\n</table>"
+        + "".join(f"\n<p><em>{escape(note)}</em></p>" for note in table.notes())
+        + "</body></html>\n"
     )
 
 
@@ -310,6 +319,9 @@ def to_csv(table: Table) -> str:
             writer.writerow(
                 [block, *group, label, *method, table.columns[col], mean, std, n, (block, label, col) in best]
             )
+    for label, why in table.left_out:  # block "left out", the reason as its column, no value
+        group, method = [""] if grouped else [], [""] if named else []
+        writer.writerow(["left out", *group, label, *method, why, "", "", 0, False])
     return out.getvalue()
 
 
@@ -569,6 +581,9 @@ def write_tables(cfg: dict) -> Path:
         tables.append(routing_table(cfg, runs))
     if rail_aggregation_methods(cfg):
         tables.append(rail_aggregation_table(cfg, runs))
+    left_out = list(row_labels(cfg, cfg["left_out"]).items())
+    for table in tables:  # the method tables (a method's matrix is its own)
+        table.left_out = [(label, cfg["left_out"][m]) for m, label in left_out]
     labels = row_labels(cfg, cfg["methods"])
     tables += [matrix_table(cfg, m, labels[m], matrices) for m, matrices in runs.items()]
     assert [t.name for t in tables] == table_names(cfg)

@@ -160,21 +160,25 @@ def _key_path(parts) -> str:
 
 
 def select_backbone(cfg: dict) -> None:
-    """Resolve ``backbones`` (name -> model id) and ``backbone`` (the chosen name) in place.
+    """Resolve ``backbones`` (name -> model id, or {name: model id, leave_out: {method: why}}) and
+    ``backbone`` (the chosen name) in place.
 
     One config then serves every backbone of a benchmark (TRACE: paper Table 2): the choice
     sets ``model.name`` and suffixes ``benchmark``, so each backbone's results live apart
-    (results/trace-<backbone>/...). Both keys are consumed, so a resolved config is plain
-    and resolving it again changes nothing.
+    (results/trace-<backbone>/...). The methods the chosen backbone leaves out (what its jobs cannot
+    hold, codyra.experiment.resources) leave ``methods`` for ``left_out`` (method -> why), which the
+    tables print. Both keys are consumed, so a resolved config is plain and resolving it again
+    changes nothing.
     """
     if "backbones" not in cfg:
         if "backbone" in cfg:
             raise ConfigError("config key backbone: set, but the config has no backbones mapping to choose from")
         return
     backbones, choice = cfg.pop("backbones"), cfg.pop("backbone", None)
-    if not isinstance(backbones, dict) or not backbones or not all(isinstance(v, str) for v in backbones.values()):
+    if not isinstance(backbones, dict) or not backbones or not all(map(_backbone_entry, backbones.values())):
         raise ConfigError(
-            "config key backbones: must map backbone names to model ids, e.g. {gemma-2b-it: google/gemma-2b-it}"
+            "config key backbones: must map backbone names to model ids, e.g. {gemma-2b-it: google/gemma-2b-it}, "
+            "or to {name: <model id>, leave_out: {<method>: <why>}}"
         )
     if choice not in backbones:
         raise ConfigError(
@@ -184,9 +188,30 @@ def select_backbone(cfg: dict) -> None:
     model = cfg.setdefault("model", {})
     if "name" in model:
         raise ConfigError("config key model.name: set it or use backbones/backbone, not both")
-    model["name"] = backbones[choice]
+    entry = backbones[choice] if isinstance(backbones[choice], dict) else {"name": backbones[choice]}
+    model["name"] = entry["name"]
     if isinstance(cfg.get("benchmark"), str):  # a missing one is the schema's error to report
         cfg["benchmark"] += f"-{choice}"
+    leave_out = entry.get("leave_out", {})
+    unknown = sorted(set(leave_out) - set(cfg.get("method_configs") or {}))
+    if unknown:
+        raise ConfigError(
+            f"config key backbones.{choice}.leave_out: {unknown} are not entries of method_configs; name the "
+            "methods this backbone leaves out"
+        )
+    if isinstance(cfg.get("methods"), list):
+        cfg["left_out"] = {m: leave_out[m] for m in cfg["methods"] if m in leave_out}
+        cfg["methods"] = [m for m in cfg["methods"] if m not in leave_out]
+
+
+def _backbone_entry(entry) -> bool:
+    """A model id, or {name: model id, leave_out: {method: why}} (why: a non-empty sentence)."""
+    if isinstance(entry, str):
+        return True
+    if not isinstance(entry, dict) or set(entry) - {"name", "leave_out"} or not isinstance(entry.get("name"), str):
+        return False
+    leave_out = entry.get("leave_out", {})
+    return isinstance(leave_out, dict) and all(isinstance(why, str) and why.strip() for why in leave_out.values())
 
 
 def validate_config(cfg: dict) -> dict:

@@ -27,6 +27,12 @@ def _settings(obj):
     return obj
 
 
+def _model(cfg: dict) -> dict:
+    """The model block; ``revision`` only where set: the weights a revision names are others (a changed
+    revision reruns every result), while the main branch keeps the fingerprints from before the key."""
+    return {k: v for k, v in cfg["model"].items() if k != "revision" or v is not None}
+
+
 def _family(cfg: dict) -> dict:
     """Settings only one model family reads."""
     return family_of(cfg).settings(cfg)
@@ -60,7 +66,7 @@ def train_fingerprint(cfg: dict, method: str, i: int) -> str:
             {
                 "job": resolve_job(cfg, method, i),
                 "task": cfg["tasks"][i - 1]["name"],
-                "model": cfg["model"],
+                "model": _model(cfg),
                 "data": _data(cfg, method),
                 "mini": cfg["mini"] if own_pretraining(cfg) else None,
                 "family": _family(cfg),
@@ -74,12 +80,12 @@ def eval_fingerprint(cfg: dict, j: int) -> str:
     """Everything besides the model state that determines a cell of column j."""
     union = cfg["data"]["label_space"] == "union"
     tasks = [t["name"] for t in cfg["tasks"]] if union else cfg["tasks"][j - 1]["name"]
-    return fingerprint(_settings([cfg["eval"], _data(cfg), cfg["model"], _family(cfg), tasks, _version("eval_row")]))
+    return fingerprint(_settings([cfg["eval"], _data(cfg), _model(cfg), _family(cfg), tasks, _version("eval_row")]))
 
 
 def heldout_fingerprint(cfg: dict) -> str:
     """Everything besides the model state that determines a row of held-out accuracies."""
-    return fingerprint(_settings([cfg["eval"], _data(cfg), cfg["model"], cfg["heldout_tasks"], _version("heldout")]))
+    return fingerprint(_settings([cfg["eval"], _data(cfg), _model(cfg), cfg["heldout_tasks"], _version("heldout")]))
 
 
 def eval_cache_fingerprint(cfg: dict, dataset: str) -> str:
@@ -93,14 +99,14 @@ def eval_cache_fingerprint(cfg: dict, dataset: str) -> str:
     kind, root = cfg["data"]["kind"], cfg["data"]["root"]
     # not data_root(cfg): a dry run without the data (check_data: false) plans the job all the same
     stamp = dataset_stamp(dataset, kind, Path(root).expanduser().absolute()) if root else None
-    return fingerprint([kind, dataset, cfg["model"], stamp, _version("eval_cache")])
+    return fingerprint([kind, dataset, _model(cfg), stamp, _version("eval_cache")])
 
 
 def pretrain_fingerprint(cfg: dict) -> str:
     """A mini benchmark's own pretraining of theta_0."""
     from codyra.experiment.jobs import pretrain_version
 
-    return fingerprint(_settings([cfg["mini"], cfg["model"], _family(cfg), pretrain_version(cfg)]))
+    return fingerprint(_settings([cfg["mini"], _model(cfg), _family(cfg), pretrain_version(cfg)]))
 
 
 def untrained_settings(cfg: dict, method: str) -> list[str]:

@@ -2,9 +2,10 @@
 
 Resources come from the same Snakemake profile the workflow uses (one source of truth):
 ``default-resources`` overlaid with the ``set-resources`` entry of the rule that would
-run the command (the table ``codyra.experiment.jobs.JOBS``, shared with the rules), CPUs from the config's
-thread counts. Jobs are ``Checkpointable``: on a timeout submitit requeues them, and
-training resumes from its last periodic checkpoint. The command runner is injected
+run the command (the table ``codyra.experiment.jobs.JOBS``, shared with the rules), CPUs as the rules
+count them (:func:`codyra.experiment.resources.job_threads`), the job on one node. On the compute node
+the job reads the weights cache only (``HF_HUB_OFFLINE=1`` unless set). Jobs are ``Checkpointable``: on
+a timeout submitit requeues them, and training resumes from its last periodic checkpoint. The command runner is injected
 (``entry``, the CLI's ``run``), so this module never imports the CLI.
 """
 
@@ -17,25 +18,31 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from codyra.experiment.jobs import eval_rule, job_threads, rule_for
-from codyra.yaml_loader import load_yaml
+from codyra.experiment.jobs import eval_rule, rule_for
 
 DEFAULT_PROFILE = "profiles/slurm"
 LAUNCH_FLAGS = {"--slurm": 0, "--wait": 0, "--slurm-profile": 1, "--executor": 1}
 
 
 def profile_resources(profile: str | Path, rule: str) -> dict:
+    """``default-resources`` overlaid with ``rule``'s ``set-resources``, as Snakemake reads and evaluates
+    them (an expression of the attempt: its first; codyra.experiment.resources.ProfileResources)."""
+    from codyra.experiment.resources import ProfileResources
+
     path = Path(profile)
     path = path / "config.yaml" if path.is_dir() else path
     if not path.is_file():
         raise FileNotFoundError(f"SLURM profile not found: {path} (pass --slurm-profile <dir>)")
-    profile_cfg = load_yaml(path.read_text()) or {}
-    return {**profile_cfg.get("default-resources", {}), **profile_cfg.get("set-resources", {}).get(rule, {})}
+    resources = ProfileResources.read(path)
+    values = {name: resources.value(rule, name) for name in {**resources.defaults, **resources.rules.get(rule, {})}}
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def submitit_parameters(resources: dict, cpus: int, name: str) -> dict:
     """Snakemake SLURM resources -> submitit AutoExecutor parameters."""
     params = {"name": name, "cpus_per_task": resources.get("cpus_per_task") or cpus}
+    if resources.get("nodes"):
+        params["nodes"] = int(resources["nodes"])
     if "runtime" in resources:
         params["timeout_min"] = int(resources["runtime"])
     if "mem_mb" in resources:
@@ -65,6 +72,9 @@ class CodyraJob:
     entry: Callable[..., int]
 
     def __call__(self) -> int:
+        from codyra.hub import offline_by_default
+
+        offline_by_default()  # a compute node reads the weights cache, never waits on the network
         return self.entry(self.argv, config=self.config)
 
     def checkpoint(self, *args, **kwargs):
@@ -101,14 +111,23 @@ def job_parameters(args, cfg: dict) -> dict:
     """The submitit parameters of ``codyra <args.command>``: its rule's profile resources, its threads.
     A whole stream (`run`, each run of a `sweep`) is timed as the workflow's group job of a run:
     the sum of its N trainings' and N rows' runtimes."""
-    rule = rule_for(args.command, getattr(args, "method", None), cfg)
+    from codyra.experiment.resources import job_threads
+
+    method = getattr(args, "method", None)
+    rule = rule_for(args.command, method, cfg)
     resources = profile_resources(args.slurm_profile, rule)
     if args.command in ("run", "sweep") and "runtime" in resources:
         row = profile_resources(args.slurm_profile, eval_rule(cfg))
         resources["runtime"] = len(cfg["tasks"]) * (
             int(resources["runtime"]) + int(row.get("runtime", resources["runtime"]))
         )
-    return submitit_parameters(resources, job_threads(cfg, rule), f"codyra-{args.command}")
+    if args.command in ("train", "run", "sweep"):  # a training's CPUs: every task it may train
+        tasks = [args.task] if args.command == "train" else range(1, len(cfg["tasks"]) + 1)
+        gpus = int(resources.get("gpu") or 0)
+        cpus = max(job_threads(cfg, rule, method, i, gpus) for i in tasks)
+    else:
+        cpus = job_threads(cfg, rule)
+    return submitit_parameters(resources, cpus, f"codyra-{args.command}")
 
 
 def submit(args, cfg: dict, argv: list[str], entry: Callable[..., int]):

@@ -15,8 +15,10 @@ So the submitted job's own Snakemake is patched: its local executor's ``use_thre
 ``Executor.__post_init__`` copies from the execution settings and ``run_single_job`` reads to
 choose between a thread and a spawned process, is made always true. The patch applies only to
 the Snakemake versions it was checked against (``TESTED_SNAKEMAKE``) and only while the executor
-class does not define ``use_threads`` itself; anywhere else it is left out with a warning, and the
-members run as separate processes: Snakemake's own behaviour, slower, with the same results.
+class does not define ``use_threads`` itself. A run that submits jobs to a cluster with any other
+Snakemake is refused when it starts (``refuse_untested_cluster_run``, before any job is submitted):
+each job would run its members as separate processes, one start and import of torch each, slower
+than the grid's runtimes were sized for. Local runs use no group jobs and are not concerned.
 tests/workflow/test_snakemake_compat.py fails when any of this stops holding.
 
 Two threads importing torchvision for the first time at once deadlock on its circular imports
@@ -58,6 +60,21 @@ def patch_problem() -> str | None:
     if own is not THREADS:
         return f"snakemake's local Executor now defines use_threads itself ({own!r}): the patch would replace it"
     return None
+
+
+def refuse_untested_cluster_run(local: bool) -> None:
+    """At the start of a run (``onstart``): refuse to submit jobs to a cluster (``local`` false)
+    with a Snakemake the patch was not checked against, naming the versions and the fix."""
+    problem = patch_problem()
+    if problem and not local:
+        from snakemake.exceptions import WorkflowError
+
+        low, high = TESTED_SNAKEMAKE
+        raise WorkflowError(
+            f"{problem}. Nothing was submitted: install the tested Snakemake (the environment.yml of this "
+            f"checkout, or pip install -c constraints.txt 'snakemake>={low[0]}.{low[1]},<{high[0]}.{high[1]}'), "
+            "or run locally"
+        )
 
 
 def run_group_members_as_threads() -> None:

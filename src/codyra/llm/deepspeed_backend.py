@@ -26,10 +26,13 @@ gradient instead, in tensor hooks during the backward, and averages it over the 
 
 Checkpoints gather full fp32 parameters and moments into torch AdamW's state-dict layout
 (:mod:`codyra.store.checkpoints`): rank 0 writes them, every rank reads them back into its own
-fragments, and the same files resume on any number of ranks or on the plain path.
+fragments, and the same files resume on any number of ranks or on the plain path. A gather
+(checkpoints, ``train.carry_optimizer``'s moments, ``finalize``) reduces ``gather_chunk``
+elements at a time onto rank 0's CPU: on the GPU it holds 256 MiB, where the whole fp32 vector
+of the trainable parameters, three times for a checkpoint, would be 84 GB for full-parameter 7B.
 
 The fragment bookkeeping is DeepSpeed's ``_hp_mapping`` (what ``safe_get_full_fp32_param``
-uses), batched here into one collective per call. Traps handled: DeepSpeed links optimizer
+uses), batched here into one collective per piece. Traps handled: DeepSpeed links optimizer
 state fragments lazily after the first step, and links every group after stepping only the
 first, leaving later groups (the gates) unlinked; the state is therefore created and linked
 up front. ZeRO-1 with bf16 switches to a different optimizer, so only stage 2 is offered.
@@ -37,8 +40,10 @@ up front. ZeRO-1 with bf16 switches to a different optimizer, so only stage 2 is
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
+import itertools
 import os
 from pathlib import Path
 
@@ -51,7 +56,11 @@ MOMENTS = ("exp_avg", "exp_avg_sq")  # torch AdamW's per-parameter state besides
 
 
 def init_distributed() -> tuple[int, int, torch.device]:
-    """Join the process group torchrun set up; returns (rank, world size, this rank's device)."""
+    """Join the process group torchrun set up; returns (rank, world size, this rank's device).
+
+    The group lives as long as the process (destroyed at exit): DeepSpeed keeps its own handles
+    to it across engines, so a process that trains several tasks one after another (a test's
+    worker) reuses it, and a second group would not be the one those handles name."""
     cpu = not torch.cuda.is_available()
     if cpu:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -59,12 +68,23 @@ def init_distributed() -> tuple[int, int, torch.device]:
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.cwd() / ".torch_extensions"))
     import deepspeed
 
-    deepspeed.init_distributed(dist_backend="gloo" if cpu else "nccl")
+    if not torch.distributed.is_initialized():
+        deepspeed.init_distributed(dist_backend="gloo" if cpu else "nccl")
+        atexit.register(end_distributed)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cpu") if cpu else torch.device("cuda", local_rank)
     if not cpu:
         torch.cuda.set_device(device)
     return torch.distributed.get_rank(), torch.distributed.get_world_size(), device
+
+
+def end_distributed() -> None:
+    """Leave the process group together: every rank waits for the others before tearing its side
+    down, so no rank's communication threads outlive a peer that already left (gloo then aborts the
+    process: "terminate called without an active exception")."""
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 def zero2_config(batch_size: int, world_size: int, bf16: bool, clip_norm: float, accumulation: int = 1) -> dict:
@@ -86,6 +106,10 @@ def zero2_config(batch_size: int, world_size: int, bf16: bool, clip_norm: float,
 
 
 class ZeroBackend:
+    # elements of fp32 a gather (checkpoints, carried moments, finalize) holds on the device at once:
+    # 256 MiB, against 4 bytes per trainable parameter (28 GB for full-parameter 7B) gathered whole
+    gather_chunk: int = 2**26
+
     def __init__(self, model, groups, method, hp: dict, llm: dict, device: torch.device):
         import deepspeed
 
@@ -157,11 +181,14 @@ class ZeroBackend:
         """Give every trainable parameter its full fp32 gradient of the step in ``.grad`` (reduced
         over ranks, identical on every rank), as on the plain path, for ``before_optimizer_step``.
         ZeRO-2 keeps only this rank's partition of it; DeepSpeed's ``safe_get_full_grad`` gathers
-        it (TRACE's GEM and OGD read gradients the same way)."""
+        it (TRACE's GEM and OGD read gradients the same way). Beside a bf16 replica the parameter's
+        ``grad_dtype`` is lifted for it (torch >= 2.9) until ``_return_gradients``."""
         from deepspeed.utils import safe_get_full_grad
 
         full = [safe_get_full_grad(p) for p in self.trainables]
         for p, grad in zip(self.trainables, full, strict=True):
+            if grad is not None:
+                p.grad_dtype = None  # any dtype: the fp32 gradient of a bf16 replica
             p.grad = None if grad is None else grad.detach().float().clone()
 
     @torch.no_grad()
@@ -172,6 +199,7 @@ class ZeroBackend:
         grads = [p.grad for p in self.trainables]
         for p in self.trainables:
             p.grad = None  # so that safe_set_full_grad writes the partition, not this full copy
+            p.grad_dtype = p.dtype
         for p, grad in zip(self.trainables, grads, strict=True):
             if grad is not None:
                 safe_set_full_grad(p, grad)
@@ -181,20 +209,51 @@ class ZeroBackend:
         return tensor
 
     @torch.no_grad()
-    def gather(self, params: list, key: str | None = None) -> list[torch.Tensor]:
-        """Full fp32 values of ``params`` (key None: master weights; else that AdamW moment),
-        identical on every rank: each rank fills its own fragments, one all-reduce sums them."""
-        sizes = [p.numel() for p in params]
-        flat = torch.zeros(sum(sizes), dtype=torch.float32, device=self.device)
-        offset = 0
-        for p, size in zip(params, sizes, strict=True):
-            mapping = p._hp_mapping
-            if mapping is not None:
+    def gather(self, params: list, key: str | None = None) -> list[torch.Tensor] | None:
+        """Full fp32 values of ``params`` (key None: master weights; else that AdamW moment) on the
+        CPU of rank 0, which writes them; None on the other ranks (a collective: call it on all)."""
+        out = [torch.empty(p.shape, dtype=torch.float32) for p in params] if self.rank == 0 else None
+        for index, start, values in self._pieces(params, key):
+            if out is not None:
+                out[index].view(-1).narrow(0, start, values.numel()).copy_(values)
+        return out
+
+    def _pieces(self, params: list, key: str | None):
+        """``gather``'s values, ``gather_chunk`` elements at a time on the device: yields (parameter
+        index, offset in its flattened values, values on the device, valid on rank 0 until the next
+        piece). The parameters are laid end to end; each rank fills its own fragments of a piece with
+        the rest zero, and one reduce onto rank 0 sums them (exact: the fragments are disjoint)."""
+        starts = list(itertools.accumulate((p.numel() for p in params), initial=0))
+        total = starts[-1]
+        if total == 0:
+            return
+        buffer = torch.empty(min(self.gather_chunk, total), dtype=torch.float32, device=self.device)
+        first = 0  # the first parameter not wholly before the piece
+        for begin in range(0, total, len(buffer)):
+            end = min(begin + len(buffer), total)
+            piece = buffer[: end - begin].zero_()
+            overlapping = []
+            for index in range(first, len(params)):
+                if starts[index] >= end:
+                    break
+                if starts[index + 1] > begin:
+                    overlapping.append(index)
+                mapping = params[index]._hp_mapping
+                if mapping is None:  # no fragment of it on this rank
+                    continue
                 where = mapping.lp_fragment_address
-                flat.narrow(0, offset + where.start, where.numel).copy_(mapping.get_hp_fragment(key))
-            offset += size
-        torch.distributed.all_reduce(flat)
-        return [chunk.view(p.shape) for p, chunk in zip(params, flat.split(sizes), strict=True)]
+                low = max(begin, starts[index] + where.start)
+                high = min(end, starts[index] + where.start + where.numel)
+                if low < high:
+                    fragment = mapping.get_hp_fragment(key)
+                    inside = low - starts[index] - where.start
+                    piece[low - begin : high - begin].copy_(fragment[inside : inside + high - low])
+            torch.distributed.reduce(piece, dst=0)
+            for index in overlapping:
+                low, high = max(begin, starts[index]), min(end, starts[index + 1])
+                yield index, low - starts[index], piece[low - begin : high - begin]
+            while first < len(params) and starts[first + 1] <= end:
+                first += 1
 
     @staticmethod
     @torch.no_grad()
@@ -270,15 +329,18 @@ class ZeroBackend:
 
     @torch.no_grad()
     def moments(self) -> dict:
-        """Full fp32 AdamW state per parameter on every rank (a collective: call it on all ranks)."""
+        """Full fp32 AdamW state per parameter on rank 0, which stores it; {} on the other ranks
+        (a collective: call it on all ranks)."""
         gathered = {key: self.gather(self.trainables, key) for key in MOMENTS}
+        if self.rank != 0:
+            return {}
         out, index = {}, 0
         for g, params in enumerate(self.groups):
             step = self.zero.optimizer.state[self.zero.single_partition_of_fp32_groups[g]]["step"]
             for _ in params:
                 out[self.names[index]] = {
                     "step": step.detach().float().cpu().clone(),
-                    **{k: gathered[k][index].cpu() for k in MOMENTS},
+                    **{k: gathered[k][index] for k in MOMENTS},
                 }
                 index += 1
         return out
@@ -312,15 +374,17 @@ class ZeroBackend:
 
     @torch.no_grad()
     def finalize(self) -> None:
-        """Check that every rank's replica is the same and equals its masters (rounded to the
-        replica's dtype), then give the module the exact fp32 masters for ``Method.finish``."""
+        """Check that every rank's replica is the same (their digests) and that rank 0's equals the
+        masters (rounded to the replica's dtype): then every replica does. Rank 0, which runs
+        ``Method.finish``, gets the exact fp32 masters in its module (on the CPU, where it merges)."""
         masters = self.gather(self.trainables)
         digest = hashlib.sha256()
         consistent = True
-        for p, master in zip(self.trainables, masters, strict=True):
-            replica = p.data.detach()
-            digest.update(replica.float().cpu().numpy().tobytes())
-            consistent &= torch.equal(replica, master.to(replica.dtype))
+        for index, p in enumerate(self.trainables):
+            replica = p.data.detach().cpu()
+            digest.update(replica.float().numpy().tobytes())
+            if masters is not None:
+                consistent &= torch.equal(replica, masters[index].to(replica.dtype))
         digests: list = [None] * self.world_size
         torch.distributed.all_gather_object(digests, (digest.hexdigest(), bool(consistent)))
         if len({d for d, _ in digests}) != 1 or not all(ok for _, ok in digests):
@@ -331,15 +395,16 @@ class ZeroBackend:
             "precision": "bf16" if self.bf16 else "fp32",
             "replica_sha256_by_rank": [d for d, _ in digests],
         }
-        for p, master in zip(self.trainables, masters, strict=True):
-            p.data = master
+        if masters is not None:
+            for p, master in zip(self.trainables, masters, strict=True):
+                p.data = master
 
     def report(self) -> dict:
         return self._report
 
     def close(self) -> None:
+        """Release the engine; the process group stays for the process's next task (``init_distributed``)."""
         self.engine.destroy()
-        torch.distributed.destroy_process_group()
 
 
 class _GateLayout:

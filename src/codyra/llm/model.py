@@ -1,11 +1,11 @@
 """Causal LMs for TRACE: theta_0 and theta_i = theta_0 + stored updates, plus task folders.
 
 theta_0 comes from ``model.pretrained`` (a local Hugging Face model folder) or else
-``model.name`` (a hub id such as ``meta-llama/Llama-2-7b-chat-hf``, read through the cache
-``model.cache_dir``). For the mini TRACE (config block ``llm.mini``) it is the folder the
-workflow's pretraining writes, ``results/{benchmark}/pretrain/``. Weights are read from
-safetensors only and kept in fp32 on the CPU, so stored updates merge exactly
-(:mod:`codyra.llm.rebuild`); training and generation cast where they run.
+``model.name`` (a hub id such as ``meta-llama/Llama-2-7b-chat-hf``, at revision ``model.revision``,
+read from the snapshot of that revision in the cache ``model.cache_dir``: :mod:`codyra.hub`). For the
+mini TRACE (config block ``llm.mini``) it is the folder the workflow's pretraining writes,
+``results/{benchmark}/pretrain/``. Weights are read from safetensors only and kept in fp32 on the CPU,
+so stored updates merge exactly (:mod:`codyra.llm.rebuild`); training and generation cast where they run.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from pathlib import Path
 import torch
 
 from codyra.errors import WeightsUnavailableError
+from codyra.hub import download_snapshot, fetch_command, hub_label, hub_model, weight_files
 from codyra.store.paths import MINI_PRETRAINED, mini_data_dir, results_path
-from codyra.store.theta0 import check_finite, local_weight_files, record_first_use, verify_first_use, verify_own
+from codyra.store.theta0 import check_finite, record_first_use, verify_first_use, verify_own
 from codyra.trace.data import LengthLimits, prepare_tokenizer
 
 MODEL_CONFIG_DIR = (
@@ -89,86 +90,119 @@ def pretrained_source(cfg: dict) -> tuple[str, bool]:
 
 
 def check_local_model(folder: Path) -> None:
-    if not (folder / "model.safetensors").is_file() and not (folder / "model.safetensors.index.json").is_file():
+    if weight_files(folder) is None:
         raise FileNotFoundError(
-            f"no safetensors weights in {folder} (expected model.safetensors or model.safetensors.index.json). "
-            "For the mini TRACE run `codyra pretrain-mini --config <config>` first; codyra never loads "
+            f"no safetensors weights in {folder} (expected model.safetensors, or model.safetensors.index.json and "
+            "its shards). For the mini TRACE run `codyra pretrain-mini --config <config>` first; codyra never loads "
             "pickled weights (pytorch_model.bin)."
         )
 
 
-def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None) -> LMBundle:
-    """Model (fp32, CPU, eval mode) and tokenizer from a local folder or a hub id."""
-    from huggingface_hub.constants import HF_HUB_CACHE
+def model_folder(source: str, *, local: bool, revision: str | None, cache_dir: str | None) -> Path:
+    """The local folder a Hugging Face model is read from: ``source`` itself, or the cached snapshot of
+    the hub model ``source`` at ``revision`` (fetched first if the hub is online)."""
+    if not local:
+        return hub_model(source, revision, cache_dir)
+    folder = Path(source).expanduser().absolute()
+    check_local_model(folder)
+    return folder
 
+
+def refetch(source: str, folder: Path, *, local: bool, revision: str | None, cache_dir: str | None) -> str:
+    """How to get a good copy of a model folder back."""
+    if local:
+        return f"restore the model folder {folder}"
+    command = fetch_command(source, cache_dir, revision=revision)
+    return f"delete {folder} and fetch {hub_label(source, revision)} again ({command})"
+
+
+def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None, revision: str | None = None) -> LMBundle:
+    """Model (fp32, CPU, eval mode) and tokenizer from a local folder or a hub id (:func:`model_folder`)."""
+    folder = model_folder(source, local=local, revision=revision, cache_dir=cache_dir)
     with MODEL_BUILD_LOCK:
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one carriage-return bar per load would clutter every job log
-    if local:
-        source = str(Path(source).expanduser())
-        check_local_model(Path(source))
     try:
         with MODEL_BUILD_LOCK:
             model = AutoModelForCausalLM.from_pretrained(
-                source, cache_dir=cache_dir, use_safetensors=True, dtype=torch.float32, local_files_only=local
+                folder, use_safetensors=True, dtype=torch.float32, local_files_only=True
             )
-            tokenizer = AutoTokenizer.from_pretrained(source, cache_dir=cache_dir, local_files_only=local)
-    except OSError as err:
-        raise WeightsUnavailableError(
-            f"could not load the causal LM {source!r}: {err}\nLooked in the cache {cache_dir or HF_HUB_CACHE} "
-            "(config key model.cache_dir). On a machine without internet, download it once where there is "
-            f"(`hf download {source} --cache-dir <shared dir>`; gated models such as LLaMA need an accepted "
-            "licence and HF_TOKEN), then set model.cache_dir to that dir and HF_HUB_OFFLINE=1 on compute nodes."
-        ) from err
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except OSError as err:  # a file of the folder missing or corrupt
+        fix = refetch(source, folder, local=local, revision=revision, cache_dir=cache_dir)
+        raise WeightsUnavailableError(f"could not load the causal LM {source!r} from {folder}: {err}\n{fix}") from err
     return LMBundle(model.eval(), prepare_tokenizer(tokenizer))
+
+
+def check_loads(folder: Path) -> None:
+    """Check, without reading the weights' values, that a Hugging Face model folder loads: the model
+    class its config names is built on the meta device and every one of its parameters is found, with
+    its shape, in the safetensors files (transformers' own matching of names); its tokenizer and image
+    processor (if any) load. Cheap for any size, so a login node can check a 7B download."""
+    with MODEL_BUILD_LOCK:
+        import transformers
+        from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
+
+    try:
+        with MODEL_BUILD_LOCK:
+            config = AutoConfig.from_pretrained(folder, local_files_only=True)
+            names = [getattr(transformers, a, None) for a in config.architectures or []]
+            if not names or names[0] is None:
+                raise ValueError(f"{folder}/config.json names no model class of transformers: {config.architectures}")
+            _, info = names[0].from_pretrained(
+                folder, use_safetensors=True, device_map="meta", output_loading_info=True, local_files_only=True
+            )
+            AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            if (folder / "preprocessor_config.json").is_file():
+                AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+    except (OSError, RuntimeError) as err:  # a file missing or corrupt; a tensor of another shape
+        raise ValueError(f"the model in {folder} does not load: {err}") from err
+    if info["missing_keys"]:
+        missing = sorted(info["missing_keys"])
+        raise ValueError(
+            f"the weights in {folder} do not fit {config.architectures[0]}: {len(missing)} parameter(s) missing "
+            f"(e.g. {missing[0]}), which would be randomly initialised"
+        )
+
+
+def fetch_hub_model(repo_id: str, revision: str | None, cache_dir: str | None) -> Path:
+    """Download what codyra loads of a hub model into the cache (once, on a machine with internet) and
+    check it loads (:func:`check_loads`); returns its snapshot folder."""
+    folder = download_snapshot(repo_id, revision, cache_dir)
+    check_loads(folder)
+    return folder
 
 
 def pretrained_lm(cfg: dict) -> LMBundle:
     """theta_0, verified (:func:`verify_hf_theta0`)."""
     source, local = pretrained_source(cfg)
-    bundle = load_causal_lm(source, local=local, cache_dir=cfg["model"]["cache_dir"])
-    verify_hf_theta0(cfg, bundle.model, source, local=local, own=is_mini(cfg) and cfg["model"]["pretrained"] is None)
+    m = cfg["model"]
+    bundle = load_causal_lm(source, local=local, cache_dir=m["cache_dir"], revision=m["revision"])
+    verify_hf_theta0(cfg, bundle.model, source, local=local, own=is_mini(cfg) and m["pretrained"] is None)
     return bundle
 
 
 def verify_hf_theta0(cfg: dict, model: torch.nn.Module, source: str, *, local: bool, own: bool) -> None:
-    """Check a Hugging Face theta_0 just loaded from ``source`` (a local folder or a hub id): its
-    weights files against the digests its mini pretraining recorded (``own``) or those recorded at
-    their first use by this benchmark (:mod:`codyra.store.theta0`), its values for being finite."""
-    if local:
-        folder = Path(source).expanduser().absolute()
-        files = {str(f): f for f in local_weight_files(folder)}
-    else:
-        folder = hub_snapshot(source, cache_dir=cfg["model"]["cache_dir"])
-        files = {f"{source}: {f.name}": f for f in local_weight_files(folder)}
+    """Check a Hugging Face theta_0 just loaded from ``source`` (a local folder, or a hub id read at
+    ``model.revision``): its weights files against the digests its mini pretraining recorded (``own``)
+    or those recorded at their first use by this benchmark (:mod:`codyra.store.theta0`), its values
+    for being finite. The files are those of the folder the model was loaded from (:func:`model_folder`)."""
+    m = cfg["model"]
+    folder = model_folder(source, local=local, revision=m["revision"], cache_dir=m["cache_dir"])
+    weights = weight_files(folder)
     unrecorded = {}
     if own:
         fix = (
             f"rerun the mini pretraining (snakemake -f {folder / 'model.safetensors'}, "
             "or codyra pretrain-mini --config <config>)"
         )
-        verify_own(list(files.values()), fix)
+        verify_own(weights, fix)
     else:
-        fix = (
-            f"restore the model folder {folder}"
-            if local
-            else f"delete {folder} and download {source} again (hf download {source} --cache-dir <cache>)"
-        )
+        label = hub_label(source, m["revision"])
+        files = {str(f) if local else f"{label}: {f.name}": f for f in weights}
+        fix = refetch(source, folder, local=local, revision=m["revision"], cache_dir=m["cache_dir"])
         unrecorded = verify_first_use(cfg, files, fix)
     check_finite(model, folder, fix)
     record_first_use(cfg, unrecorded)
-
-
-def hub_snapshot(repo_id: str, cache_dir: str | None) -> Path:
-    """The cached snapshot folder of a hub model that has just been loaded."""
-    from huggingface_hub import try_to_load_from_cache
-
-    config = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
-    if not isinstance(config, str):
-        raise WeightsUnavailableError(
-            f"{repo_id} loaded, but its files are not in the cache {cache_dir or 'of huggingface_hub'}: "
-            "its weights cannot be verified"
-        )
-    return Path(config).parent

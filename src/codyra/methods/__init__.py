@@ -106,3 +106,14 @@ def method_of(cfg: dict, name: str) -> type[Method]:
 
 def build_method(spec: dict) -> Method:
     return method_class(spec["kind"])(spec)
+
+
+def reference_readers(cfg: dict) -> list[str]:
+    """The grid's methods that distil on the reference data (``Method.reads_reference_data``): the
+    config's methods (ablation variants included) and those the single-task studies run, their
+    sweeps' variants being of their base method's kind."""
+    studies = (cfg.get("single_task") or {}).get("studies") or {}
+    named = [*cfg["methods"]]
+    named += [m for study in studies.values() for m in study.get("methods", [])]
+    named += [sweep["method"] for study in studies.values() for sweep in study.get("sweeps", [])]
+    return [m for m in dict.fromkeys(named) if method_of(cfg, m).reads_reference_data]

@@ -162,6 +162,24 @@ class RowContext:
         )
 
 
+@dataclass(frozen=True)
+class Footprint:
+    """What a method holds while it trains one task, beside the model, its gradients and AdamW's
+    moments (which the estimate counts for the trainable parameters). Bytes are per trainable parameter,
+    on every rank; the estimate turns them into a job's host and GPU memory and runtime."""
+
+    full_backbone: bool = False  # every backbone parameter trains (else adapters of adapter_rank, or prompts)
+    adapter_rank: int = 0  # adapters of this rank on the matrices the placement reaches
+    host_bytes: float = 0.0  # kept in host memory through the task (what it loads of task i-1's state included)
+    stored_bytes: float = 0.0  # what the lead rank stores at the end (update and state), in host memory then
+    device_bytes: float = 0.0  # kept on the training device
+    largest_tensor_bytes: float = 0.0  # per entry of the largest parameter, on the device while the method works on it
+    teachers: int = 0  # frozen fp32 copies of the model on the device (a distillation's teacher)
+    extra_loaders: int = 0  # image streams it draws beside the task's batches (each data.num_workers processes)
+    step_cost: float = 1.0  # compute of a training step relative to a LoRA step (a forward and a backward: 2 forwards)
+    prompt_tokens: int | None = None  # the longest prompt its rows show a causal LM (None: the config's)
+
+
 class Method(ABC):
     kind: str = ""
     # the model families (``model.family`` values) the method runs on; config validation rejects
@@ -188,6 +206,10 @@ class Method(ABC):
     # trainable parameter, so DeepSpeed ZeRO needs no fp32 master-weight round trip after each step
     # (True: it rewrites parameters in place; under ZeRO they must form the "gates" group)
     after_step_rewrites_parameters: ClassVar[bool] = True
+    # True: each task's stored update is low-rank factors A, B, w (``TaskUpdate("lora")``), which the
+    # rank, A-orthogonality and amplification analyses read; a method with a ``rank`` option that
+    # stores something else (LAE, CL-LoRA) keeps False
+    stores_low_rank_update: ClassVar[bool] = False
     # the typed options of the method config (keys besides kind/train), see codyra.methods.options
     Options: ClassVar[type[MethodOptions]] = MethodOptions
     # the method's row in the paper's tables (codyra.analysis.compare), with the paper's dagger:
@@ -307,6 +329,12 @@ class Method(ABC):
     def copies_row0(cls) -> bool:
         """Whether every row of this method is the pretrained model's row (copied, not evaluated)."""
         return not cls.trains and not cls.rewrites_prompts
+
+    @classmethod
+    def footprint(cls, options: MethodOptions, task_index: int) -> Footprint:
+        """What the method keeps while it trains task ``task_index`` with ``options`` (a job's memory and
+        runtime estimate, :mod:`codyra.experiment.resources`). Default: a few trained vectors (prompts), no state."""
+        return Footprint()
 
 
 def freeze(model: nn.Module) -> None:

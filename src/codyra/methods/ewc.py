@@ -189,5 +189,14 @@ class EWC(FullFineTune):
         self.anchor = None
         return super().finish(model)
 
+    @classmethod
+    def footprint(cls, options, task_index):
+        """Full fine-tuning's, with the fp32 Fisher and theta_{i-1} anchor beside the parameters, the previous
+        task's Fisher as loaded on the host, and the Fisher it stores."""
+        from dataclasses import replace
+
+        full = super().footprint(options, task_index)
+        return replace(full, device_bytes=8.0, host_bytes=full.host_bytes + 4.0, stored_bytes=full.stored_bytes + 4.0)
+
 
 METHOD = EWC

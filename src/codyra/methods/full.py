@@ -87,5 +87,13 @@ class FullFineTune(Method):
         }
         return update, summary
 
+    @classmethod
+    def footprint(cls, options, task_index):
+        """Every parameter trains; theta_{i-1} in fp32 on the host (``before``), and the fp32 delta it stores;
+        a step also computes the weights' gradients (3 forwards' compute to LoRA's 2)."""
+        from codyra.methods.base import Footprint
+
+        return Footprint(full_backbone=True, host_bytes=4.0, stored_bytes=4.0, step_cost=1.5)
+
 
 METHOD = FullFineTune

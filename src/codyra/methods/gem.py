@@ -148,5 +148,22 @@ class GEM(FullFineTune):
             for n in self.params
         }
 
+    @classmethod
+    def footprint(cls, options, task_index):
+        """Full fine-tuning's, with on the host the bf16 memories of the tasks before and the task's last
+        gradient (2 i bytes), the i memories it stores (2 i), and on the device one parameter's memories in
+        fp32 while its gradient is projected (the full fp32 gradient ``before_optimizer_step`` reads is the
+        backend's)."""
+        from dataclasses import replace
+
+        full = super().footprint(options, task_index)
+        memories = 2.0 * task_index
+        return replace(
+            full,
+            host_bytes=full.host_bytes + memories,
+            stored_bytes=full.stored_bytes + memories,
+            largest_tensor_bytes=4.0 * (task_index - 1),
+        )
+
 
 METHOD = GEM

@@ -35,7 +35,7 @@ def contrastive_orthogonality_loss(previous_A: dict, adapters: dict, temperature
 
     terms = []
     for name, adapter in adapters.items():
-        M = adapter.A if name not in previous_A else torch.cat([previous_A[name], adapter.A])
+        M = adapter.A if name not in previous_A else torch.cat([previous_A[name].to(adapter.A), adapter.A])
         sim = M @ M.T / temperature
         terms.append(F.cross_entropy(sim, torch.arange(sim.shape[0], device=sim.device)))
     return sum(terms[1:], terms[0])

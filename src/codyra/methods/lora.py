@@ -89,6 +89,7 @@ class LoRA(Method):
     kind = "lora"
     families = ("clip", "causal_lm", "blip")
     paper_row = "LoRA (r={rank})"
+    stores_low_rank_update = True  # every kind over LoRA stores its task's factors (``finish``)
     gated = False
     Options = NormMatchedOptions
     norm_goal: float | None = None  # the ||dW||_F the norm-matched probe pulls this task's update to
@@ -196,6 +197,13 @@ class LoRA(Method):
         if self.norm_goal is not None:
             summary["norm_target"] = self.norm_goal
         return update, summary
+
+    @classmethod
+    def footprint(cls, options, task_index):
+        """Adapters of the configured rank (the estimate places them on every matrix: an upper bound)."""
+        from codyra.methods.base import Footprint
+
+        return Footprint(adapter_rank=options.rank)
 
 
 METHOD = LoRA

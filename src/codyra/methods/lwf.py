@@ -199,5 +199,14 @@ class LwF(FullFineTune):
         self.teacher = self.distill = None
         return super().finish(model)
 
+    @classmethod
+    def footprint(cls, options, task_index):
+        """Full fine-tuning's, with theta_{i-1} as teacher and the distillation image stream; a step adds the
+        distillation batch's student pass (3 forwards) and teacher forward."""
+        from dataclasses import replace
+
+        full = super().footprint(options, task_index)
+        return replace(full, teachers=1, extra_loaders=1, step_cost=(3 + 3 + 1) / 2)
+
 
 METHOD = LwF

@@ -34,8 +34,13 @@ from codyra.methods.options import option
 
 
 def orthogonality_loss(previous_A: dict, adapters: dict):
-    """sum over targets with earlier subspaces of |A_prev A_new^T|, summed over entries."""
-    terms = [(previous_A[name] @ adapters[name].A.T).abs().sum() for name in adapters if name in previous_A]
+    """sum over targets with earlier subspaces of |A_prev A_new^T|, summed over entries; A_prev (kept
+    in fp32) in the new A's dtype, which DeepSpeed's bf16 casts after ``setup``."""
+    terms = [
+        (previous_A[name].to(adapters[name].A) @ adapters[name].A.T).abs().sum()
+        for name in adapters
+        if name in previous_A
+    ]
     return sum(terms[1:], terms[0]) if terms else None
 
 

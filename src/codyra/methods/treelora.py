@@ -117,8 +117,9 @@ class TreeBandit:
 
 
 def tree_regularizer(A: list, previous: list, picks: list[int]):
-    """R = -sum_d <A_d, G_{picks[d]}, d> (the reference's ``tree_lora_loss``)."""
-    terms = [-(a.reshape(-1) * previous[d][k]).sum() for d, (a, k) in enumerate(zip(A, picks, strict=True))]
+    """R = -sum_d <A_d, G_{picks[d]}, d> (the reference's ``tree_lora_loss``), G (kept in fp32) in A's
+    dtype, which DeepSpeed's bf16 casts after ``setup``."""
+    terms = [-(a.reshape(-1) * previous[d][k].to(a)).sum() for d, (a, k) in enumerate(zip(A, picks, strict=True))]
     return sum(terms[1:], terms[0])
 
 

@@ -169,5 +169,14 @@ class ZSCL(FullFineTune):
         self.teacher = self.anchor = self.average = self.reference = None
         return super().finish(model)
 
+    @classmethod
+    def footprint(cls, options, task_index):
+        """Full fine-tuning's, with theta_0 as teacher, the fp32 anchor and weight average on the device, the
+        reference image stream; a step adds the reference batch's student pass (3 forwards) and teacher forward."""
+        from dataclasses import replace
+
+        full = super().footprint(options, task_index)
+        return replace(full, device_bytes=8.0, teachers=1, extra_loaders=1, step_cost=(3 + 3 + 1) / 2)
+
 
 METHOD = ZSCL

@@ -22,6 +22,9 @@ TIME = "_time"  # a history record's (a metrics row's) measurement time, seconds
 MATRIX_FILE = "matrix.json"
 HEATMAP_FILE = "A_heatmap.png"
 CELL = RUN_DIR + "/cells/A_{i}_{j}.json"
+# a row's finished cells kept outside its job's outputs until the row is whole (codyra.evaluation.evaluate),
+# beside the cells folder (of a run, or the shared pretrained row's); {key}: the row's settings and updates
+PARTIAL_ROW = "partial/row{i}/{key}"
 ROW0_CELL = "{results}/{benchmark}/" + PRETRAINED + "/cells/A_0_{j}.json"
 TABLES_DIR = "{results}/tables/{benchmark}"
 FIGURES_DIR = "{results}/figures/{benchmark}"

@@ -13,6 +13,13 @@ against a record (``weights-digest.json``: ``{file: sha256}``), and no non-finit
 
 The digest covers the file bytes, as ``sha256sum`` does: the files are read as they are
 (downloaded files are not ours to canonicalise; the mini's are written with sorted headers).
+
+Hashing costs a read of every byte (13.5 GB for LLaMA-2-7B) per load, per rank and per evaluation job,
+so each file's sha256 is remembered with its stat (size, mtime_ns, ctime_ns, inode, device) in
+``weights-stat.json`` beside the record, and a file is read again only when its stat differs: a file
+rewritten, replaced, touched or restored to its old mtime changes one of them. A file modified less
+than :data:`SETTLED_NS` before it was hashed is not remembered (git's "racy clean" rule): a second
+write within the filesystem's timestamp granularity could leave its stat unchanged.
 """
 
 from __future__ import annotations
@@ -21,13 +28,15 @@ import hashlib
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 
 from codyra.store.io import ResultError, read_json, write_json
 from codyra.store.paths import WEIGHTS_DIGEST, results_path
 
 DIGEST_FILE = Path(WEIGHTS_DIGEST).name
-HF_INDEX = "model.safetensors.index.json"
+STAT_FILE = "weights-stat.json"  # beside the digest record: {name: {"stat": [...], "sha256": ...}}
+SETTLED_NS = 2_000_000_000  # coarser than any filesystem's mtime granularity (FAT's 2 s)
 log = logging.getLogger(__name__)
 
 
@@ -36,15 +45,34 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def local_weight_files(path: Path) -> list[Path]:
-    """The safetensors files of a weights file or a Hugging Face model folder (its index's shards,
-    else ``model.safetensors``)."""
-    if path.is_file():
-        return [path]
-    index = path / HF_INDEX
-    if index.is_file():
-        return [path / name for name in sorted(set(read_json(index)["weight_map"].values()))]
-    return [path / "model.safetensors"]
+def file_stat(path: Path) -> list[int]:
+    """What changes when a file's bytes may have: size, mtime, ctime (set by any write or utime), inode
+    and device. Follows links: a hub cache's snapshot file links to its blob."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def current_digests(files: dict[str, Path], folder: Path) -> dict[str, str]:
+    """The sha256 of each of ``files`` (record name -> file), read from disk only where the file's stat
+    differs from the one remembered in ``folder/weights-stat.json`` when it was last hashed."""
+    memo_file = folder / STAT_FILE
+    memo = read_json(memo_file) if memo_file.is_file() else {}
+    digests, changed = {}, False
+    for name, f in files.items():
+        stat, now = file_stat(f), time.time_ns()
+        seen = memo.get(name)
+        if seen is not None and seen["stat"] == stat:
+            digests[name] = seen["sha256"]
+            continue
+        digests[name] = file_sha256(f)
+        if now - stat[1] > SETTLED_NS:
+            memo[name] = {"stat": stat, "sha256": digests[name]}
+        else:
+            memo.pop(name, None)
+        changed = True
+    if changed:
+        write_json(memo_file, memo)
+    return digests
 
 
 def record_written(files: list[Path]) -> None:
@@ -62,7 +90,7 @@ def write_model_folder(out: Path, *parts) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     for part in parts:
         part.save_pretrained(staging)
-    record_written(local_weight_files(staging))  # every load of theta_0 checks it against this digest
+    record_written(sorted(staging.glob("*.safetensors")))  # every load of theta_0 checks it against this digest
     shutil.rmtree(out, ignore_errors=True)
     os.replace(staging, out)
 
@@ -76,7 +104,9 @@ def verify_own(files: list[Path], rerun: str) -> None:
             raise ResultError(
                 f"theta_0 {f} has no digest in {record} (written by another codyra, or the record was lost): {rerun}"
             )
-        digest = file_sha256(f)
+    digests = current_digests({f.name: f for f in files}, record.parent)
+    for f in files:
+        digest = digests[f.name]
         if digest != recorded[f.name]:
             raise ResultError(
                 f"theta_0 {f} changed since its pretraining wrote it "
@@ -91,8 +121,8 @@ def verify_first_use(cfg: dict, files: dict[str, Path], restore: str) -> dict[st
     record = results_path(cfg, WEIGHTS_DIGEST)
     recorded = read_json(record) if record.is_file() else {}
     new = {}
-    for name, f in files.items():
-        digest = file_sha256(f)
+    for name, digest in current_digests(files, record.parent).items():
+        f = files[name]
         if name not in recorded:
             new[name] = digest
         elif digest != recorded[name]:

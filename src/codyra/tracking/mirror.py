@@ -18,8 +18,15 @@ For browsing: every experiment is of the model-training kind, every run of a met
 method's colour, and runs are tagged benchmark / method / seed (the UI's "Group by").
 
 Live logging is best-effort: a job first probes the store (an HTTP server must answer
-``/health`` within seconds); if the store is down, or any call fails later, the job logs a
-warning and carries on without MLflow.
+``/health`` within seconds); if the store is down, or any call fails later, the job carries on
+without MLflow and says so in its log and on the terminal, naming the store and
+``codyra sync-mlflow``, which fills in what is missing from the result files.
+
+A job submitted to a cluster (``mark_submitted_job``: the workflow's job processes on the nodes)
+logs live to a tracking server only, never to a local store: a SQLite file in the results folder
+sits on the shared filesystem, where up to a hundred jobs writing at once can lock it or corrupt
+it. Its runs are made from its result files by the Snakemake process, whose local jobs
+(``summarize_run`` per finished run, ``tables``) sync them.
 """
 
 from __future__ import annotations
@@ -28,11 +35,13 @@ import functools
 import logging
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from importlib import metadata
 from pathlib import Path
 
+from codyra.progress import job_stream
 from codyra.store.paths import PRETRAINED, TIME
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -54,6 +63,8 @@ PALETTE = (
 )  # fmt: skip
 PRETRAINED_COLOR = "#7f7f7f"
 METRIC_FLUSH_SECONDS = 10.0
+# set in the processes of jobs submitted to a cluster (and inherited by what they start): no local store there
+SUBMITTED_JOB = "CODYRA_SUBMITTED_JOB"
 
 
 def tracking_uri(cfg: dict) -> str:
@@ -295,21 +306,43 @@ def flatten(tree: dict, prefix: str = "") -> dict:
     return out
 
 
-def _warn_stopped(err: Exception) -> None:
-    log.warning(
-        "MLflow logging stopped (%s: %s); results stay in files (codyra sync-mlflow fills MLflow later)",
-        type(err).__name__,
-        err,
+def mark_submitted_job() -> None:
+    """Declare this process (and those it starts) a job submitted to a cluster: it logs live to a
+    tracking server only, a local store is filled from its result files by the workflow."""
+    os.environ[SUBMITTED_JOB] = "1"
+
+
+def local_store_refused(uri: str) -> bool:
+    """Whether this process must not write the store ``uri``: a local one, from a job on a cluster node."""
+    return not is_remote(uri) and os.environ.get(SUBMITTED_JOB) == "1"
+
+
+def _warn(uri: str, problem: str) -> None:
+    """A tracking failure, in the job's log and on the terminal: never silent, never fatal."""
+    message = (
+        f"MLflow store {uri}: {problem}; this job's results are in its result files, from which "
+        "`codyra sync-mlflow --config <config>` fills MLflow in later (the tables job does at the end of the grid)"
     )
+    log.warning(message)
+    if job_stream() is not sys.stderr:  # a job with its own log file: the terminal sees it too
+        print(f"WARNING: {message}", file=sys.stderr, flush=True)
 
 
 def _store_if_answering(cfg: dict) -> bool:
     if not cfg["tracking"]["enabled"]:
         return False
     uri = tracking_uri(cfg)
+    if local_store_refused(uri):
+        log.info(
+            "MLflow: this job on a cluster node does not write the local store %s (one file on the shared "
+            "filesystem for every job); the workflow's summarize and tables jobs fill it from the result files. "
+            "Live logging from the nodes needs a tracking server (docs/mlflow.md)",
+            uri,
+        )
+        return False
     if store_answers(uri):
         return True
-    log.warning("MLflow store %s does not answer; results stay in files (fill MLflow later: codyra sync-mlflow)", uri)
+    _warn(uri, "the store does not answer")
     return False
 
 
@@ -320,7 +353,7 @@ def with_store(cfg: dict, action) -> bool:
     try:
         action(Store(cfg))
     except Exception as err:  # noqa: BLE001 (tracking must never fail a job)
-        _warn_stopped(err)
+        _warn(tracking_uri(cfg), f"logging stopped ({type(err).__name__}: {err})")
         return False
     return True
 
@@ -339,6 +372,7 @@ class JobRun:
         system_metrics: bool = False,
     ):
         self.store = self.run_id = self.monitor = None
+        self.uri = tracking_uri(cfg)
         self.pending: list[dict] = []
         self.last_step = 0  # final metrics go at the last step, not at step 0 before the curves
         self.flushed = time.monotonic()
@@ -364,7 +398,7 @@ class JobRun:
         try:
             call()
         except Exception as err:  # noqa: BLE001 (tracking must never fail a job)
-            _warn_stopped(err)
+            _warn(self.uri, f"logging stopped ({type(err).__name__}: {err})")
             self.store = self.run_id = None
 
     @property

@@ -113,6 +113,18 @@ def log_matrix(store: Store, run_id: str, matrix: dict, heatmap: Path) -> None:
 
 
 def log_parent_results(store: Store, cfg: dict, method: str, seed: int) -> None:
+    """A finished (method, seed) run in MLflow: first the runs of its trainings and rows that live
+    logging missed (its jobs ran on cluster nodes, or the store was down), then its metrics
+    (summary and per task), matrix and heatmap on its parent run, which it ends."""
+    records = run_records(cfg, method, seed)
+    existing = {}
+    for kind in ("train", "row"):
+        existing.update(store.runs_by_key(f"{kind}/{cfg['benchmark']}/{method}/seed{seed}/"))
+    fill_runs(store, records, existing, parent_starts(records))
+    log_parent_metrics(store, cfg, method, seed)
+
+
+def log_parent_metrics(store: Store, cfg: dict, method: str, seed: int) -> None:
     """Metrics (summary and per task), matrix and heatmap on a (method, seed) parent run; ends the run."""
     parent = store.ensure_parent(method, seed)
     directory = run_dir(cfg, method, seed)
@@ -171,32 +183,36 @@ def row_record(cfg: dict, method: str, seed: int | None, i: int) -> dict | None:
     }
 
 
-def result_records(cfg: dict) -> list[dict]:
-    """Every result file of ``cfg`` as the run it becomes: spec, settings, work span, metric rows, params."""
+def run_records(cfg: dict, method: str, seed: int) -> list[dict]:
+    """The result files of a (method, seed) run as the runs they become: spec, settings, work span,
+    metric rows, params."""
     n = len(cfg["tasks"])
-    records = [row_record(cfg, PRETRAINED, None, 0)]
-    for method in cfg["methods"]:
-        for seed in cfg["seeds"]:
-            for i in range(1, n + 1):
-                summary_path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
-                if summary_path.is_file():
-                    summary = read_json(summary_path)
-                    history = task_dir(cfg, method, seed, i) / HISTORY_FILE
-                    rows = [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
-                    last = max(
-                        (int(r.get("step", 0)) for r in rows), default=0
-                    )  # final values at the last step, after the curves
-                    records.append(
-                        {
-                            "spec": train_run(cfg, method, seed, i),
-                            "settings": summary.get("settings"),
-                            "span": work_span(summary_path, summary),
-                            "rows": rows + [{"step": last, **train_final_metrics(summary)}],
-                            "params": flatten(summary["job"]),
-                        }
-                    )
-            records += [row_record(cfg, method, seed, i) for i in range(n + 1)]
+    records = []
+    for i in range(1, n + 1):
+        summary_path = task_dir(cfg, method, seed, i) / SUMMARY_FILE
+        if summary_path.is_file():
+            summary = read_json(summary_path)
+            history = task_dir(cfg, method, seed, i) / HISTORY_FILE
+            rows = [json.loads(line) for line in history.read_text().splitlines()] if history.is_file() else []
+            last = max((int(r.get("step", 0)) for r in rows), default=0)  # final values at the last step
+            records.append(
+                {
+                    "spec": train_run(cfg, method, seed, i),
+                    "settings": summary.get("settings"),
+                    "span": work_span(summary_path, summary),
+                    "rows": rows + [{"step": last, **train_final_metrics(summary)}],
+                    "params": flatten(summary["job"]),
+                }
+            )
+    records += [row_record(cfg, method, seed, i) for i in range(n + 1)]
     return [record for record in records if record is not None]
+
+
+def result_records(cfg: dict) -> list[dict]:
+    """Every result file of ``cfg`` as the run it becomes (``run_records``, and the pretrained row's)."""
+    pretrained = row_record(cfg, PRETRAINED, None, 0)
+    runs = [record for method in cfg["methods"] for seed in cfg["seeds"] for record in run_records(cfg, method, seed)]
+    return ([pretrained] if pretrained else []) + runs
 
 
 def create_run(store: Store, record: dict, parent_start: int | None = None) -> None:
@@ -232,17 +248,19 @@ def log_row(store: Store, cfg: dict, method: str, seed: int | None, i: int) -> N
     store.find(record["spec"]["key"])  # two cell jobs that completed the row at once: one run survives
 
 
-def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None = None) -> dict:
-    """Create the missing runs of every result file of ``cfg``; returns counts of what it did."""
-    store = store or Store(cfg)
-    existing = store.runs_by_key()
-    counts = {"created": 0, "replaced": 0, "kept": 0}
-    records = result_records(cfg)
-    earliest: dict[tuple, int] = {}  # a parent rebuilt from files starts with its first job's work
+def parent_starts(records: list[dict]) -> dict[tuple, int]:
+    """When each parent of ``records`` starts, in ms, if rebuilt from files: with its first job's work."""
+    earliest: dict[tuple, int] = {}
     for record in records:
         parent, start = record["spec"]["parent"], int(record["span"][0] * 1000)
         earliest[parent] = min(earliest.get(parent, start), start)
+    return earliest
 
+
+def fill_runs(store: Store, records: list[dict], existing: dict, earliest: dict[tuple, int]) -> dict:
+    """Create the run of each record that ``existing`` (runs by key) lacks, or holds incomplete or with
+    other settings; returns counts of what it did."""
+    counts = {"created": 0, "replaced": 0, "kept": 0}
     for record in records:
         spec, settings = record["spec"], record["settings"]
         run = existing.get(spec["key"])
@@ -254,6 +272,15 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
             counts["replaced"] += 1
         counts["created"] += 1
         create_run(store, record, earliest[spec["parent"]])
+    return counts
+
+
+def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None = None) -> dict:
+    """Create the missing runs of every result file of ``cfg``; returns counts of what it did."""
+    store = store or Store(cfg)
+    records = result_records(cfg)
+    earliest = parent_starts(records)
+    counts = fill_runs(store, records, store.runs_by_key(), earliest)
 
     n = len(cfg["tasks"])
     if all(row0_cell_path(cfg, j).is_file() for j in range(1, n + 1)):
@@ -261,7 +288,7 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
     for method in cfg["methods"]:
         for seed in cfg["seeds"]:
             if run_dir(cfg, method, seed).is_dir():
-                log_parent_results(store, cfg, method, seed)
+                log_parent_metrics(store, cfg, method, seed)
     if tables_dir is not None and tables_dir.is_dir():
         log_tables(store, tables_dir)
     log.info("MLflow sync of %s (%s): %s", cfg["benchmark"], store.uri, counts)

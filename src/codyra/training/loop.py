@@ -134,7 +134,9 @@ def fit(task: TrainingTask, method: Method, run: MetricsLog, device, on_step) ->
     seed, task_index = task.seed, task.task_index
     hp, started = task.job["train"], time.time()
     session = family_of(task.cfg).fit_session(task.cfg, task.job, task.method_name, seed, task_index, device)
-    model = session.model
+    # theta_{i-1} on its device before the method's setup, whatever the family and backend: what
+    # setup allocates beside a parameter (EWC's Fisher and anchor) lives where its gradients will
+    model = session.model.to(session.device)
     ctx = task_context(task, session)
     groups = method.setup(ctx)
     backend = session.backend(groups, method)

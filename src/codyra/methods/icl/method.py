@@ -61,5 +61,12 @@ class ICL(Method):
 
         return demonstration_prompts(cls(cfg["method_configs"][method]).options, cfg, seed, j, examples, tokenizer)
 
+    @classmethod
+    def footprint(cls, options, task_index):
+        """No training; its rows show prompts of up to ``max_prompt_len`` tokens, demonstrations included."""
+        from codyra.methods.base import Footprint
+
+        return Footprint(prompt_tokens=options.max_prompt_len)
+
 
 METHOD = ICL

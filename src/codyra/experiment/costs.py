@@ -1,0 +1,167 @@
+"""Seconds of GPU work per unit (an image trained or classified, a sequence trained, a token generated),
+from a ``benchmarks/gpu_costs.py`` record: the one cost model of ``scripts/estimate-cost.py`` (a grid's
+GPU-hours) and of the resource check (:mod:`codyra.experiment.resources`: each job's runtime).
+
+The record measures one GPU (docs/results/gpu.md: an H200); the paper grid runs on H100 nodes. Work is
+moved from the measured GPU to another by the ratio of their datasheet figures (:data:`GPUS`): training
+and image evaluation by the bf16 peak (compute-bound), generation by the memory bandwidth (decoding a
+token reads every weight once).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codyra.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[3]
+DEFAULT_RECORD = Path("docs") / "results" / "gpu" / "gpu_costs-nvidia-h200-2026-11-27.json"  # under the repository
+# TRACE samples 5,000 training and 2,000 test examples per task (TRACE's paper, section 3.1),
+# used when the task folders are not there to count
+TRACE_EXAMPLES = {"train": 5000, "test": 2000}
+# name as torch reports it -> (bf16 dense peak FLOP/s, memory bandwidth B/s), NVIDIA's datasheets (SXM)
+GPUS = {
+    "NVIDIA H100 80GB HBM3": (989.4e12, 3.35e12),
+    "NVIDIA H200": (989.4e12, 4.8e12),
+}
+TARGET_GPU = "NVIDIA H100 80GB HBM3"  # the paper configs' nodes (profiles/slurm)
+
+
+def read_record(path: str | Path | None = None) -> UnitCosts:
+    """The unit costs of a ``benchmarks/gpu_costs.py`` record (default: the one the docs ship)."""
+    path = Path(path) if path is not None else REPO / DEFAULT_RECORD
+    if not path.is_file():
+        raise ConfigError(
+            f"GPU cost record not found: {path}; pass a benchmarks/gpu_costs.py record (--gpu-record), "
+            f"e.g. {DEFAULT_RECORD} of a repository checkout"
+        )
+    return UnitCosts(json.loads(path.read_text()), path)
+
+
+@dataclass
+class UnitCosts:
+    """Seconds of one GPU per unit, from a gpu_costs.py record."""
+
+    record: dict
+    path: Path
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def device(self) -> str:
+        return self.record["device"]["name"]
+
+    @property
+    def peak(self) -> float:
+        return self.record["device"]["datasheet_peak_flops"]["bf16"]
+
+    @property
+    def measured_lm_params(self) -> int:
+        """Parameters of the LLaMA-2-7B-shaped model the record trained and generated with."""
+        from codyra.experiment.model_shapes import lm_shape
+
+        lm = self.record["llm_train"]
+        return lm_shape({**lm["shape"], "vocab_size": lm["vocab"]}, "measured", str(self.path)).params
+
+    def clip_scale(self, cfg: dict) -> float:
+        """Compute of the config's image model relative to the measured ViT-B/16 at 224 px (image tokens)."""
+        measured = self.record["clip_train"]["model"]
+        size = {"clip": 224, "blip": 384}.get(cfg["model"]["family"], 224)
+        if cfg["model"]["name"] == measured:
+            return 1.0
+        scale = ((size // 16) ** 2 + 1) / ((224 // 16) ** 2 + 1)
+        self.notes.append(f"{cfg['model']['name']}: the measured {measured} scaled by image tokens (x{scale:.2f})")
+        return scale
+
+    def lm_scale(self, params: int, name: str) -> float:
+        """Compute of a causal LM of ``params`` parameters relative to the measured shape."""
+        measured = self.measured_lm_params
+        if params != measured:
+            self.notes.append(f"{name}: the measured LLaMA-2-7B shape scaled by parameters")
+        return params / measured
+
+    def to_gpu(self, gpu: str, bound: str) -> float:
+        """The factor from the measured GPU's seconds to ``gpu``'s for ``bound`` work ("compute" or
+        "bandwidth"): the ratio of their datasheet figures (1 for the measured GPU itself)."""
+        if gpu == self.device:
+            return 1.0
+        unknown = [name for name in (gpu, self.device) if name not in GPUS]
+        if unknown:
+            raise ConfigError(f"no datasheet figures of {unknown[0]!r}: add it to codyra.experiment.costs.GPUS")
+        column = {"compute": 0, "bandwidth": 1}[bound]
+        return GPUS[self.device][column] / GPUS[gpu][column]
+
+    def train_image_s(self, kind: str, precision: str = "bf16") -> float:
+        """One image of a training step (LoRA's step; CoDyRA-kind methods at their measured ratio)."""
+        phase = self.record["clip_train"]["fp32" if precision == "fp32" else "bf16"]["phases"]["sparse"]
+        step = phase["step_s_median"]["codyra" if kind.startswith("codyra") else "lora"]
+        return step / self.record["clip_train"]["batch"]
+
+    def train_image_flops(self) -> float:
+        return self.record["clip_train"]["bf16"]["lora_step_flops"] / self.record["clip_train"]["batch"]
+
+    def eval_image_s(self) -> float:
+        return 1 / self.record["clip_eval"]["images_per_s"]["cell_cache"]
+
+    def eval_image_flops(self) -> float:
+        return self.record["clip_eval"]["encode_image_flops"]
+
+    def cache_image_s(self) -> float:
+        """One image decoded into an evaluation cache (CPU work of the job's loader processes)."""
+        return 1 / self.record["clip_eval"]["cache_build_images_per_s"]
+
+    def lm_sequence(self, kind: str) -> tuple[float, float, int]:
+        """(seconds, FLOPs, tokens) of one training sequence of the measured length."""
+        lm = self.record["llm_train"]
+        rate = lm["phases"]["sparse"]["tokens_per_s"]["codyra" if kind.startswith("codyra") else "lora"]
+        return lm["sequence_tokens"] / rate, lm["step_flops"], lm["sequence_tokens"]
+
+    def generated_token_s(self) -> float:
+        return 1 / self.record["generate"]["tokens_per_s"]["batched"]
+
+    def startup_s(self) -> float:
+        return self.record["startup"]["median_s"]
+
+    def lm_activation_bytes(self) -> float:
+        """Activation memory of the measured LoRA training step per token, layer and unit of width (bf16
+        under ZeRO-2): its peak less the resident replica, the logits (bf16, their fp32 copy and its
+        gradient: 10 bytes per vocabulary entry and token) and the adapters' state (16 bytes a parameter)."""
+        from codyra.experiment.model_shapes import lm_shape
+
+        lm, gib = self.record["llm_train"], 2**30
+        shape = lm_shape({**lm["shape"], "vocab_size": lm["vocab"]}, "measured", str(self.path))
+        tokens, (decoder,) = lm["sequence_tokens"], shape.towers
+        resident = lm["memory"]["resident_gib_both_models"] / 2 * gib  # both variants' replicas were resident
+        peak = lm["memory"]["peak_gib_lora_sparse"] * gib - resident
+        adapters = shape.adapter_params(lm["adapter"]["rank"]) * 16
+        return (peak - 2 * shape.params - tokens * lm["vocab"] * 10 - adapters) / (
+            tokens * decoder.layers * decoder.width
+        )
+
+
+def evaluated_examples(cfg: dict, task: str) -> int:
+    """Test examples of ``task`` (a task or held-out task of ``cfg``): the catalog's size of an MTIL or
+    X-TAIL dataset, the mini's generated count, a TRACE folder's count (TRACE's 2,000 without it)."""
+    kind = cfg["data"]["kind"]
+    if kind in ("mtil", "xtail"):
+        from codyra.data.catalog import EXPECTED
+
+        return EXPECTED[kind][task].test
+    if kind == "mini" or cfg["llm"]["mini"] is not None:
+        return cfg["mini"]["test_per_task"]
+    return trace_examples(cfg, task, "test")
+
+
+def trained_examples(cfg: dict, task: str) -> int:
+    """Training examples of a TRACE task (its folder's count, else TRACE's 5,000; the mini's generated count)."""
+    if cfg["llm"]["mini"] is not None:
+        return cfg["mini"]["train_per_task"]
+    return trace_examples(cfg, task, "train")
+
+
+def trace_examples(cfg: dict, task: str, split: str) -> int:
+    folder = Path(cfg["data"]["root"] or "data") / task / f"{split}.json"
+    if folder.is_file():
+        return len(json.loads(folder.read_text()))
+    return TRACE_EXAMPLES[split]

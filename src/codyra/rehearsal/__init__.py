@@ -1,0 +1,1 @@
+"""A paper config rehearsed on a CPU, with only sizes shrunk."""

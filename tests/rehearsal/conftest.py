@@ -1,0 +1,58 @@
+"""The rehearsals of the paper configs (``codyra rehearse``): minutes each, so they run only when asked.
+
+``CODYRA_REHEARSAL_TESTS=1 pytest -m rehearsal`` (as CI does, after the SLURM tests: the ones that
+go through SLURM need the local cluster, ``scripts/local-slurm.sh start``). Without the variable
+they are skipped; with it and no cluster, the SLURM ones fail instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codyra.rehearsal.run import Rehearsal, rehearse
+
+REPO = Path(__file__).resolve().parents[2]
+ENABLED = os.environ.get("CODYRA_REHEARSAL_TESTS") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).parent
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(here):
+            item.add_marker(pytest.mark.rehearsal)
+            if not ENABLED:
+                item.add_marker(pytest.mark.skip(reason="rehearsals run with CODYRA_REHEARSAL_TESTS=1 (CI does)"))
+
+
+@pytest.fixture(scope="session")
+def folders(tmp_path_factory):
+    """One rehearsal folder per model family: the configs of a family share a world (stand-ins,
+    fixture data) and a results folder, as one site's grids do (runs of one benchmark are shared)."""
+    root = tmp_path_factory.mktemp("rehearsals")
+    return {family: root / family for family in ("clip", "blip", "trace")}
+
+
+def run(config: str, folder: Path, *sets: str, slurm: bool = False) -> dict:
+    if slurm and subprocess.run(["sinfo"], capture_output=True, check=False).returncode != 0:
+        pytest.fail("this rehearsal goes through SLURM: start the local cluster (scripts/local-slurm.sh start)")
+    return rehearse(Rehearsal(config=REPO / "config" / config, sets=list(sets), folder=folder, local=not slurm))
+
+
+def submitted(folder: Path) -> dict[str, list[str]]:
+    """The SLURM jobs of the folder's last Snakemake run: their group or rule -> job ids."""
+    jobs: dict[str, list[str]] = {}
+    log = (folder / "snakemake.log").read_text()
+    for job_id, where in re.findall(r"SLURM jobid (\d+) \(log: \S*/logs/slurm/([^/]+)/", log):
+        jobs.setdefault(where, []).append(job_id)
+    return jobs
+
+
+def slurm_job(job_id: str) -> dict[str, str]:
+    """``scontrol show job``'s fields (finished jobs stay visible: the local cluster's MinJobAge)."""
+    text = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True).stdout
+    return dict(re.findall(r"(\w+(?:/\w+)?)=(\S+)", text))

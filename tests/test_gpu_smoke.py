@@ -1,0 +1,33 @@
+"""benchmarks/gpu_smoke.py is ready for a GPU: its sections run end to end here, on the CPU at tiny sizes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_gpu_smoke_script_runs_every_section_on_the_cpu(tmp_path):
+    out = tmp_path / "gpu_smoke.json"
+    command = [sys.executable, f"{ROOT}/benchmarks/gpu_smoke.py", "--device", "cpu", "--smoke", "--out", str(out)]
+    # its DeepSpeed rank joins a process group: in a process of its own, not the test session's
+    done = subprocess.run([*command, "--methods", "zeroshot", "codyra", "olora"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sections = json.loads(out.read_text())["sections"]
+    assert set(sections) == {"trace", "clip_row", "gpu_costs"} and not any("error" in s for s in sections.values())
+    methods = sections["trace"]["methods"]
+    assert set(methods) == {"zeroshot", "codyra", "olora"}
+    for name in ("codyra", "olora"):  # both backends trained tasks 1 and 2 and evaluated row 2
+        for backend in ("plain", "deepspeed"):
+            assert len(methods[name][backend]["tasks"]) == 2 and len(methods[name][backend]["cells"]) == 2
+        assert methods[name]["max_relative_loss_difference"] < 0.01  # one rank: the same steps up to rounding
+    row = sections["clip_row"]
+    assert row["cells_agree"] and len(row["cache"]["cells"]) == 11  # MTIL's 11 test sets, cache = JPEGs
+    assert json.loads(Path(sections["gpu_costs"]["record"]).read_text())["device"]
