@@ -18,7 +18,9 @@ def test_the_gpu_smoke_script_runs_every_section_on_the_cpu(tmp_path):
     out = tmp_path / "gpu_smoke.json"
     command = [sys.executable, f"{ROOT}/benchmarks/gpu_smoke.py", "--device", "cpu", "--smoke", "--out", str(out)]
     # its DeepSpeed rank joins a process group: in a process of its own, not the test session's
-    done = subprocess.run([*command, "--methods", "zeroshot", "codyra", "olora"], capture_output=True, text=True)
+    done = subprocess.run(
+        [*command, "--methods", "zeroshot", "codyra", "olora"], check=False, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     sections = json.loads(out.read_text())["sections"]
     assert set(sections) == {"trace", "clip_row", "gpu_costs"} and not any("error" in s for s in sections.values())

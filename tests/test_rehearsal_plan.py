@@ -40,6 +40,9 @@ def test_small_xtail_keeps_every_method_and_setting_but_the_sizes():
     studies = small["single_task"]["studies"]
     assert studies.keys() == written["single_task"]["studies"].keys()  # every study, each sweep's first value
     assert studies["supp_dtd"]["sweeps"][0]["vary"] == {"placement": ["attn"]}
+    # the norm-matched run's targets: those of its sweep's runs that remain (r = 1 of 1, 2, 4, 8, 16)
+    assert small["method_configs"]["lora-norm-matched"]["norm_target"] == ["lora-r16-rank-1-alpha-1"]
+    load_config(copy.deepcopy(small))  # valid as it is
     assert written["tasks"][0]["methods"]["cl-lora"]["train"]["iterations"] == 2250  # the input is untouched
 
 
@@ -106,3 +109,13 @@ def test_a_sites_own_partition_names_become_the_local_clusters(tmp_path):
     assert site["default-resources"] == {"slurm_partition": "gpu", "cpu_partition": "cpu", "gpu_model": "h100"}
     assert site["set-resources"]["eval_cache"] == {"slurm_partition": "cpu", "gpu": 0}
     assert site["set-resources"]["train_lm_task"] == {"gpu": 4}
+
+
+def test_a_config_without_the_sweeps_keeps_the_norm_targets_it_does_not_run():
+    written = raw("blip_xtail_16shot.yaml")  # extends X-TAIL and drops its ablations and studies
+    small = shrink(written)
+    assert (
+        small["method_configs"]["lora-norm-matched"]["norm_target"]
+        == written["method_configs"]["lora-norm-matched"]["norm_target"]
+    )
+    load_config(copy.deepcopy(small))

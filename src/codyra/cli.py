@@ -20,15 +20,10 @@ def _config(args) -> dict:
     """The validated config: from the workflow (``run(config=...)``) or the --config file, plus --set."""
     import copy
 
-    from codyra.experiment.config import ConfigError, load_config, parse_value, read_config_file, set_key
+    from codyra.experiment.config import apply_sets, load_config, read_config_file
 
     cfg = copy.deepcopy(args.config_dict) if args.config_dict is not None else read_config_file(args.config)
-    for item in args.set or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set train.lr=1e-4)")
-        set_key(cfg, key, parse_value(value))
-    cfg = load_config(cfg)
+    cfg = load_config(apply_sets(cfg, args.set))
     if getattr(args, "single_task", None):  # a single-task study's runs on this task (config key single_task)
         from codyra.experiment.config import single_task_config
 

@@ -2,11 +2,12 @@
 seed, the first two tasks, one value per sweep, a few steps (codyra.rehearsal.plan), on stand-ins of
 its architecture and fixture copies of every dataset it names, through its ``paper`` target.
 
-One CLIP config and one TRACE backbone go through the local one-node SLURM with profiles/slurm as a
-site sets it (the real sbatch lines: partitions, GPUs, memory, time, one node); the others run their
-jobs in this machine's Snakemake process, which the SLURM path does not change. The tests run in
-file order: the configs of a family share a rehearsal folder, as one site's grids share a results
-folder (mtil_5shot_ablations adds its sweep to mtil_5shot's runs).
+A few methods of one CLIP config and of one TRACE backbone go through the local one-node SLURM with
+profiles/slurm as a site sets it (the real sbatch lines: partitions, GPUs, CPUs, memory, time, one
+node); then every method of every config runs its jobs in this machine's Snakemake process, which the
+SLURM path does not change (a SLURM job runs the same rule in the same way), reusing what ran before.
+The tests run in file order: the configs of a family share a rehearsal folder, as one site's grids
+share a results folder (mtil_5shot_ablations adds its sweep to mtil_5shot's runs).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from codyra.evaluation.tables import table_names
 from codyra.experiment.config import load_config
 from codyra.methods import method_of
+from codyra.rehearsal.plan import ITERATIONS
 from codyra.store.paths import tables_dir
 
 from .conftest import run, slurm_job, submitted
@@ -34,26 +36,42 @@ def check_tables(folder, record: dict) -> dict:
     return cfg
 
 
+def megabytes(memory: str) -> int:
+    """scontrol's memory field (``64000M``, ``62.50G``) in MB."""
+    return round(float(memory[:-1]) * {"M": 1, "G": 1024, "T": 1024**2}[memory[-1]])
+
+
 def trained(cfg: dict) -> list[str]:
     return [m for m in cfg["methods"] if method_of(cfg, m).trains]
 
 
-def test_mtil_5shot_through_slurm_as_a_site_sets_the_profile(folders):
+def test_mtil_5shot_submits_the_profiles_jobs_to_slurm_then_runs_every_method(folders):
     folder = folders["clip"]
-    cfg = check_tables(folder, run("mtil_5shot.yaml", folder, slurm=True))
+    check_tables(folder, run("mtil_5shot.yaml", folder, "methods=[zeroshot, codyra, zscl]", slurm=True))
     jobs = submitted(folder)
-    runs = [group for group in jobs if group.startswith("group_run-")]
-    assert len(runs) == len(trained(cfg))  # a run's 2 trainings and 2 rows: one SLURM job
-    job = slurm_job(jobs[runs[0]][0])
-    assert (job["Partition"], job["NumNodes"], job["TresPerJob"]) == ("gpu", "1", "gres:gpu:h100:1")
-    assert job["TimeLimit"] == "02:30:00"  # profiles/slurm: 2 x (train_task 45 + eval_row 30) minutes
+    runs = {group.split("-seed")[0].removeprefix("group_run-"): ids for group, ids in jobs.items() if "run-" in group}
+    assert set(runs) == {"codyra", "zscl"}  # a run's 2 trainings and 2 rows: one SLURM job
+    codyra, zscl = slurm_job(runs["codyra"][0]), slurm_job(runs["zscl"][0])
+    assert (codyra["Partition"], codyra["NumNodes"], codyra["TresPerJob"]) == ("gpu", "1", "gres:gpu:h100:1")
+    assert codyra["TimeLimit"] == "02:30:00"  # profiles/slurm: 2 x (train_task 45 + eval_row 30) minutes
+    assert megabytes(codyra["MinMemoryNode"]) == 64000
+    # CPUs: train.threads 1 and a data loader process; ZSCL draws a second image stream (its reference images)
+    assert (codyra["NumCPUs"], zscl["NumCPUs"]) == ("2", "3")
     cache = slurm_job(jobs["rule_eval_cache"][0])  # a CPU job: the CPU partition, no GPU
     assert cache["Partition"] == "cpu" and "gres" not in cache.get("TresPerJob", "")
+
+    cfg = check_tables(folder, run("mtil_5shot.yaml", folder))
     # the rows read the evaluation cache; the few-shot subsets were pinned once per dataset
     row = (folder / "results" / "logs" / cfg["benchmark"] / "cells" / "codyra" / "seed0" / "row2.log").read_text()
     assert "evaluation cache" in row
     pinned = sorted(p.name for p in (folder / "results" / cfg["benchmark"] / "fewshot").iterdir())
     assert pinned == [f"{t['name']}.json" for t in sorted(cfg["tasks"], key=lambda t: t["name"])]
+    cell = json.loads((folder / "results" / cfg["benchmark"] / "lwf" / "seed0" / "cells" / "A_2_1.json").read_text())
+    assert cell["num_classes"] == 3  # MTIL: a task over its own classes (the Aircraft fixture's 3)
+    summary = json.loads(
+        (folder / "results" / cfg["benchmark"] / "codyra" / "seed0" / "task2" / "summary.json").read_text()
+    )
+    assert (summary["task"], summary["steps"]) == (cfg["tasks"][1]["name"], ITERATIONS)
 
 
 def test_mtil_5shot_ablations_adds_only_its_sweep_to_the_shared_runs(folders):
@@ -82,8 +100,9 @@ def test_xtail_16shot_with_its_heldout_rows_ablations_and_single_task_studies(fo
     results = folder / "results" / cfg["benchmark"]
     heldout = results / "codyra" / "seed0" / "heldout"
     assert {f"H_2_{name}.json" for name in cfg["heldout_tasks"]} <= {p.name for p in heldout.iterdir()}
-    cell = json.loads((results / "codyra-dagger" / "seed0" / "cells" / "A_2_1.json").read_text())
-    assert cell["num_classes"] > 3 and "routing" in cell  # the union label space, routed inference
+    cells = [json.loads((results / "codyra-dagger" / "seed0" / "cells" / f"A_2_{j}.json").read_text()) for j in (1, 2)]
+    assert cells[0]["num_classes"] == cells[1]["num_classes"] > 3  # every task over the union of the classes
+    assert "routing" in cells[0]  # routed inference
     for study in cfg["single_task"]["studies"]:
         assert (folder / tables_dir(cfg) / f"{study}.md").is_file()
 
@@ -96,18 +115,23 @@ def test_blip_xtail_16shot_reads_the_weights_revision_it_names(folders):
     assert any(name.startswith("Salesforce/blip-itm-base-coco@refs/pr/5") for name in digests)
 
 
-def test_trace_llama_2_7b_through_slurm_leaves_out_what_cannot_fit(folders):
+def test_trace_llama_2_7b_submits_its_4_gpu_task_jobs_then_leaves_out_what_cannot_fit(folders):
     folder = folders["trace"]
-    cfg = check_tables(folder, run("trace.yaml", folder, "backbone=llama-2-7b-chat", slurm=True))
+    check_tables(
+        folder, run("trace.yaml", folder, "backbone=llama-2-7b-chat", "methods=[zeroshot, codyra]", slurm=True)
+    )
+    jobs = submitted(folder)
+    tasks = sorted(group for group in jobs if group.startswith("group_task-codyra"))
+    assert len(tasks) == 2  # training i and row i: one job per task
+    job = slurm_job(jobs[tasks[0]][0])
+    assert (job["Partition"], job["NumNodes"], job["TresPerJob"]) == ("gpu", "1", "gres:gpu:h100:4")
+    assert job["NumCPUs"] == "3"  # 2 ranks x train.threads 1 and the launcher
+    assert megabytes(job["MinMemoryNode"]) == 330000 and job["TimeLimit"] == "12:30:00"  # 90 + 660 min
+
+    cfg = check_tables(folder, run("trace.yaml", folder, "backbone=llama-2-7b-chat"))
     assert set(cfg["left_out"]) == {"ewc", "gem"} and not set(cfg["left_out"]) & set(cfg["methods"])
     table = (folder / tables_dir(cfg) / "table2.md").read_text()
     assert table.count("Left out:") == 2
-    jobs = submitted(folder)
-    tasks = [group for group in jobs if group.startswith("group_task-")]
-    assert len(tasks) == len(trained(cfg)) * len(cfg["tasks"])  # training i and row i: one job
-    job = slurm_job(jobs[tasks[0]][0])
-    assert (job["NumNodes"], job["TresPerJob"]) == ("1", "gres:gpu:h100:4")
-    assert job["NumCPUs"] == "3"  # 2 ranks x train.threads 1 and the launcher
     check_zero2_bf16(folder, cfg)
 
 

@@ -143,6 +143,16 @@ def set_key(cfg: dict, key: str, value) -> None:
     node[leaf] = value
 
 
+def apply_sets(cfg: dict, items) -> dict:
+    """``cfg`` with each ``KEY=VALUE`` of ``items`` (``--set``) set in place, the value read as YAML."""
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set train.lr=1e-4)")
+        set_key(cfg, key, parse_value(value))
+    return cfg
+
+
 def _fill_defaults(node, sch: dict) -> None:
     if not isinstance(node, dict):
         return

@@ -733,16 +733,10 @@ def register_cli(subparsers) -> None:
 
 
 def _cmd_check_resources(args) -> int:
-    from codyra.experiment.config import load_config, parse_value, read_config_file, set_key
+    from codyra.experiment.config import apply_sets, load_config, read_config_file
     from codyra.experiment.costs import read_record
 
-    raw = read_config_file(args.config)
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set backbone=gemma-2b-it)")
-        set_key(raw, key, parse_value(value))
-    cfg = load_config(raw)
+    cfg = load_config(apply_sets(read_config_file(args.config), args.set))
     report = check(cfg, ProfileResources.read(args.profile), read_record(args.gpu_record))
     print("\n".join(render(cfg, report, args.profile)))
     return 1 if report.refusals() else 0

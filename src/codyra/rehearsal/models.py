@@ -4,10 +4,13 @@ verification, adaptation and evaluation path of the paper grid with only sizes s
 
 - CLIP (``ViT-B-16``): open_clip's own model built from a packaged config beside the mini's
   (``codyra/mini/clip/model_configs/<name>-standin.json``): ViT-B-16's module structure (both towers of
-  12 ``ResidualAttentionBlock`` with ``nn.MultiheadAttention``'s fused ``in_proj``; the real depth, so
-  options that name blocks, such as DualPrompt's 2 + 3 prefixed ones, hold), QuickGELU as the OpenAI
-  weights use, the real BPE vocabulary and context length 77, its 16 px patches; a tiny width and a
-  32 px image. Written as an open_clip safetensors checkpoint that ``model.pretrained`` points at.
+  ``ResidualAttentionBlock`` with ``nn.MultiheadAttention``'s fused ``in_proj``; the image tower's real
+  12 blocks, the text tower's 8, the most any paper method prompts (DIKI's), so options that name
+  blocks, such as DualPrompt's 2 + 3 prefixed ones, hold), QuickGELU as the OpenAI
+  weights use, the real BPE vocabulary, its 16 px patches; a tiny width, a 32 px image and 32 text
+  positions (77 in ViT-B-16: a row's class prompts, hundreds of them with every template, take a
+  fifth of the time, and the paper's prompts fit). Written as an open_clip safetensors checkpoint
+  that ``model.pretrained`` points at.
 - Causal LMs (config/trace.yaml's backbones): the real model class with the real config's
   distinctive flags (:data:`LM_STANDINS`) and a byte-level BPE tokenizer trained on the mini TRACE's
   prompts (every text is representable) whose special tokens carry the real tokenizer's names, in a

@@ -6,7 +6,7 @@ validation) into the rehearsal's, changing only sizes:
 
 - the stream: its first ``SMALL_TASKS`` tasks and its first seed (``full``: every task and seed);
 - the ablation sweeps and the single-task studies' sweeps: the first value of each varied option
-  (``full``: every value);
+  (``full``: every value), and a norm-matched run's target methods those of them that still run;
 - steps: every ``iterations`` at most ``ITERATIONS``, every warm-up at most one step, ZSCL's weight
   ensembling every ``ENSEMBLE_EVERY`` steps (so it still happens within the shrunk task), a
   checkpoint every ``CHECKPOINT_EVERY`` steps (so resumable checkpoints are written mid-task);
@@ -43,6 +43,7 @@ def shrink(raw: dict, *, full: bool = False) -> dict:
         for study in ((cfg.get("single_task") or {}).get("studies") or {}).values():
             for sweep in study.get("sweeps") or []:
                 _first_values(sweep)
+        _keep_running_targets(cfg)
     for train in _train_blocks(cfg):
         _shrink_steps(train)
     for spec in _method_layers(cfg):
@@ -70,6 +71,23 @@ def _first_values(sweep: dict) -> None:
     for key in ("vary", "zip"):
         for option, values in (sweep.get(key) or {}).items():
             sweep[key][option] = values[:1]
+
+
+def _keep_running_targets(cfg: dict) -> None:
+    """A norm-matched method's ``norm_target`` (methods whose updates' norms set its target) cut to
+    those the shrunk sweeps still generate (as written where none is generated: the method does not
+    run, as in a config that drops the sweeps)."""
+    from codyra.experiment.sweeps import variants
+
+    sweeps = list((cfg.get("ablations") or {}).values())
+    sweeps += [
+        s for study in ((cfg.get("single_task") or {}).get("studies") or {}).values() for s in study.get("sweeps") or []
+    ]
+    running = set(cfg.get("method_configs") or {}) | {name for sweep in sweeps for name, _ in variants("", sweep)}
+    for spec in (cfg.get("method_configs") or {}).values():
+        targets = spec.get("norm_target")
+        if isinstance(targets, list) and any(name in running for name in targets):
+            spec["norm_target"] = [name for name in targets if name in running]
 
 
 def _method_layers(cfg: dict) -> list[dict]:

@@ -29,13 +29,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from codyra.experiment.config import ConfigError, load_config, overlay, parse_value, read_config_file, set_key
+from codyra.experiment.config import ConfigError, apply_sets, load_config, overlay, read_config_file
 from codyra.rehearsal.plan import changes, shrink
 from codyra.store.io import write_json, write_text
 from codyra.yaml_loader import load_yaml
@@ -72,13 +73,7 @@ class Rehearsal:
 
     def raw(self) -> dict:
         """The config as written (``extends`` resolved) with the ``--set`` overrides."""
-        raw = read_config_file(self.config)
-        for item in self.sets:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set backbone=gemma-2b-it)")
-            set_key(raw, key, parse_value(value))
-        return raw
+        return apply_sets(read_config_file(self.config), self.sets)
 
     def where(self, benchmark: str) -> Path:
         return self.folder or Path("rehearsals") / (benchmark + ("-full" if self.full else ""))
@@ -103,12 +98,26 @@ def write_world(cfg: dict, world: Path) -> dict:
         write_json(model, {"overrides": standin.overrides, "env": standin.env})
     record = json.loads(model.read_text())
     if cfg["data"]["kind"] != "mini":
-        data = world / "data" / f".{cfg['benchmark']}.written"
-        if not data.is_file():
-            write_datasets(cfg, world / "data", train_per_class=TRAIN_PER_CLASS)
-            write_text(data, "")
-        record["overrides"] = overlay(record["overrides"], {"data": {"root": str(world / "data")}})
+        data = world / "data"
+        written = data / f".{cfg['benchmark']}.written"
+        if not written.is_file():
+            with tempfile.TemporaryDirectory(dir=world) as staging:
+                write_datasets(cfg, Path(staging), train_per_class=TRAIN_PER_CLASS)
+                add_missing_files(Path(staging), data)
+            write_text(written, "")
+        record["overrides"] = overlay(record["overrides"], {"data": {"root": str(data)}})
     return record
+
+
+def add_missing_files(source: Path, target: Path) -> None:
+    """Move into ``target`` the files of ``source`` it lacks; files it has stay untouched (an
+    evaluation cache built from them refuses images whose modification time changed)."""
+    for path in sorted(source.rglob("*")):
+        if path.is_file():
+            moved = target / path.relative_to(source)
+            if not moved.exists():
+                moved.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, moved)
 
 
 def slug(*parts: str | None) -> str:
