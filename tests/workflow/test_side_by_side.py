@@ -7,6 +7,7 @@ only, and both configs run at once."""
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 import yaml
 
 from codyra.rehearsal.datasets import write_dtd, write_eurosat, write_mnist
-from tests.workflow.test_benchmarks_e2e import clip_config
+from tests.conftest import TINY
 
 from .conftest import REPO, SNAKEMAKE, job_counts, snakemake
 
@@ -33,10 +34,26 @@ def fixture_root(tmp_path_factory):
     return root
 
 
+def mtil_config(results, root, pretrained) -> dict:
+    """A tiny MTIL grid on fixture datasets in their on-disk layouts, with the tiny mini CLIP."""
+    return {
+        "benchmark": "fixture-mtil",
+        "results": str(results / "results"),
+        "seeds": [0],
+        "methods": ["zeroshot", "codyra"],
+        "model": {"name": "codyra-mini", "pretrained": str(pretrained)},
+        "data": {"kind": "mtil", "root": str(root), "fewshot": 2, "label_space": "task"},
+        "tasks": [{"name": "DTD"}, {"name": "EuroSAT"}, {"name": "MNIST"}],
+        "train": {"iterations": 3, "batch_size": 4, "lr": 0.003, "checkpoint_every": 2},
+        "eval": {"batch_size": 16},
+        "method_configs": {"zeroshot": {"kind": "zeroshot"}, "codyra": copy.deepcopy(TINY["method_configs"]["codyra"])},
+    }
+
+
 def two_configs(results, root, pretrained) -> tuple[dict, dict]:
     """Two MTIL benchmarks over the same test sets, at the same model, in one results folder."""
-    first = clip_config(results, root, pretrained, "mtil")
-    second = {**clip_config(results, root, pretrained, "mtil"), "benchmark": "fixture-mtil-order2"}
+    first = mtil_config(results, root, pretrained)
+    second = {**mtil_config(results, root, pretrained), "benchmark": "fixture-mtil-order2"}
     second["tasks"] = list(reversed(first["tasks"]))
     return first, second
 
