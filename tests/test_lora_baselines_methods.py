@@ -244,3 +244,9 @@ def test_treelora_searches_every_micro_batch_and_restarts_every_epoch():
     # the stored accumulator: epoch 2's micro-batches only, each adding n_depth * A / T = 2 A / 6
     expected = sum(2 * A[0].reshape(-1).double() / 6 for A in seen[6:])
     torch.testing.assert_close(method.state_to_store()["l1.A_tasks"][1], expected.float())
+
+
+def test_inflora_refuses_a_rank_above_a_matrixs_input_width():
+    """Its design takes rank directions of the input space: the toy's matrices read 8 features."""
+    with pytest.raises(ValueError, match="inflora: rank 9 exceeds the input width of 2 adapted matrices.*8"):
+        build_method({"kind": "inflora", "rank": 9}).setup(context(Toy(), 1, None, task_batches(1)))

@@ -120,6 +120,13 @@ class InfLoRA(LoRA):
                 "ranks would each see a share of (set llm.deepspeed.enabled: false for this method)"
             )
         super().setup(ctx)
+        narrow = sorted(name for name, a in self.adapters.items() if a.rank > a.in_features)
+        if narrow:
+            raise ValueError(
+                f"inflora: rank {self.options.rank} exceeds the input width of {len(narrow)} adapted matrices "
+                f"(e.g. {narrow[0]}, {self.adapters[narrow[0]].in_features}): its design takes that many directions "
+                "of their input space; lower the rank or leave those matrices out of the placement"
+            )
         state = ctx.previous_state or {}
         if ctx.task_index > 1 and not state:
             raise ValueError(f"inflora: task {ctx.task_index - 1}'s stored input subspaces are missing; retrain it")

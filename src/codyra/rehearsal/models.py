@@ -7,7 +7,8 @@ verification, adaptation and evaluation path of the paper grid with only sizes s
   ``ResidualAttentionBlock`` with ``nn.MultiheadAttention``'s fused ``in_proj``; the image tower's real
   12 blocks, the text tower's 8, the most any paper method prompts (DIKI's), so options that name
   blocks, such as DualPrompt's 2 + 3 prefixed ones, hold), QuickGELU as the OpenAI
-  weights use, the real BPE vocabulary, its 16 px patches; a tiny width, a 32 px image and 32 text
+  weights use, the real BPE vocabulary, its 16 px patches; a tiny width (16 at least: InfLoRA designs
+  as many down-projection directions as its rank, 16, from a matrix's input space), a 32 px image and 32 text
   positions (77 in ViT-B-16: a row's class prompts, hundreds of them with every template, take a
   fifth of the time, and the paper's prompts fit). Written as an open_clip safetensors checkpoint
   that ``model.pretrained`` points at.
