@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -665,4 +666,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if "LOCAL_RANK" in os.environ:  # a rank torchrun started
+        from codyra.llm.torchrun import leave_rank
+
+        leave_rank(code)
+    sys.exit(code)

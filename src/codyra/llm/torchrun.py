@@ -13,6 +13,7 @@ job's log (``codyra --log``), also when the job runs as a thread of Snakemake.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import io
 import json
@@ -20,6 +21,7 @@ import logging
 import os
 import subprocess
 import sys
+from typing import NoReturn
 
 import torch
 import yaml
@@ -34,6 +36,18 @@ LAUNCH_CONFIG = "launch-config.yaml"
 
 def in_distributed_rank() -> bool:
     return "LOCAL_RANK" in os.environ
+
+
+def leave_rank(code: int) -> NoReturn:
+    """End a rank's process once Python's exit work is done (the atexit handlers: leaving the
+    process group together, flushing logs) but before the interpreter's C++ teardown: gloo's
+    threads, destroyed there, can abort a rank that finished its work ("terminate called without
+    an active exception"), and torchrun then fails a job whose outputs are complete."""
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def rank_count(cfg: dict) -> int:
