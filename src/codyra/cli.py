@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+from codyra.cli_options import add_set_option
+
 DEFAULT_CONFIG = "config/config.yaml"
 DESCRIPTION = "The codyra command line: one command per Snakemake job, usable on its own."
 log = logging.getLogger(__name__)
@@ -340,12 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="FILE",
                 help=f"experiment config YAML (default {DEFAULT_CONFIG})",
             )
-            p.add_argument(
-                "--set",
-                action="append",
-                metavar="KEY=VALUE",
-                help="override a config key (repeatable), e.g. --set train.lr=1e-4",
-            )
+            add_set_option(p)
         if threads:
             p.add_argument(
                 "--threads",
@@ -546,12 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="fetch the weights this experiment config reads (its model block; --set applies)",
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="with --config: override a key, e.g. --set backbone=gemma-2b-it",
-    )
+    add_set_option(p, "with --config: override a key (repeatable), e.g. --set backbone=gemma-2b-it")
     p.add_argument(
         "--all-backbones", action="store_true", help="with --config: every model of its backbones (config/trace.yaml)"
     )

@@ -53,6 +53,10 @@ def config_file(tmp_path: Path, name: str, root: Path) -> Path:
     return path
 
 
+def prepare(coop: Path, config: Path) -> int:
+    return main(["data", "prepare", "--from", "coop", str(coop), "--config", str(config)])
+
+
 def files_under(folder: Path) -> list[str]:
     return sorted(str(Path(d) / f) for d, _, names in os.walk(folder) for f in names)
 
@@ -72,7 +76,7 @@ def test_prepare_links_coop_s_datasets_and_names_what_is_missing(coop, tmp_path,
     (root / "food-101" / "README.txt").write_text("mine\n")
     config = config_file(tmp_path, "xtail_16shot.yaml", root)
 
-    assert main(["data", "prepare", "--from", "coop", str(coop), "--config", str(config)]) == 1
+    assert prepare(coop, config) == 1
     out = capsys.readouterr().out
     assert files_under(coop) == before  # nothing written into CoOp's folder
     assert (root / "eurosat" / "2750").is_symlink() and (
@@ -98,7 +102,7 @@ def test_prepare_links_coop_s_datasets_and_names_what_is_missing(coop, tmp_path,
     write_places365(root)
     (root / "conceptual_captions").mkdir()
     (root / "conceptual_captions" / "Validation_GCC-1.1.0-Validation_output.csv").write_text("title\ta caption\n")
-    assert main(["data", "prepare", "--from", "coop", str(coop), "--config", str(config)]) == 0
+    assert prepare(coop, config) == 0
     out = capsys.readouterr().out
     assert "\n  linked " not in out and "14 of 14 complete" in out
     assert main(["data", "check", "--config", str(config)]) == 0
@@ -107,20 +111,7 @@ def test_prepare_links_coop_s_datasets_and_names_what_is_missing(coop, tmp_path,
 
 def test_mtil_needs_flowers_setid_which_coop_lacks(coop, tmp_path, capsys):
     root = tmp_path / "data"
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--from",
-                "coop",
-                str(coop),
-                "--config",
-                str(config_file(tmp_path, "mtil_5shot.yaml", root)),
-            ]
-        )
-        == 1
-    )
+    assert prepare(coop, config_file(tmp_path, "mtil_5shot.yaml", root)) == 1
     flowers = section(capsys.readouterr().out, "Flowers")
     assert f"still missing: {root}/flowers-102/setid.mat" in flowers
 
@@ -130,24 +121,11 @@ def test_a_folder_that_is_a_link_is_not_written_into(coop, tmp_path, capsys):
     (elsewhere / "2750").mkdir(parents=True)
     root.mkdir()
     (root / "eurosat").symlink_to(elsewhere)
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--from",
-                "coop",
-                str(coop),
-                "--config",
-                str(config_file(tmp_path, "xtail_16shot.yaml", root)),
-            ]
-        )
-        == 1
-    )
+    assert prepare(coop, config_file(tmp_path, "xtail_16shot.yaml", root)) == 1
     assert os.listdir(elsewhere) == ["2750"]
     assert "kept as they are (never replaced): eurosat\n" in section(capsys.readouterr().out, "EuroSAT") + "\n"
 
 
 def test_a_missing_source_folder_is_refused(tmp_path):
     config = config_file(tmp_path, "xtail_16shot.yaml", tmp_path / "data")
-    assert main(["data", "prepare", "--from", "coop", str(tmp_path / "nowhere"), "--config", str(config)]) == 2
+    assert prepare(tmp_path / "nowhere", config) == 2

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codyra.cli_options import add_set_option
 from codyra.errors import ConfigError
 
 GIB, MIB = 2**30, 2**20
@@ -722,7 +723,7 @@ def register_cli(subparsers) -> None:
     )
     p.add_argument("--log", default=argparse.SUPPRESS, metavar="FILE", help="append this command's log to this file")
     p.add_argument("--config", required=True, type=Path, metavar="FILE", help="the config, e.g. config/trace.yaml")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)")
+    add_set_option(p)
     p.add_argument(
         "--profile", type=Path, default=DEFAULT_PROFILE, metavar="DIR", help=f"the profile (default {DEFAULT_PROFILE})"
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from codyra.cli_options import add_set_option
+
 
 def register_cli(subparsers) -> None:
     p = subparsers.add_parser(
@@ -23,13 +25,7 @@ def register_cli(subparsers) -> None:
     p.add_argument(
         "--config", required=True, type=Path, metavar="FILE", help="the paper config, e.g. config/mtil_5shot.yaml"
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key of the paper config (repeatable), e.g. --set backbone=gemma-2b-it",
-    )
+    add_set_option(p, "override a key of the paper config (repeatable), e.g. --set backbone=gemma-2b-it")
     p.add_argument("--full", action="store_true", help="every seed, task and sweep value (default: the smallest size)")
     p.add_argument(
         "--local",
