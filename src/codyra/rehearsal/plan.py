@@ -38,11 +38,8 @@ def shrink(raw: dict, *, full: bool = False) -> dict:
     if not full:
         cfg["seeds"] = cfg["seeds"][:1]
         cfg["tasks"] = cfg["tasks"][:SMALL_TASKS]
-        for sweep in (cfg.get("ablations") or {}).values():
+        for sweep in _sweeps(cfg):
             _first_values(sweep)
-        for study in ((cfg.get("single_task") or {}).get("studies") or {}).values():
-            for sweep in study.get("sweeps") or []:
-                _first_values(sweep)
         _keep_running_targets(cfg)
     for train in _train_blocks(cfg):
         _shrink_steps(train)
@@ -67,6 +64,13 @@ def shrink(raw: dict, *, full: bool = False) -> dict:
     return cfg
 
 
+def _sweeps(cfg: dict) -> list[dict]:
+    """The ablation sweeps and the single-task studies' sweeps."""
+    sweeps = list((cfg.get("ablations") or {}).values())
+    studies = ((cfg.get("single_task") or {}).get("studies") or {}).values()
+    return sweeps + [sweep for study in studies for sweep in study.get("sweeps") or []]
+
+
 def _first_values(sweep: dict) -> None:
     for key in ("vary", "zip"):
         for option, values in (sweep.get(key) or {}).items():
@@ -79,11 +83,7 @@ def _keep_running_targets(cfg: dict) -> None:
     run, as in a config that drops the sweeps)."""
     from codyra.experiment.sweeps import variants
 
-    sweeps = list((cfg.get("ablations") or {}).values())
-    sweeps += [
-        s for study in ((cfg.get("single_task") or {}).get("studies") or {}).values() for s in study.get("sweeps") or []
-    ]
-    running = set(cfg.get("method_configs") or {}) | {name for sweep in sweeps for name, _ in variants("", sweep)}
+    running = set(cfg.get("method_configs") or {}) | {name for sweep in _sweeps(cfg) for name, _ in variants("", sweep)}
     for spec in (cfg.get("method_configs") or {}).values():
         targets = spec.get("norm_target")
         if isinstance(targets, list) and any(name in running for name in targets):
