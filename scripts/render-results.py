@@ -17,9 +17,15 @@ NAME`` (repeatable) the tables and figures that the ``paper`` target's analysis 
 (``codyra.analysis.registry.outputs``), the figures copied beside the page into a folder of the
 page's name.
 
+With ``--since PAGE`` (a previous rendering, usually the page being replaced) the page says what
+changed since: every method whose summary row differs, its old and new Transfer, Average, Last and
+Forgetting, the methods added or gone, and how many rows reproduced exactly; ``--why TEXT``
+(repeatable) adds the reasons, which only the person rerunning the grid knows.
+
 The docs quote measured numbers only from pages this script writes.
 
-Usage: python scripts/render-results.py results/ mini --out docs/results/mini.md [--focus codyra]
+Usage: python scripts/render-results.py results/ mini --out docs/results/mini.md [--focus codyra] \
+           [--since docs/results/mini.md --why "..."]
        python scripts/render-results.py results/ mini --configfile config/mini_ablations.yaml \
            --analysis ablations --analysis single_task --analysis amplification --out docs/results/mini-ablations.md
 """
@@ -221,6 +227,33 @@ def render(
     return lines
 
 
+def summary_rows(page: str) -> dict[str, list[str]]:
+    """method -> its cells in the summary table of a rendered ``page`` (Transfer, Average, Last,
+    Forgetting, then the gains)."""
+    rows, inside = {}, False
+    for line in page.splitlines():
+        if line.startswith("## "):
+            inside = line.startswith("## Summary")
+        elif inside and line.startswith("| ") and not line.startswith("| method |"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            rows[cells[0].rsplit(" (", 1)[0]] = cells[1:]
+    return rows
+
+
+def changes_since(previous: str, lines: list[str], why: list[str]) -> list[str]:
+    """The section saying what changed between the ``previous`` page and the new one (``lines``)."""
+    old, new = summary_rows(previous), summary_rows("\n".join(lines))
+    date = next((line.split()[1] for line in previous.splitlines() if line.startswith("Rendered ")), "an earlier date")
+    names = ", ".join(m.capitalize() for m in METRICS)
+    changed = [m for m in new if m in old and old[m] != new[m]]
+    out = ["", f"## Changes since the rendering of {date}", "", *[f"- {reason}" for reason in why]]
+    out += [f"- `{m}` ({names}): {' | '.join(old[m][:4])} → {' | '.join(new[m][:4])}" for m in changed]
+    out += [f"- `{m}`: new" for m in new if m not in old] + [f"- `{m}`: gone" for m in old if m not in new]
+    same = sum(1 for m in new if old.get(m) == new[m])
+    out += [f"- {same} of the {len(new)} methods reproduce their previous row exactly."]
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, help="the results folder (config key `results`)")
@@ -243,6 +276,14 @@ def main(argv=None) -> int:
         metavar="NAME",
         help="append the tables and figures of the paper target's analysis NAME (repeatable; needs --configfile)",
     )
+    parser.add_argument("--since", type=Path, metavar="PAGE", help="a previous rendering: say what changed since")
+    parser.add_argument(
+        "--why",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="a reason for the changes (repeatable; --since)",
+    )
     parser.add_argument(
         "--compare",
         action="append",
@@ -257,6 +298,9 @@ def main(argv=None) -> int:
     pairs = [tuple(p.split(":", 1)) for p in args.compare]
     if any(len(p) != 2 for p in pairs):
         parser.error("--compare takes METHOD:METHOD, e.g. codyra:lora-r16")
+    if args.why and not args.since:
+        parser.error("--why gives the reasons for the changes --since finds: give --since PAGE")
+    previous = args.since.read_text() if args.since else None  # read before --out may replace it
     if (args.analysis or args.table) and not (args.configfile and args.out):
         parser.error("--analysis and --table need --configfile (the grid's config) and --out (figures go beside it)")
     cfg = None
@@ -267,6 +311,9 @@ def main(argv=None) -> int:
         if cfg["benchmark"] != args.benchmark:
             parser.error(f"{args.configfile} is the grid of benchmark {cfg['benchmark']!r}, not {args.benchmark!r}")
     lines = render(folder, args.benchmark, args.focus, pairs, args.made_by, cfg and cfg["methods"], args.configfile)
+    if previous is not None:
+        summary = lines.index("## Summary (mean ± std over seeds)")  # the section goes just above it
+        lines[summary:summary] = changes_since(previous, lines, args.why)[1:] + [""]
     if args.table:
         lines += ["", "## Tables", *copied_files(output_files(cfg, args.table, [], "--table"), args.out)]
     if args.analysis:

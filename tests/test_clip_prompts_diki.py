@@ -18,9 +18,10 @@ from codyra.experiment.config import ConfigError, load_config
 from codyra.methods._prompting import pools
 from codyra.methods._prompting.clip import Plan, PrefixAttention, PromptedImages, prefixed_attention
 from codyra.methods.diki import clip as diki
+from codyra.methods.dualprompt import clip as dualprompt
 from codyra.methods.dualprompt.clip import DualPromptPrefixes
 from codyra.methods.l2p.clip import ImagePromptPool
-from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
+from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, cell_path, task_dir
 
 from .conftest import write_yaml
 
@@ -158,6 +159,47 @@ def test_dualprompt_trains_its_task_s_e_prefix_and_infers_one_by_key_query():
     assert trained.pull.item() == pytest.approx(expected)
 
 
+def test_dualprompt_task_t_starts_from_task_t_minus_1_s_trained_e_prefix_as_its_shared_pool():
+    """google-research/l2p train_continual.py with cifar100_dualprompt.py's shared_prompt_pool (top_k 1):
+    before task t trains, E-prefix t is set to E-prefix t-1; keys only with shared_prompt_key."""
+    e = torch.arange(1 * 2 * 3 * 1 * 2, dtype=torch.float32).view(1, 2, 3, 1, 2)  # 3 entries
+    keys = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    carried, same_keys = dualprompt.transfer_previous(e, keys, 2, prompts=True, keys=False)
+    assert carried[:, :, 2].tolist() == e[:, :, 1].tolist() and carried[:, :, :2].tolist() == e[:, :, :2].tolist()
+    assert same_keys is keys and e[0, 0, 2].tolist() == [[4.0, 5.0]]  # the input is not edited
+    _, shared = dualprompt.transfer_previous(e, keys, 1, prompts=False, keys=True)
+    assert shared.tolist() == [[1.0, 0.0], [1.0, 0.0], [-1.0, 0.0]]
+    for t in (0, 3):  # the first task has no predecessor; a task beyond the pool selects, nothing is copied
+        assert dualprompt.transfer_previous(e, keys, t, prompts=True, keys=True) == (e, keys)
+
+    model = _tiny_clip()
+    options = SimpleNamespace(g_layers=1, e_layers=1, g_length=2, e_length=2, pool_size=3, vote_group=None)
+    width, embed = model.visual.transformer.width, model.visual.output_dim
+    stored = {  # task 1's stored state: entry 0 trained to 5, the others at their initialisation 0
+        "g_prefix": torch.zeros(1, 2, 2, width),
+        "e_prefix": torch.zeros(1, 2, 3, 2, width).index_fill_(2, torch.tensor([0]), 5.0),
+        "e_keys": torch.zeros(3, embed).index_fill_(0, torch.tensor([0]), 7.0),
+        "selection": torch.tensor([0]),
+    }
+    for shared_pool, start in ((True, 5.0), (False, 0.0)):
+        method = SimpleNamespace(
+            options=SimpleNamespace(**vars(options), shared_prompt_pool=shared_pool, shared_prompt_key=False)
+        )
+        ctx = SimpleNamespace(
+            model=model,
+            previous_state=stored,
+            task_index=2,
+            device=torch.device("cpu"),
+            generator=torch.Generator().manual_seed(0),
+            weight_decay=0.0,
+        )
+        dualprompt.setup(method, ctx)
+        method.attached.remove()
+        assert method.pool.task == 1  # task 2 trains entry 1 ...
+        assert set(method.pool.e[:, :, 1].flatten().tolist()) == {start}  # ... from task 1's entry 0 when shared
+        assert set(method.pool.key[1].tolist()) == {0.0}  # its key its own (shared_prompt_key false)
+
+
 def test_diki_gaussian_likelihood_and_calibration_weight_by_hand():
     mean, cov = diki.fit_gaussian(torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]]), eps=0.0)
     assert mean.tolist() == pytest.approx([2 / 3, 2 / 3])
@@ -207,6 +249,8 @@ def test_each_runs_through_the_loop_and_the_evaluation(tmp_path, tiny_cfg_dict, 
     cfg["model"]["pretrained"] = str(tiny_pretrained)
     cfg["methods"] = ["zeroshot", method]
     cfg["method_configs"][method] = {**SPECS[method], "train": {"weight_decay": 0.0}}
+    if method in ("l2p", "dualprompt"):
+        cfg["method_configs"][method]["train"].update(lr=0.03, lr_reference_batch=256, lr_schedule="constant")
     path = write_yaml(tmp_path / "cfg.yaml", cfg)
     for task in ("1", "2"):
         assert main(["train", "--config", path, "--method", method, "--seed", "0", "--task", task]) == 0
@@ -216,6 +260,9 @@ def test_each_runs_through_the_loop_and_the_evaluation(tmp_path, tiny_cfg_dict, 
     assert summary["update_kind"] == "none" and summary["steps"] == 6 and summary["trainable_params"] > 0
     cells = [json.loads(cell_path(cfg, method, 0, 2, j).read_text()) for j in (1, 3)]
     assert all(0.0 <= c["accuracy"] <= 100.0 and c["num_samples"] == 40 for c in cells)
+    if method in ("l2p", "dualprompt"):  # the reference's lr for a batch of 256, at this run's batch of 16
+        history = (task_dir(cfg, method, 0, 2) / HISTORY_FILE).read_text().splitlines()
+        assert {json.loads(line)["lr"] for line in history} == {0.03 * 16 / 256}
     if method == "diki":  # calibrated inference: every image goes to one of the 2 learned tasks' prefixes
         assert [sum(c["routing"]["routes"].values()) for c in cells] == [40, 40]
         assert set().union(*(c["routing"]["routes"] for c in cells)) <= {"0", "1"}

@@ -226,18 +226,68 @@ def test_sprompts_trains_30_epochs_of_128_on_full_shot_mtil():
         assert (job["method"]["prompt_length"], job["method"]["clusters"]) == (10, 5)
 
 
-@pytest.mark.parametrize(
-    ("method", "epochs", "batch"),
-    [("l2p", 5, 128), ("dualprompt", 5, 192), ("diki", 10, 128)],
-)
-def test_prompt_baselines_train_their_references_epochs_on_full_shot_mtil(method, epochs, batch):
-    """google-research/l2p cifar100_l2p.py (5 epochs, 16 per device x 8) and cifar100_dualprompt.py (24 x 8);
-    lloongx/DIKI configs/MTIL.yaml (max_epoch 10, batch_size 128): epochs over the benchmark's training sets."""
+def google_l2p_steps(images: int, epochs: int, batch: int) -> int:
+    """google-research/l2p train_continual.py: num_train_steps = int(images x epochs) // global batch,
+    steps_per_epoch = num_train_steps // epochs, num_train_steps = steps_per_epoch x epochs."""
+    return (images * epochs // batch // epochs) * epochs
+
+
+def torch_loader_steps(images: int, epochs: int, batch: int) -> int:
+    """Epochs of a torch DataLoader without drop_last: the last batch partial."""
     import math
 
+    return epochs * math.ceil(images / batch)
+
+
+@pytest.mark.parametrize(
+    ("method", "epochs", "batch", "steps"),
+    [
+        ("l2p", 5, 128, google_l2p_steps),
+        ("dualprompt", 5, 192, google_l2p_steps),
+        ("diki", 10, 128, torch_loader_steps),
+    ],
+)
+def test_prompt_baselines_train_their_references_epochs_on_full_shot_mtil(method, epochs, batch, steps):
+    """google-research/l2p cifar100_l2p.py (5 epochs, 16 per device x 8) and cifar100_dualprompt.py (24 x 8),
+    counted down to whole epochs of full batches; lloongx/DIKI configs/MTIL.yaml (max_epoch 10, batch_size 128),
+    its DataLoader's last batch partial: epochs over the benchmark's training sets."""
     from codyra.data.catalog import EXPECTED, MTIL
 
     cfg = paper("mtil_full")
     for k, task in enumerate(cfg["tasks"], start=1):
-        iterations = resolve_job(cfg, method, k)["train"]["iterations"]
-        assert iterations == epochs * math.ceil(EXPECTED[MTIL][task["name"]].train / batch), task["name"]
+        job = resolve_job(cfg, method, k)
+        assert job["train"]["iterations"] == steps(EXPECTED[MTIL][task["name"]].train, epochs, batch), task["name"]
+        assert job["train"]["batch_size"] == batch
+    assert google_l2p_steps(1020, 5, 128) == 35 and torch_loader_steps(1020, 5, 128) == 40  # Flowers, by hand
+
+
+@pytest.mark.parametrize(("method", "batch", "lr"), [("l2p", 128, 0.015), ("dualprompt", 192, 0.0225)])
+def test_l2p_and_dualprompt_run_the_reference_s_lr_scaled_to_their_batch(method, batch, lr):
+    """google-research/l2p train_continual.py: base_learning_rate = learning_rate x global batch / 256, with the
+    configs' learning_rate 0.03: 0.03 x 128 / 256 and 0.03 x 192 / 256."""
+    from codyra.steps.optim import base_lr
+
+    for name in ("mtil_full", "mini_baselines"):
+        cfg = paper(name)
+        for k in range(1, len(cfg["tasks"]) + 1):
+            train = resolve_job(cfg, method, k)["train"]
+            assert (train["lr"], train["lr_reference_batch"]) == (0.03, 256)
+            if name == "mtil_full":
+                assert base_lr(train) == pytest.approx(lr) and train["batch_size"] == batch
+            else:  # the mini's batch of 64
+                assert base_lr(train) == pytest.approx(0.03 * 64 / 256)
+
+
+def test_base_lr_scales_the_configured_lr_by_the_examples_of_a_step():
+    from codyra.steps.optim import base_lr
+
+    hp = {"lr": 0.03, "batch_size": 16, "gradient_accumulation": 8, "lr_reference_batch": 256}
+    assert base_lr(hp) == pytest.approx(0.015)  # 16 x 8 = 128 examples a step
+    assert base_lr({**hp, "lr_reference_batch": None}) == 0.03
+
+
+def test_dualprompt_shares_its_prompt_pool_but_not_its_keys_as_the_reference_config():
+    """cifar100_dualprompt.py: shared_prompt_pool True, shared_prompt_key False."""
+    for name in ("mtil_full", "mini_baselines"):
+        options = resolve_job(paper(name), "dualprompt", 2)["method"]
+        assert (options["shared_prompt_pool"], options["shared_prompt_key"]) == (True, False)

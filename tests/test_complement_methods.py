@@ -150,7 +150,7 @@ def test_codyra_rail_fits_rail_on_theta_i_and_keeps_codyras_transfer(tiny_run):
     # RAIL's head after task 2: task 2 absorbed on theta_2's features, from the head after task 1
     state1 = load_method_state(task_dir(cfg, "codyra-rail", 0, 1))
     theta_2 = rebuild_clip(cfg, "codyra-rail", 0, 2).model
-    batches, classes = task_feature_batches(cfg, 0, 2, cfg["train"]["batch_size"], torch.device("cpu"), model=theta_2)
+    batches, classes = task_feature_batches(cfg, 0, 2, cfg["train"], torch.device("cpu"), model=theta_2)
     expected = analytic.fit(RAILOptions(hidden_dim=32), state1, batches, classes, seed=0)
     state2 = load_method_state(task_dir(cfg, "codyra-rail", 0, 2))
     torch.testing.assert_close(state2["W"], expected["W"])

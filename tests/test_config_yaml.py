@@ -85,7 +85,10 @@ def test_snakemake_config_values_pass_validation(tmp_path, tiny_cfg_dict):
             r"config key tasks\[0\]\.train\.lrr: unknown key; did you mean 'lr'\?",
         ),
         (lambda c: c.update(seed=[0]), r"config key seed: unknown key; did you mean 'seeds'\?"),
-        (lambda c: c["train"].update(zzz=1), r"config key train\.zzz: unknown key; the keys here: batch_size, betas"),
+        (
+            lambda c: c["train"].update(zzz=1),
+            r"config key train\.zzz: unknown key; the keys here: augmentation, batch_size, betas",
+        ),
         (
             lambda c: c["method_configs"]["codyra"].update(dense_ration=0.5),
             r"codyra\.dense_ration: method kind 'codyra' has no option .* \(did you mean 'dense_ratio'\?\)",

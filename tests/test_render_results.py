@@ -43,6 +43,29 @@ def test_the_summary_holds_the_given_methods_with_hand_computed_means(tmp_path):
         script.load_runs(tmp_path, ["codyra", "lora-r16"])
 
 
+def test_a_rerendered_page_lists_the_rows_that_changed_and_why(tmp_path):
+    script = load_script("render-results")
+    results, page = tmp_path / "results", tmp_path / "mini.md"
+    write_run(results / "mini", "codyra", 0, [40.0, 60.0], 10.0)
+    write_run(results / "mini", "l2p", 0, [20.0, 30.0], 5.0)
+    write_run(results / "mini", "gone", 0, [20.0, 30.0], 5.0)
+    assert script.main([str(results), "mini", "--out", str(page)]) == 0
+    (results / "mini" / "gone").rename(results / "mini" / "new")
+    (results / "mini" / "l2p").rename(tmp_path / "old-l2p")
+    write_run(results / "mini", "l2p", 0, [30.0, 40.0], 2.0)  # Last 25 -> 35, Forgetting 5 -> 2
+    why = "l2p: the reference's lr per 256 images"
+    assert script.main([str(results), "mini", "--out", str(page), "--since", str(page), "--why", why]) == 0
+    text = page.read_text()
+    head = text.split("## Summary")[0]
+    assert "## Changes since the rendering of " in head and f"- {why}" in head
+    assert "- `l2p` (Transfer, Average, Last, Forgetting): 10.0 | 20.0 | 25.0 | 5.0 → 10.0 | 20.0 | 35.0 | 2.0" in head
+    assert "- `new`: new" in head and "- `gone`: gone" in head
+    assert "- 1 of the 3 methods reproduce their previous row exactly." in head  # codyra
+    assert script.summary_rows(text)["l2p"][:4] == ["10.0", "20.0", "35.0", "2.0"]
+    with pytest.raises(SystemExit):
+        script.main([str(results), "mini", "--why", why])  # a reason needs the page it explains
+
+
 def test_an_analysis_appends_its_tables_and_copies_its_figures(tmp_path):
     script = load_script("render-results")
     cfg = {**load_config(ABLATIONS), "results": str(tmp_path / "results")}

@@ -212,7 +212,7 @@ def _rail_states(cfg, options, upto):
 
     states, state, feats = [], None, []
     for i in range(1, upto + 1):
-        batches, classes = task_feature_batches(cfg, 0, i, 16, torch.device("cpu"))
+        batches, classes = task_feature_batches(cfg, 0, i, {**cfg["train"], "batch_size": 16}, torch.device("cpu"))
         state = analytic.fit(options, state, batches, classes, seed=0)
         states.append(state)
         feats += batches

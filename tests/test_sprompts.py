@@ -13,7 +13,7 @@ import torch
 from codyra.evaluation.evaluate import evaluate_row
 from codyra.experiment.config import ConfigError, load_config
 from codyra.experiment.train_job import train_task
-from codyra.methods.sprompts.selector import kmeans, select_domains
+from codyra.methods.sprompts.selector import best_candidate, kmeans, seeding_trials, select_domains
 from codyra.store.paths import task_dir
 from codyra.store.updates import load_method_state, load_update
 
@@ -30,6 +30,17 @@ def test_kmeans_finds_the_centre_of_each_cluster(seed):
     centroids = kmeans(SQUARES, 2, torch.Generator().manual_seed(seed))
     assert sorted(centroids.tolist()) == [[1.0, 1.0], [11.0, 11.0]]
     assert kmeans(SQUARES, 1, torch.Generator().manual_seed(seed)).tolist() == [[6.0, 6.0]]  # the mean
+
+
+def test_greedy_seeding_keeps_the_candidate_that_leaves_the_lowest_potential():
+    """scikit-learn's greedy k-means++: 2 + floor(ln k) candidates per centroid (3 for S-Prompts' 5), the
+    one whose addition leaves the smallest sum of squared distances to the nearest centroid kept."""
+    assert [seeding_trials(k) for k in (1, 2, 5, 8, 20)] == [2, 2, 3, 4, 4]
+    x = torch.tensor([[0.0], [1.0], [5.0], [6.0], [20.0]], dtype=torch.float64)
+    closest = x[:, 0] ** 2  # one centroid so far, at 0: squared distances 0, 1, 25, 36, 400
+    # candidate 20: leaves 0 + 1 + 25 + 36 + 0 = 62; candidate 5: 0 + 1 + 0 + 1 + 225 = 227; candidate 1: 0+0+16+25+361
+    chosen, after = best_candidate(x, closest, torch.tensor([2, 4, 1]))
+    assert chosen == 4 and after.tolist() == [0.0, 1.0, 25.0, 36.0, 0.0]
 
 
 def test_kmeans_needs_as_many_samples_as_clusters():

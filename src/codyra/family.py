@@ -117,9 +117,10 @@ class Family(Protocol):
         itself under torchrun for DeepSpeed), or None to train in this process."""
 
     def feature_pass(
-        self, cfg: dict, seed: int, task_index: int, batch_size: int, device, model: nn.Module | None = None
+        self, cfg: dict, seed: int, task_index: int, train: dict, device, model: nn.Module | None = None
     ) -> tuple[list, int]:
-        """One pass of theta_0's (or ``model``'s) frozen features of task i's training data, labels
+        """One pass of theta_0's (or ``model``'s) frozen features of task i's training data (in
+        batches of the job's ``train`` settings, batch_size and augmentation), labels
         global over the stream: ([(features, labels)], classes of tasks 1..i), for closed-form
         methods (RAIL) and heads fitted on them (CoDyRA + RAIL)."""
 

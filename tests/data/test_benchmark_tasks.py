@@ -17,7 +17,7 @@ from codyra.data import fewshot
 from codyra.data.errors import DataRootNotFoundError
 from codyra.data.registry import fewshot_manifest_path, label_space
 from codyra.data.templates import templates
-from codyra.experiment.config import ConfigError, load_config, read_config_file
+from codyra.experiment.config import ConfigError, load_config, read_config_file, resolve_job
 
 from .fixtures import SIZES
 
@@ -71,6 +71,55 @@ def test_fewshot_manifest_is_written_once_then_reused(data_root, image_config, t
     again = build_tasks(cfg, image_config)[6].train_set()  # e.g. the next method's or seed's job
     assert again.samples.keys == first.samples.keys
     assert path.read_bytes() == written
+
+
+def test_one_subset_serves_every_seed_unless_each_seed_draws_its_own(data_root, image_config, tmp_path):
+    """data.fewshot_seed 42: one draw, one manifest for the benchmark; per_seed: seed s draws with s and
+    pins it under fewshot/seed{s}/, so seeds train on different images (the references' per-run draws)."""
+    from codyra.data.fewshot import sample_fewshot
+    from codyra.data.sources import load_splits
+
+    shared = shipped("mtil_5shot.yaml", data_root, tmp_path / "shared")
+    keys = {seed: build_tasks(shared, image_config, seed)[3].train_set().samples.keys for seed in (0, 1)}
+    assert keys[0] == keys[1] and fewshot_manifest_path(shared, "DTD", 1) == fewshot_manifest_path(shared, "DTD")
+
+    per_seed = shipped("mtil_5shot.yaml", data_root, tmp_path / "per-seed", fewshot_seed="per_seed")
+    full = load_splits("DTD", "mtil", data_root).train
+    for seed in (0, 1):
+        drawn = build_tasks(per_seed, image_config, seed)[3].train_set().samples.keys
+        assert drawn == tuple(full.keys[p] for p in sample_fewshot(full.labels, 5, seed))  # drawn with the run's seed
+        path = tmp_path / "per-seed" / "mtil-5shot" / "fewshot" / f"seed{seed}" / "DTD.json"
+        assert fewshot_manifest_path(per_seed, "DTD", seed) == path and json.loads(path.read_text())["seed"] == seed
+        keys[seed] = drawn
+    assert keys[0] != keys[1]
+    no_run = build_tasks(per_seed, image_config)[3]  # an evaluation: its test split only
+    assert len(no_run.test_set()) == SIZES["mtil"]["DTD"][2]
+    with pytest.raises(ValueError, match=r"DTD's few-shot subset is drawn per seed \(config key data.fewshot_seed"):
+        no_run.train_set()
+    with pytest.raises(ValueError, match="give the seed"):
+        fewshot_manifest_path(per_seed, "DTD")
+
+
+def test_a_job_s_augmentation_reaches_its_training_images(data_root, image_config, tmp_path):
+    """train.augmentation, per method: zscl's crop without flips, the paper's with them."""
+    cfg = shipped("mtil_5shot.yaml", data_root, tmp_path)
+    assert build_tasks(cfg, image_config, 0)[3].train_set().transform.flips
+    assert not build_tasks(cfg, image_config, 0, "zscl")[3].train_set().transform.flips
+    cfg["method_configs"]["zscl"]["train"] = {**cfg["method_configs"]["zscl"].get("train", {}), "augmentation": "zscl"}
+    cfg = load_config(cfg)
+    assert resolve_job(cfg, "zscl", 1)["train"]["augmentation"] == "zscl"
+    assert resolve_job(cfg, "codyra", 1)["train"]["augmentation"] == "paper"
+
+
+def test_sun397_in_the_file_system_s_order_keeps_its_own_caches_and_subsets(data_root, tmp_path):
+    from codyra.store.paths import eval_cache_dir
+
+    cfg = shipped("mtil_5shot.yaml", data_root, tmp_path)
+    listed = shipped("mtil_5shot.yaml", data_root, tmp_path, sun397_order="filesystem")
+    assert eval_cache_dir(cfg, "DTD") == tmp_path / "eval_cache" / "mtil" / "ViT-B-16" / "DTD"
+    assert eval_cache_dir(listed, "DTD") == tmp_path / "eval_cache" / "mtil-sun397-filesystem" / "ViT-B-16" / "DTD"
+    assert fewshot_manifest_path(listed, "SUN397").name == "SUN397.filesystem-order.json"
+    assert fewshot_manifest_path(listed, "DTD") == fewshot_manifest_path(cfg, "DTD")
 
 
 def test_full_shot_trains_on_every_image_and_writes_no_manifest(data_root, image_config, tmp_path):

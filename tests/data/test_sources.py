@@ -157,6 +157,28 @@ def test_80_20_split_is_zscl_random_split_for_caltech_and_eurosat(data_root, nam
     assert [_last_two_parts(key) for key in splits.test.keys] == list(zscl_test)
 
 
+def test_sun397_splits_sorted_files_or_zscl_s_split_of_the_file_system_s_listing(data_root, monkeypatch):
+    """ZSCL and MoE-Adapters split torchvision's SUN397, which lists its files as Path.rglob finds them:
+    data.sun397_order filesystem is that split on this machine, sorted is one listing-independent split."""
+    sorted_splits = load_splits("SUN397", "mtil", data_root)
+    rglob = Path.rglob
+    monkeypatch.setattr(Path, "rglob", lambda self, pattern: sorted(rglob(self, pattern), reverse=True))  # another FS
+    listed = [_last_two_parts(path) for path in datasets.SUN397(str(data_root))._image_files]
+    assert listed == sorted(listed, reverse=True)
+    n_train = int(0.8 * len(listed))
+    zscl_train, zscl_test = torch.utils.data.random_split(
+        listed, [n_train, len(listed) - n_train], generator=torch.Generator().manual_seed(42)
+    )
+    filesystem = load_splits("SUN397", "mtil", data_root, sun397_order="filesystem")
+    assert [_last_two_parts(key) for key in filesystem.train.keys] == list(zscl_train)
+    assert [_last_two_parts(key) for key in filesystem.test.keys] == list(zscl_test)
+    again = load_splits("SUN397", "mtil", data_root)  # sorted: the same whatever the listing
+    assert (again.train.keys, again.test.keys) == (sorted_splits.train.keys, sorted_splits.test.keys)
+    assert set(filesystem.test.keys) != set(sorted_splits.test.keys)
+    with pytest.raises(ValueError, match="SUN397's split order is one of sorted, filesystem, got 'listing'"):
+        load_splits("SUN397", "mtil", data_root, sun397_order="listing")
+
+
 def test_cifar100_reads_what_torchvision_reads(data_root, monkeypatch):
     # torchvision verifies the real files' MD5 sums, which a fixture cannot carry: accept any file here
     monkeypatch.setattr(cifar, "check_integrity", lambda fpath, md5=None: os.path.isfile(fpath))

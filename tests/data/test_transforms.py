@@ -67,27 +67,36 @@ def test_train_transform_depends_only_on_the_generator():
     torch.random.set_rng_state(global_state)
 
 
-def test_train_transform_equals_torchvision_pipeline_seeded_the_same():
-    # The paper's augmentation written with torchvision's stateful transforms: with the
-    # global RNG seeded like our generator, both must produce the same tensor.
+def torchvision_pipeline(config: ImageConfig, flips: bool) -> Compose:
+    """A training transform written with torchvision's stateful transforms (the global RNG): the crop of
+    scale 0.9-1, bicubic, then a horizontal flip where ``flips``."""
+    crop = RandomResizedCrop(config.size, scale=(0.9, 1.0), interpolation=InterpolationMode.BICUBIC)
+    return Compose([crop, *([RandomHorizontalFlip()] if flips else []), ToTensor(), Normalize(config.mean, config.std)])
+
+
+@pytest.mark.parametrize(
+    ("augmentation", "flips"),
+    [("paper", True), ("zscl", False)],  # zscl: ZSCL's and MoE-Adapters' clip.py _transform(is_train=True)
+)
+def test_train_transform_equals_torchvision_pipeline_seeded_the_same(augmentation, flips):
+    # With the global RNG seeded like our generator, both must produce the same tensor.
     config = ImageConfig(size=48, mean=OPENAI.mean, std=OPENAI.std)
-    reference = Compose(
-        [
-            RandomResizedCrop(config.size, scale=CROP_SCALE, interpolation=InterpolationMode.BICUBIC),
-            RandomHorizontalFlip(),
-            ToTensor(),
-            Normalize(config.mean, config.std),
-        ]
-    )
+    assert CROP_SCALE == (0.9, 1.0)
+    reference = torchvision_pipeline(config, flips)
     image = noise_image(120, 80)
     flipped = 0
     for seed in range(40):
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             expected = reference(image)
-        ours = TrainTransform(config)(image, torch.Generator().manual_seed(seed))
+        ours = TrainTransform(config, augmentation)(image, torch.Generator().manual_seed(seed))
         assert torch.equal(ours, expected)
-        generator = torch.Generator().manual_seed(seed)
-        random_resized_crop_box(80, 120, CROP_SCALE, CROP_RATIO, generator)
-        flipped += torch.rand(1, generator=generator).item() < 0.5
-    assert 0 < flipped < 40  # both branches were exercised
+        crop_only = TrainTransform(config, "zscl")(image, torch.Generator().manual_seed(seed))
+        flipped += not torch.equal(ours, crop_only)  # the same draws for the crop, then a flip or not
+    assert (0 < flipped < 40) if flips else flipped == 0  # the paper's flips some crops: both branches exercised
+
+
+def test_an_unknown_augmentation_is_refused():
+    config = ImageConfig(size=48, mean=OPENAI.mean, std=OPENAI.std)
+    with pytest.raises(ValueError, match="unknown augmentation 'flip'; known: paper, zscl"):
+        TrainTransform(config, "flip")

@@ -59,7 +59,8 @@ def task_gradients(cfg: dict, device) -> list[dict[str, torch.Tensor]]:
     targets = clip_targets(model)
     params = dict(model.named_parameters())
     out = []
-    for task in build_tasks(cfg, bundle.image):
+    # shared by the benchmark's runs: with per-seed few-shot subsets (data.fewshot_seed), the first seed's
+    for task in build_tasks(cfg, bundle.image, cfg["seeds"][0], cfg["train"]["augmentation"]):
         data = task.train_set()
         batch = [data[(k, 0)] for k in range(min(cfg["analysis"]["probe_batch"], len(data)))]
         images = torch.stack([b[0] for b in batch]).to(device)

@@ -58,11 +58,11 @@ class BlipFamily:
     def delegate(self, cfg, method_name, seed, task_index, run):
         return None  # a BLIP task trains in this process
 
-    def feature_pass(self, cfg, seed, task_index, batch_size, device, model=None):
+    def feature_pass(self, cfg, seed, task_index, train, device, model=None):
         from codyra.blip.model import pretrained_blip
         from codyra.clip.features import task_feature_batches
 
-        return task_feature_batches(cfg, seed, task_index, batch_size, device, model=model, pretrained=pretrained_blip)
+        return task_feature_batches(cfg, seed, task_index, train, device, model=model, pretrained=pretrained_blip)
 
     def cells(self, cfg, method, seed, i, js, device, kind):
         from codyra.blip.model import pretrained_blip

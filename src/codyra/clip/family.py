@@ -51,10 +51,10 @@ class ClipFamily:
     def delegate(self, cfg, method_name, seed, task_index, run):
         return None  # a CLIP task trains in this process
 
-    def feature_pass(self, cfg, seed, task_index, batch_size, device, model=None):
+    def feature_pass(self, cfg, seed, task_index, train, device, model=None):
         from codyra.clip.features import task_feature_batches
 
-        return task_feature_batches(cfg, seed, task_index, batch_size, device, model=model)
+        return task_feature_batches(cfg, seed, task_index, train, device, model=model)
 
     def cells(self, cfg, method, seed, i, js, device, kind):
         from codyra.clip.evaluate import clip_cells

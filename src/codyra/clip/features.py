@@ -35,18 +35,23 @@ def train_batches(n: int, batch_size: int, seed: int, task_index: int) -> list[l
 
 
 def task_feature_batches(
-    cfg: dict, seed: int, task_index: int, batch_size: int, device, model=None, pretrained=pretrained_clip
+    cfg: dict, seed: int, task_index: int, train: dict, device, model=None, pretrained=pretrained_clip
 ) -> tuple[list, int]:
-    """(one pass of the image features of task i's training set with labels global over the
-    stream, classes of tasks 1..i). The features are theta_0's (``pretrained(cfg)``: the family's
-    theta_0, a bundle with the CLIP interface), or ``model``'s (CoDyRA + RAIL: theta_i, the
-    backbone right after task i)."""
+    """(one pass of the image features of task i's training set, in batches of the job's ``train``
+    batch_size and under its augmentation, with labels global over the stream, classes of tasks
+    1..i). The features are theta_0's (``pretrained(cfg)``: the family's theta_0, a bundle with the
+    CLIP interface), or ``model``'s (CoDyRA + RAIL: theta_i, the backbone right after task i)."""
     bundle = pretrained(cfg)
-    tasks = build_tasks(cfg, bundle.image)
+    tasks = build_tasks(cfg, bundle.image, seed, train["augmentation"])
     offset = sum(t.num_classes for t in tasks[: task_index - 1])
     data = tasks[task_index - 1].train_set()
     model = (bundle.model if model is None else model).to(device).eval()
     batches = image_features(
-        model, data, train_batches(len(data), batch_size, seed, task_index), cfg, device, cfg["train"]["precision"]
+        model,
+        data,
+        train_batches(len(data), train["batch_size"], seed, task_index),
+        cfg,
+        device,
+        cfg["train"]["precision"],
     )
     return [(f, y + offset) for f, y in batches], offset + tasks[task_index - 1].num_classes

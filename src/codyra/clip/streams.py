@@ -7,9 +7,13 @@ from collections.abc import Sequence
 from codyra.data.tasks import ClassificationTask, ImageConfig
 
 
-def build_tasks(cfg: dict, image: ImageConfig) -> Sequence[ClassificationTask]:
+def build_tasks(
+    cfg: dict, image: ImageConfig, seed: int | None = None, augmentation: str = "paper"
+) -> Sequence[ClassificationTask]:
     """The task stream in config order (lazy: no image is read until a split is requested;
-    mtil / xtail tasks read their dataset's metadata on first access)."""
+    mtil / xtail tasks read their dataset's metadata on first access), for run ``seed`` (a per-seed
+    few-shot subset's training split needs it; None: a job that reads test splits only), training
+    with ``augmentation`` (config key train.augmentation; the minis' images train as they are)."""
     kind = cfg["data"]["kind"]
     names = [t["name"] for t in cfg["tasks"]]
     if kind == "mini":
@@ -19,7 +23,7 @@ def build_tasks(cfg: dict, image: ImageConfig) -> Sequence[ClassificationTask]:
     if kind in ("mtil", "xtail"):
         from codyra.data.registry import build_benchmark_tasks
 
-        return build_benchmark_tasks(cfg, image)
+        return build_benchmark_tasks(cfg, image, seed, augmentation)
     raise ValueError(f"data.kind {kind!r} has no classification tasks")
 
 
@@ -35,5 +39,9 @@ def build_heldout_tasks(cfg: dict, image: ImageConfig) -> list[ClassificationTas
         from codyra.store.paths import eval_cache_dir
 
         root = data_root(cfg)
-        return [build_task(name, kind, root, image, eval_cache=eval_cache_dir(cfg, name)) for name in names]
+        order = cfg["data"]["sun397_order"]
+        return [
+            build_task(name, kind, root, image, eval_cache=eval_cache_dir(cfg, name), sun397_order=order)
+            for name in names
+        ]
     raise ValueError(f"data.kind {kind!r} has no held-out classification tasks")

@@ -55,7 +55,7 @@ class ClipSession:
         self.cfg, self.hp, self.seed, self.task_index = cfg, job["train"], seed, task_index
         self.device = pick_device(device)
         bundle = self.rebuild(cfg, method_name, seed, task_index - 1)
-        tasks = build_tasks(cfg, bundle.image)
+        tasks = build_tasks(cfg, bundle.image, seed, self.hp["augmentation"])
         self.task = tasks[task_index - 1]
         self.seen_classes = sum(t.num_classes for t in tasks[: task_index - 1])  # the official loss's seen rows
         self.model, self.tokenizer = bundle.model.to(self.device), bundle.tokenizer

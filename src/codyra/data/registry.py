@@ -13,9 +13,9 @@ a model, so a broken dataset fails a job in seconds. The on-disk layout is docum
 
 For a whole benchmark config (data.kind mtil or xtail):
 
-    tasks = build_benchmark_tasks(cfg, image)   # lazy sequence, one task per cfg["tasks"]
-    task = tasks[i - 1]                         # reads only this dataset's metadata
-    space = label_space(tasks)                  # X-TAIL: every dataset's classes
+    tasks = build_benchmark_tasks(cfg, image, seed)   # lazy sequence, one task per cfg["tasks"]
+    task = tasks[i - 1]                               # reads only this dataset's metadata
+    space = label_space(tasks)                        # X-TAIL: every dataset's classes
 """
 
 from __future__ import annotations
@@ -37,10 +37,24 @@ from codyra.data.templates import templates
 from codyra.data.transforms import EvalTransform, TrainTransform
 from codyra.data.views import EvalView, TrainView
 from codyra.progress import progress_bar
-from codyra.store.paths import FEWSHOT_MANIFEST, eval_cache_dir, results_path
+from codyra.store.paths import FEWSHOT_MANIFEST, FEWSHOT_SEED_MANIFEST, eval_cache_dir, results_path
 
 # Both protocols draw their few-shot subsets with seed 42 (X-TAIL: RAIL's setting).
 DEFAULT_FEWSHOT_SEED = 42
+PER_SEED = "per_seed"  # data.fewshot_seed: each run's seed draws its own subset
+
+
+@dataclass(frozen=True)
+class _NeedsSeed:
+    """The training split of a per-seed few-shot subset, asked for without a run's seed."""
+
+    dataset: str
+
+    def __call__(self):
+        raise ValueError(
+            f"{self.dataset}'s few-shot subset is drawn per seed (config key data.fewshot_seed: {PER_SEED}): "
+            "build the benchmark's tasks with the run's seed to read its training images"
+        )
 
 
 @dataclass(frozen=True)
@@ -93,21 +107,38 @@ def build_task(
     image: ImageConfig,
     *,
     fewshot_k: int | None = None,
-    fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
+    fewshot_seed: int | None = DEFAULT_FEWSHOT_SEED,
     manifest_path: str | Path | None = None,
     eval_cache: Path | None = None,
+    sun397_order: str = "sorted",
+    augmentation: str = "paper",
 ) -> ClassificationTask:
     """One dataset of a benchmark as a task.
 
-    fewshot_k: train on k images per class (None: the full train split). With
-    manifest_path, the subset is read from that manifest, which the first caller writes;
-    without it the subset is drawn in memory (same result, nothing pins it). eval_cache: the
-    folder of the test split's evaluation cache (``eval_cache_dir``), read once it is built.
+    fewshot_k: train on k images per class (None: the full train split), drawn with
+    ``fewshot_seed`` (None: a per-seed draw whose seed is not known here; the training split then
+    refuses to build). With manifest_path, the subset is read from that manifest, which the first
+    caller writes; without it the subset is drawn in memory (same result, nothing pins it).
+    eval_cache: the folder of the test split's evaluation cache (``eval_cache_dir``), read once it
+    is built. sun397_order: config key data.sun397_order; augmentation: the training transform's
+    (``codyra.data.transforms``).
     """
     root = Path(root).expanduser().absolute()
-    splits = load_splits(name, protocol, root)
+    splits = load_splits(name, protocol, root, sun397_order)
+    test_set = _TestSet(_CheckedView(EvalView, splits.test, EvalTransform(image), name, protocol, root), eval_cache)
     train = splits.train
     full_train_size = None
+    if fewshot_k is not None and fewshot_seed is None:
+        unknown = _NeedsSeed(name)
+        return ClassificationTask(
+            name=name,
+            classnames=splits.classnames,
+            templates=templates(name, protocol),
+            train_set=unknown,
+            test_set=test_set,
+            train_eval_set=unknown,
+            full_train_size=len(train),
+        )
     if fewshot_k is not None:
         full_train_size = len(train)
         if manifest_path is None:
@@ -126,8 +157,10 @@ def build_task(
         name=name,
         classnames=splits.classnames,
         templates=templates(name, protocol),
-        train_set=_CheckedView(TrainView, train, TrainTransform(image), name, protocol, root, decoded=fewshot),
-        test_set=_TestSet(_CheckedView(EvalView, splits.test, EvalTransform(image), name, protocol, root), eval_cache),
+        train_set=_CheckedView(
+            TrainView, train, TrainTransform(image, augmentation), name, protocol, root, decoded=fewshot
+        ),
+        test_set=test_set,
         train_eval_set=_CheckedView(EvalView, train, EvalTransform(image), name, protocol, root, decoded=fewshot),
         full_train_size=full_train_size,
     )
@@ -184,8 +217,23 @@ def label_space(tasks) -> LabelSpace:
     return LabelSpace(names, tuple(offsets), tuple(entries), tuple(task.templates for task in tasks))
 
 
-def fewshot_manifest_path(cfg: dict, dataset: str) -> Path:
-    """Where a run pins its k-shot subset of one dataset (shared by every method and seed)."""
+def fewshot_seed(cfg: dict, seed: int | None) -> int | None:
+    """The seed run ``seed``'s k-shot subsets are drawn with: config key data.fewshot_seed, or with
+    ``per_seed`` the run's own (None when no run's seed is given)."""
+    configured = cfg["data"]["fewshot_seed"]
+    return seed if configured == PER_SEED else configured
+
+
+def fewshot_manifest_path(cfg: dict, dataset: str, seed: int | None = None) -> Path:
+    """Where a run pins its k-shot subset of one dataset: one per benchmark, shared by every method
+    and seed, or with ``data.fewshot_seed: per_seed`` one per seed; SUN397's split in the file
+    system's order keeps its own (a subset of another training split)."""
+    if dataset == "SUN397" and cfg["data"]["sun397_order"] != "sorted":
+        dataset = f"{dataset}.{cfg['data']['sun397_order']}-order"
+    if cfg["data"]["fewshot_seed"] == PER_SEED:
+        if seed is None:
+            raise ValueError("data.fewshot_seed per_seed: each seed pins its own few-shot subsets; give the seed")
+        return results_path(cfg, FEWSHOT_SEED_MANIFEST, seed=seed, dataset=dataset)
     return results_path(cfg, FEWSHOT_MANIFEST, dataset=dataset)
 
 
@@ -197,15 +245,17 @@ class BenchmarkTasks(Sequence):
     manifests or the in-memory arrays (CIFAR100, MNIST) of datasets it does not use.
     """
 
-    def __init__(self, cfg: dict, image: ImageConfig):
+    def __init__(self, cfg: dict, image: ImageConfig, seed: int | None = None, augmentation: str = "paper"):
         data = cfg["data"]
         self.protocol = data["kind"]
         self.root = data_root(cfg)
         self.image = image
         self.fewshot_k = data["fewshot"]
-        self.fewshot_seed = data["fewshot_seed"]
+        self.fewshot_seed = fewshot_seed(cfg, seed)
+        self.sun397_order, self.augmentation = data["sun397_order"], augmentation
         self.names = tuple(task["name"] for task in cfg["tasks"])
-        self.manifests = tuple(fewshot_manifest_path(cfg, name) if self.fewshot_k else None for name in self.names)
+        pinned = self.fewshot_k is not None and self.fewshot_seed is not None
+        self.manifests = tuple(fewshot_manifest_path(cfg, name, seed) if pinned else None for name in self.names)
         self.eval_caches = tuple(eval_cache_dir(cfg, name) for name in self.names)
         self._built: dict[int, ClassificationTask] = {}
 
@@ -226,18 +276,23 @@ class BenchmarkTasks(Sequence):
                 fewshot_seed=self.fewshot_seed,
                 manifest_path=self.manifests[index],
                 eval_cache=self.eval_caches[index],
+                sun397_order=self.sun397_order,
+                augmentation=self.augmentation,
             )
         return self._built[index]
 
 
-def build_benchmark_tasks(cfg: dict, image: ImageConfig) -> BenchmarkTasks:
-    """The tasks of an mtil / xtail config in stream order.
+def build_benchmark_tasks(
+    cfg: dict, image: ImageConfig, seed: int | None = None, augmentation: str = "paper"
+) -> BenchmarkTasks:
+    """The tasks of an mtil / xtail config in stream order, for run ``seed`` (None: a job of no
+    run, which reads no per-seed few-shot training split), training with ``augmentation``.
 
     data.kind is the protocol, data.fewshot the k per class (None: full train split) drawn
-    with data.fewshot_seed and pinned in `fewshot_manifest_path(cfg, dataset)`: the first
-    job that needs a subset writes its manifest, every later job validates and reuses it.
+    with data.fewshot_seed (`fewshot_seed`) and pinned in `fewshot_manifest_path(cfg, dataset, seed)`:
+    the first job that needs a subset writes its manifest, every later job validates and reuses it.
     """
-    return BenchmarkTasks(cfg, image)
+    return BenchmarkTasks(cfg, image, seed, augmentation)
 
 
 @dataclass

@@ -174,14 +174,18 @@ SPLIT_SEED = 42
 SPLIT_TRAIN_FRACTION = 0.8
 
 
-def random_split_80_20(samples: Samples) -> tuple[Samples, Samples]:
-    """Deterministic 80/20 split, independent of the order the file system listed files in.
+def random_split_80_20(samples: Samples, order: str = "sorted") -> tuple[Samples, Samples]:
+    """ZSCL's 80/20 split of ``samples`` sorted by key (``sorted``: a function of the dataset's
+    content only) or in their listed order (``listed``).
 
-    Sorting by key first makes the split a function of the dataset's content only. For
-    Caltech101 and EuroSAT the sorted order equals torchvision's own order, so the split is
-    exactly ZSCL's; for SUN397 (whose torchvision order is the file system's) it is stable.
+    For Caltech101 and EuroSAT the sorted order equals torchvision's own order, so either is
+    exactly ZSCL's split; for SUN397, whose torchvision order is the file system's, ``sorted`` is
+    the same on every machine and ``listed`` is ZSCL's split on this machine's file system.
     """
-    order = sorted(range(len(samples)), key=lambda position: samples.keys[position])
+    if order not in ("sorted", "listed"):
+        raise ValueError(f"a split's order is 'sorted' or 'listed', got {order!r}")
+    positions = range(len(samples))
+    order = sorted(positions, key=lambda position: samples.keys[position]) if order == "sorted" else list(positions)
     permutation = torch.randperm(len(order), generator=torch.Generator().manual_seed(SPLIT_SEED))
     shuffled = [order[p] for p in permutation.tolist()]
     n_train = int(SPLIT_TRAIN_FRACTION * len(shuffled))

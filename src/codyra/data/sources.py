@@ -29,6 +29,8 @@ from codyra.data.errors import DatasetNotFoundError
 from codyra.data.presence import dataset_error, require_present
 from codyra.data.samples import ImageFiles, Samples, TorchvisionImages, random_split_80_20
 
+SUN397_ORDERS = {"sorted": "sorted", "filesystem": "listed"}  # data.sun397_order -> random_split_80_20's order
+
 
 @dataclass(frozen=True)
 class DatasetSplits:
@@ -37,14 +39,19 @@ class DatasetSplits:
     test: Samples
 
 
-def load_splits(name: str, protocol: str, root: str | Path) -> DatasetSplits:
-    """Enumerate one dataset; raises DatasetNotFoundError when it is absent or unreadable."""
+def load_splits(name: str, protocol: str, root: str | Path, sun397_order: str = "sorted") -> DatasetSplits:
+    """Enumerate one dataset (SUN397's random split over its files in ``sun397_order``: config key
+    data.sun397_order); raises DatasetNotFoundError when it is absent or unreadable."""
     check_name(name, protocol)
+    if sun397_order not in SUN397_ORDERS:
+        raise ValueError(f"SUN397's split order is one of {', '.join(SUN397_ORDERS)}, got {sun397_order!r}")
     root = Path(root).expanduser().absolute()
     require_present(name, protocol, root)
     try:
         if protocol == XTAIL and name in COOP_SPLITS:
             splits = _coop(name, root)
+        elif name == "SUN397":
+            splits = _sun397(root, sun397_order)
         else:
             splits = _TORCHVISION[name](root, protocol)
         _check_labels(splits)
@@ -236,9 +243,10 @@ def _stanford_cars(root: Path, protocol: str) -> DatasetSplits:
     return DatasetSplits(_mtil_names(train.classes), _file_samples(root, train), _file_samples(root, test))
 
 
-def _sun397(root: Path, protocol: str) -> DatasetSplits:
+def _sun397(root: Path, order: str = "sorted") -> DatasetSplits:
+    """torchvision's SUN397 lists its files as ``Path.rglob`` finds them, in the file system's order."""
     dataset = datasets.SUN397(str(root), loader=_path_only)
-    train, test = random_split_80_20(_file_samples(root, dataset))
+    train, test = random_split_80_20(_file_samples(root, dataset), SUN397_ORDERS[order])
     return DatasetSplits(_mtil_names(dataset.classes), train, test)
 
 
@@ -276,7 +284,7 @@ def _imagenet(root: Path, protocol: str) -> DatasetSplits:
     return _heldout_only(root, IMAGENET_CLASSNAMES, _file_samples(root, val))
 
 
-_TORCHVISION = {
+_TORCHVISION = {  # and SUN397 (_sun397, with its order)
     "Aircraft": _aircraft,
     "Caltech101": _caltech101,
     "CIFAR100": _cifar100,
@@ -287,7 +295,6 @@ _TORCHVISION = {
     "MNIST": _mnist,
     "OxfordPet": _oxford_pet,
     "StanfordCars": _stanford_cars,
-    "SUN397": _sun397,
     "Places365": _places365,
     "ImageNet": _imagenet,
 }

@@ -1,4 +1,4 @@
-"""CLIP's evaluation preprocessing and the paper's training augmentation.
+"""CLIP's evaluation preprocessing and the training augmentations.
 
 Training randomness comes only from the `torch.Generator` passed in, never from torch's
 global RNG: jobs run as threads of one process and a resumed run must see the same crops.
@@ -16,8 +16,11 @@ from torchvision.transforms import functional as F
 
 from codyra.data.tasks import ImageConfig
 
-# The paper's augmentation: RandomResizedCrop(scale=(0.9, 1)) as in the official code, plus
-# horizontal flips; the aspect-ratio range is torchvision's default.
+# Training augmentations (train.augmentation): RandomResizedCrop(scale=(0.9, 1)), bicubic, with
+# torchvision's default aspect-ratio range, then a horizontal flip or not:
+# - paper: with flips, the paper's appendix ("random resized crops and horizontal flips", every method);
+# - zscl: without, ZSCL's and MoE-Adapters' own (clip.py _transform(is_train=True)).
+AUGMENTATION_FLIPS = {"paper": True, "zscl": False}
 CROP_SCALE = (0.9, 1.0)
 CROP_RATIO = (3 / 4, 4 / 3)
 FLIP_PROBABILITY = 0.5
@@ -94,15 +97,18 @@ def random_resized_crop_box(
 
 
 class TrainTransform:
-    """Random resized crop (bicubic) + horizontal flip + normalise, driven by a generator."""
+    """Random resized crop (bicubic), a horizontal flip where ``augmentation`` has one, normalise;
+    driven by a generator."""
 
-    def __init__(self, image: ImageConfig):
-        self.image = image
+    def __init__(self, image: ImageConfig, augmentation: str = "paper"):
+        if augmentation not in AUGMENTATION_FLIPS:
+            raise ValueError(f"unknown augmentation {augmentation!r}; known: {', '.join(AUGMENTATION_FLIPS)}")
+        self.image, self.flips = image, AUGMENTATION_FLIPS[augmentation]
 
     def __call__(self, image: Image.Image, generator: torch.Generator) -> torch.Tensor:
         size = self.image.size
         top, left, height, width = random_resized_crop_box(image.height, image.width, CROP_SCALE, CROP_RATIO, generator)
         image = F.resized_crop(image, top, left, height, width, [size, size], interpolation=InterpolationMode.BICUBIC)
-        if torch.rand(1, generator=generator).item() < FLIP_PROBABILITY:
+        if self.flips and torch.rand(1, generator=generator).item() < FLIP_PROBABILITY:
             image = F.hflip(image)
         return normalise(_uint8_tensor(image), self.image)

@@ -39,7 +39,8 @@ def cache_test_set(cfg: dict, dataset: str) -> dict:
     require_writable(directory)
     use_threads(cfg["eval"]["threads"])
     image = family_of(cfg).pretrained(cfg).image  # the resolution every row's model takes
-    view = build_task(dataset, cfg["data"]["kind"], data_root(cfg), image).test_set()  # missing images fail here
+    order = cfg["data"]["sun397_order"]
+    view = build_task(dataset, cfg["data"]["kind"], data_root(cfg), image, sun397_order=order).test_set()  # fails early
     manifest = build_eval_cache(view.samples, view.transform, directory, workers=cfg["data"]["num_workers"])
     log.info("evaluation cache of %s: %d images of %d px in %s", dataset, manifest["count"], image.size, directory)
     return manifest

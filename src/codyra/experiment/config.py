@@ -277,6 +277,9 @@ def _message(error) -> str:
             f"{error.instance!r} is not a valid name: it becomes a folder under results/, "
             "so use letters, digits, '_', '.' and '-', starting with a letter or digit"
         )
+    if error.validator == "oneOf":  # a key that takes one of several forms: name them
+        forms = [f"{s['const']!r}" if "const" in s else f"a value of type {s['type']}" for s in error.validator_value]
+        return f"{error.instance!r} is none of the forms it takes: {' or '.join(forms)}"
     return error.message
 
 
@@ -358,6 +361,7 @@ def _check_semantics(cfg: dict) -> None:
             train = resolve_job(cfg, m, k + 1)["train"]
             _check_accumulation(cfg["model"]["family"], train["gradient_accumulation"], m, task["name"])
             _check_optimizer(cfg["model"]["family"], train, m, task["name"])
+            _check_augmentation(cfg["data"]["kind"], train, m, task["name"])
     for m in cfg["methods"]:
         # the method's own config first, then each task that overrides it: the error names that layer
         base = {k: v for k, v in cfg["method_configs"][m].items() if k != "train"}
@@ -429,6 +433,14 @@ def _check_accumulation(family: str, steps: int, method: str, task: str) -> None
         raise ConfigError(
             f"{where}: CLIP training takes each batch in one pass, as the paper and the released code do "
             "(BLIP trains as CLIP); set it to 1 and choose train.batch_size instead"
+        )
+
+
+def _check_augmentation(data_kind: str, train: dict, method: str, task: str) -> None:
+    if train["augmentation"] != "paper" and data_kind not in ("mtil", "xtail"):
+        raise ConfigError(
+            f"train.augmentation for method {method!r}, task {task!r}: {train['augmentation']!r} transforms MTIL's and "
+            f"X-TAIL's images; data.kind {data_kind} trains on its images as they are: remove the key"
         )
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from codyra.cli_options import add_set_option
 from codyra.errors import ConfigError
+from codyra.steps.optim import examples_per_step
 
 GIB, MIB = 2**30, 2**20
 PROCESS = 3 * GIB  # a job process: torch and its libraries (0.75 GiB on a CPU, measured) and a CUDA context
@@ -266,7 +267,7 @@ class Estimator:
         if train["epochs"] is not None:
             sequences = train["epochs"] * trained_examples(cfg, name)
         else:
-            sequences = train["iterations"] * train["batch_size"] * train["gradient_accumulation"]
+            sequences = train["iterations"] * examples_per_step(train)
         step_s, _, _ = self.costs.lm_sequence(cfg["method_configs"][job.method]["kind"])
         seconds = sequences * step_s * footprint.step_cost / n * self.costs.lm_scale(shape.params, shape.name)
         seconds *= self.costs.to_gpu(self.gpu, "compute")

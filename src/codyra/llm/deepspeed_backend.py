@@ -49,6 +49,7 @@ from pathlib import Path
 
 import torch
 
+from codyra.steps.optim import base_lr
 from codyra.store.checkpoints import load_checkpoint, save_checkpoint
 
 PROXIMAL_GROUPS = ("gates",)  # parameter groups Method.after_step rewrites in place
@@ -132,7 +133,7 @@ class ZeroBackend:
         scalars = [n for n, p in model.named_parameters() if p.dim() == 0]
         if scalars:  # deepspeed.initialize's broadcast views every parameter as bytes and fails on these
             raise ValueError(f"DeepSpeed cannot broadcast the 0-dim parameter(s) {scalars}; give them shape [1]")
-        self.optimizer = torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"])
+        self.optimizer = torch.optim.AdamW(groups, lr=base_lr(hp), betas=tuple(hp["betas"]), eps=hp["eps"])
         config = zero2_config(
             hp["batch_size"], self.world_size, self.bf16, llm["gradient_clipping"], hp["gradient_accumulation"]
         )

@@ -65,7 +65,7 @@ class CausalLMFamily:
             return launch_ranks(cfg, method_name, seed, task_index, run)
         return None
 
-    def feature_pass(self, cfg, seed, task_index, batch_size, device, model=None):
+    def feature_pass(self, cfg, seed, task_index, train, device, model=None):
         raise ValueError("closed-form methods (RAIL) fit frozen image features: they run on CLIP benchmarks only")
 
     def cells(self, cfg, method, seed, i, js, device, kind):

@@ -30,19 +30,15 @@ from codyra.llm.model import length_limits, task_folder
 from codyra.llm.rebuild import rebuild_lm
 from codyra.steps.backends import PlainBackend
 from codyra.steps.batches import StepBatches
+from codyra.steps.optim import examples_per_step
 from codyra.trace.data import load_split
-
-
-def step_examples(hp: dict) -> int:
-    """Examples per optimizer step: ``batch_size`` x ``gradient_accumulation``."""
-    return hp["batch_size"] * hp["gradient_accumulation"]
 
 
 def total_steps(hp: dict, num_examples: int) -> int:
     """Optimizer steps of a task: ``epochs`` passes over the training set, else ``iterations``."""
     if hp["epochs"] is None:
         return hp["iterations"]
-    return math.ceil(hp["epochs"] * num_examples / step_examples(hp))
+    return math.ceil(hp["epochs"] * num_examples / examples_per_step(hp))
 
 
 class LMSession:
@@ -62,7 +58,7 @@ class LMSession:
         self.examples = load_split(task_folder(cfg, task_index), "train")
         self.collate = TrainingCollator(bundle.tokenizer, length_limits(cfg))
         self.total = total_steps(self.hp, len(self.examples))
-        self.steps_per_epoch = math.ceil(len(self.examples) / step_examples(self.hp))
+        self.steps_per_epoch = math.ceil(len(self.examples) / examples_per_step(self.hp))
         self.micro_batches_per_step = self.hp["gradient_accumulation"]
         self.micro_batches_per_epoch = math.ceil(len(self.examples) / self.hp["batch_size"])
         task = cfg["tasks"][task_index - 1]["name"]
@@ -81,7 +77,9 @@ class LMSession:
         return self._backend
 
     def batches(self, start: int):
-        keys_of = StepBatches(len(self.examples), step_examples(self.hp), self.seed, self.task_index, start, self.total)
+        keys_of = StepBatches(
+            len(self.examples), examples_per_step(self.hp), self.seed, self.task_index, start, self.total
+        )
         micro, share = self.hp["batch_size"], self.hp["batch_size"] // self.world_size
         for keys in keys_of:
             micro_batches = []

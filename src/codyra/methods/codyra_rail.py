@@ -48,9 +48,7 @@ class CoDyRARAIL(CoDyRA):
 
     def setup(self, ctx):
         self.seed, self.previous = ctx.seed, ctx.previous_state
-        self.feature_pass = functools.partial(
-            ctx.family.feature_pass, ctx.cfg, ctx.seed, ctx.task_index, ctx.train["batch_size"]
-        )
+        self.feature_pass = functools.partial(ctx.family.feature_pass, ctx.cfg, ctx.seed, ctx.task_index, ctx.train)
         return super().setup(ctx)
 
     def finish(self, model):

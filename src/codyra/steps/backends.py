@@ -19,18 +19,20 @@ from __future__ import annotations
 import torch
 
 from codyra.device import autocast
+from codyra.steps.optim import base_lr
 from codyra.store.checkpoints import load_checkpoint, save_checkpoint
 
 
 def build_optimizer(groups: list[dict], hp: dict) -> torch.optim.Optimizer:
-    """``train.optimizer`` over the method's parameter groups (each group's weight decay its own),
+    """``train.optimizer`` at :func:`~codyra.steps.optim.base_lr` over the method's parameter groups
+    (each group's weight decay its own),
     fused: one kernel for all parameters instead of a loop over hundreds of small adapter tensors,
     and on a CPU the same numbers on every processor (AdamW's looped square root goes through
     MKL's vector math, whose rounding differs between processors; see
     ``codyra.device.portable_sqrt``)."""
     if hp["optimizer"] == "sgd":
-        return torch.optim.SGD(groups, lr=hp["lr"], momentum=hp["momentum"], fused=True)
-    return torch.optim.AdamW(groups, lr=hp["lr"], betas=tuple(hp["betas"]), eps=hp["eps"], fused=True)
+        return torch.optim.SGD(groups, lr=base_lr(hp), momentum=hp["momentum"], fused=True)
+    return torch.optim.AdamW(groups, lr=base_lr(hp), betas=tuple(hp["betas"]), eps=hp["eps"], fused=True)
 
 
 class PlainBackend:

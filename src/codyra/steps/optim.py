@@ -1,6 +1,19 @@
-"""Optimizer parameter groups shared by methods and pretraining."""
+"""Optimizer parameter groups, learning rate and carried state shared by methods, backends and pretraining."""
 
 from __future__ import annotations
+
+
+def examples_per_step(hp: dict) -> int:
+    """Examples per optimizer step: ``batch_size`` x ``gradient_accumulation``."""
+    return hp["batch_size"] * hp["gradient_accumulation"]
+
+
+def base_lr(hp: dict) -> float:
+    """The optimizer's learning rate before its schedule: ``lr``, or with ``lr_reference_batch`` set,
+    ``lr`` scaled linearly from a step of that many examples to this run's (google-research/l2p
+    ``train_continual.py``: base_learning_rate = learning_rate x global batch / 256)."""
+    reference = hp.get("lr_reference_batch")
+    return hp["lr"] if reference is None else hp["lr"] * examples_per_step(hp) / reference
 
 
 def decay_groups(params, weight_decay: float) -> list[dict]:

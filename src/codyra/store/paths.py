@@ -8,10 +8,11 @@ from pathlib import Path
 from codyra.errors import ConfigError
 
 PRETRAINED = "pretrained"  # the shared row 0: results/{benchmark}/pretrained/cells/A_0_{j}.json
-FEWSHOT = "fewshot"  # few-shot manifests: results/{benchmark}/fewshot/{dataset}.json
+FEWSHOT = "fewshot"  # few-shot manifests: results/{benchmark}/fewshot/[seed{seed}/]{dataset}.json
 PRETRAIN = "pretrain"  # the mini benchmark's theta_0
 RESERVED_NAMES = {PRETRAINED, FEWSHOT, PRETRAIN, "data"}  # folders beside the method folders
 FEWSHOT_MANIFEST = "{results}/{benchmark}/" + FEWSHOT + "/{dataset}.json"
+FEWSHOT_SEED_MANIFEST = "{results}/{benchmark}/" + FEWSHOT + "/seed{seed}/{dataset}.json"  # data.fewshot_seed: per_seed
 RUN_DIR = "{results}/{benchmark}/{method}/seed{seed}"
 # files of a task folder ({RUN_DIR}/task{i}/) and of a run folder ({RUN_DIR}/)
 UPDATE_FILE = "update.safetensors"
@@ -69,7 +70,10 @@ def eval_cache_dir(cfg: dict, dataset: str) -> Path | None:
     if not cfg["eval"]["cache"]:
         return None
     model = cfg["model"]["name"].replace("/", "--")  # a hub id's owner/name, as Hugging Face's cache writes it
-    return results_path(cfg, EVAL_CACHE, protocol=cfg["data"]["kind"], model=model, dataset=dataset)
+    protocol = cfg["data"]["kind"]
+    if cfg["data"]["sun397_order"] != "sorted":  # another SUN397 test split: caches of their own
+        protocol = f"{protocol}-sun397-{cfg['data']['sun397_order']}"
+    return results_path(cfg, EVAL_CACHE, protocol=protocol, model=model, dataset=dataset)
 
 
 def run_dir(cfg: dict, method: str, seed: int) -> Path:

@@ -219,9 +219,7 @@ def fit_closed_form(task: TrainingTask, method: Method, device) -> dict:
 
     started = time.time()
     device = pick_device(device)
-    batches, classes = family_of(task.cfg).feature_pass(
-        task.cfg, task.seed, task.task_index, task.job["train"]["batch_size"], device
-    )
+    batches, classes = family_of(task.cfg).feature_pass(task.cfg, task.seed, task.task_index, task.job["train"], device)
     previous = task.stored_state(task.task_index - 1) if task.task_index > 1 else None
     began = time.perf_counter()
     method.absorb(previous, batches, classes, task.seed)

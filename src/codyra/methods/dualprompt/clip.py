@@ -4,7 +4,9 @@ CLIP's frozen image encoder (google-research/l2p, as ``configs/cifar100_dualprom
 A G-prefix (keys and values of ``g_length`` tokens) in each of the first ``g_layers`` blocks,
 shared by every task; a pool of ``pool_size`` E-prefixes (``e_length`` tokens) in each of the
 next ``e_layers`` blocks, one learnable key per pool entry; all U[0, 0.01) at task 1
-(``models/vit.py``, ``models/prompt.py``) and continued task to task. A prefix's keys and values
+(``models/vit.py``, ``models/prompt.py``) and continued task to task; before task t trains, its
+E-prefix (and, with ``shared_prompt_key``, its key) starts as task t-1's trained one
+(``shared_prompt_pool``: :func:`transfer_previous`). A prefix's keys and values
 are concatenated before the block's projected ones (``models/prefix_attention.py``). Training
 task t (0-based) uses E-prefix t (``use_prompt_mask``: ``train_continual.py`` masks the choice
 to [t * top_k, (t + 1) * top_k), top_k 1; a task beyond the pool selects as inference does);
@@ -81,10 +83,26 @@ def setup(method, ctx):
                 f"do not match the config and model's {list(shapes)}: rerun that task"
             )
     t = ctx.task_index - 1
+    e, key = transfer_previous(e, key, t, o.shared_prompt_pool, o.shared_prompt_key)
     task = t if t < o.pool_size else None  # train_continual.py: no mask once (t + 1) * top_k > pool_size
     method.pool = DualPromptPrefixes(g, e, key, o.vote_group, task).to(ctx.device)
     method.attached = PromptedImages(ctx.model, method.pool, prefix_blocks=_blocks(o), pool="token")
     return [{"params": list(method.pool.parameters()), "weight_decay": ctx.weight_decay}]
+
+
+def transfer_previous(e, key, t: int, prompts: bool, keys: bool):
+    """(E-prefix pool, keys) with entry ``t`` (0-based task) a copy of entry t-1, the prompts where
+    ``prompts`` and the keys where ``keys``, as google-research/l2p ``train_continual.py`` does before task t
+    trains (top_k 1: one entry per task); no copy at task 0 or once entry t is beyond the pool."""
+    if t == 0 or t >= key.shape[0]:
+        return e, key
+    if prompts:
+        e = e.clone()
+        e[:, :, t] = e[:, :, t - 1]
+    if keys:
+        key = key.clone()
+        key[t] = key[t - 1]
+    return e, key
 
 
 def extra_loss(method):

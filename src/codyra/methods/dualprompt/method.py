@@ -44,6 +44,16 @@ class DualPromptOptions(MethodOptions):
     pull_coeff: float = option(
         1.0, minimum=0, doc="CLIP only: weight of the pull constraint (cifar100_dualprompt.py pull_constraint_coeff)"
     )
+    shared_prompt_pool: bool = option(
+        True,
+        doc="CLIP only: before task t trains (t < pool_size), its E-prefix starts as task t-1's trained one "
+        "(cifar100_dualprompt.py shared_prompt_pool = True; train_continual.py: 'Transfer previous learned prompt "
+        "params to the new prompt'); false: from its initialisation at task 1",
+    )
+    shared_prompt_key: bool = option(
+        False,
+        doc="CLIP only: the E-key likewise (cifar100_dualprompt.py shared_prompt_key = False: each key its own)",
+    )
     vote_group: int | None = option(
         24,
         minimum=1,

@@ -18,8 +18,8 @@ from codyra.data.tasks import ImageConfig
 class MemoryImages:
     """The memory of tasks 1..i-1 in stored order: task by task, each set in its stored order."""
 
-    def __init__(self, cfg: dict, image: ImageConfig, memory: dict[int, torch.Tensor]):
-        tasks = build_tasks(cfg, image)
+    def __init__(self, cfg: dict, image: ImageConfig, memory: dict[int, torch.Tensor], seed: int):
+        tasks = build_tasks(cfg, image, seed)
         self.sets = {k: tasks[k - 1].train_eval_set() for k in memory}
         self.order = [(k, int(i)) for k, indices in memory.items() for i in indices.tolist()]
         for k, indices in memory.items():

@@ -155,7 +155,7 @@ class ICaRL(FullFineTune):
         if self.memory and (self.options.image_weight or self.options.text_weight):
             bundle = ctx.family.pretrained(ctx.cfg)  # --ref-model unset: the zero-shot CLIP distils
             self.teacher = frozen_copy(bundle.model.to(ctx.device))
-            self.images = MemoryImages(ctx.cfg, bundle.image, self.memory)
+            self.images = MemoryImages(ctx.cfg, bundle.image, self.memory, ctx.seed)
         return groups
 
     def extra_loss(self, ctx, batch, outputs):

@@ -18,10 +18,11 @@ What the reference does, as its scripts run it (``main.py --config configs/<data
   ** 0.5).sum(1)``), and is classified with that domain's image prompts and text context.
   Every image goes to some learned domain: there is no zero-shot fallback.
 
-Ours: K-means is k-means++ seeding from the job's generator then Lloyd's iterations, the best
-of ``kmeans_restarts`` by inertia (scikit-learn's ``KMeans``: greedy k-means++, n_init 10 in the
-versions of 2022, max_iter 300, tol 1e-4 of the mean feature variance). The features are the
-task's training batches of one epoch, as training draws them (the reference: its shuffled,
+Ours: K-means is scikit-learn's algorithm (greedy k-means++ seeding, 2 + floor(ln k) candidates a
+centroid, then Lloyd's iterations, the best of ``kmeans_restarts`` by inertia; n_init 10 in the
+versions of 2022, max_iter 300, tol 1e-4 of the mean feature variance), its draws from the job's
+generator instead of numpy's ``random_state=0``, so the centroids are not the reference's bit
+for bit. The features are the task's training batches of one epoch, as training draws them (the reference: its shuffled,
 augmented train loader; its augmentation, a RandomResizedCrop of scale 0.08-1 and ImageNet's
 normalisation, differs from the platform's). The label space is the benchmark's (MTIL: the test task's own
 classes; X-TAIL: every task's), each class written with the selected domain's context. The

@@ -4,6 +4,8 @@ a domain's features and the selection of the domain of the nearest centroid
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 KMEANS_TOLERANCE = 1e-4  # scikit-learn KMeans tol: of the mean per-dimension variance of the data
@@ -12,7 +14,7 @@ KMEANS_TOLERANCE = 1e-4  # scikit-learn KMeans tol: of the mean per-dimension va
 def kmeans(
     x: torch.Tensor, k: int, generator: torch.Generator, restarts: int = 10, iterations: int = 300
 ) -> torch.Tensor:
-    """(k, D) centroids of the rows of ``x`` (N, D): k-means++ seeding, then Lloyd's iterations
+    """(k, D) centroids of the rows of ``x`` (N, D): greedy k-means++ seeding, then Lloyd's iterations
     until the centroids move less than 1e-4 x the mean per-dimension variance (summed squared
     shift) or ``iterations`` pass; the seeding of lowest inertia is kept."""
     if len(x) < k:
@@ -35,17 +37,39 @@ def kmeans(
     return best.float()
 
 
+def seeding_trials(k: int) -> int:
+    """Candidates drawn per centroid by greedy k-means++: 2 + floor(ln k) (scikit-learn's
+    ``_kmeans_plusplus`` n_local_trials, Arthur and Vassilvitskii's suggestion)."""
+    return 2 + int(math.log(k))
+
+
 def _kmeans_plus_plus(x: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
-    """k-means++ seeding: the first centroid uniform, each next one a sample drawn with
-    probability proportional to its squared distance to the nearest centroid so far."""
-    chosen = [int(torch.randint(len(x), (1,), generator=generator))]
+    """Greedy k-means++ seeding, as scikit-learn's ``KMeans`` seeds: the first centroid uniform; for
+    each next one, :func:`seeding_trials` candidates drawn with probability proportional to their
+    squared distance to the nearest centroid so far, of which the one leaving the lowest potential
+    (sum of those squared distances) is kept."""
+    chosen = int(torch.randint(len(x), (1,), generator=generator))
+    centers = [chosen]
+    closest = ((x - x[chosen]) ** 2).sum(dim=1)
     for _ in range(1, k):
-        d2 = torch.cdist(x, x[chosen]).min(dim=1).values.pow(2)
-        if float(d2.sum()) == 0:  # fewer distinct points than clusters: any sample
-            chosen.append(int(torch.randint(len(x), (1,), generator=generator)))
-        else:
-            chosen.append(int(torch.multinomial(d2 / d2.sum(), 1, generator=generator)))
-    return x[chosen].clone()
+        potential = closest.sum()
+        if float(potential) == 0:  # fewer distinct points than clusters: any sample
+            centers.append(int(torch.randint(len(x), (1,), generator=generator)))
+            continue
+        draws = torch.rand(seeding_trials(k), generator=generator, dtype=x.dtype) * potential
+        candidates = torch.searchsorted(closest.cumsum(dim=0), draws).clamp(max=len(x) - 1)
+        chosen, closest = best_candidate(x, closest, candidates)
+        centers.append(chosen)
+    return x[centers].clone()
+
+
+def best_candidate(x: torch.Tensor, closest: torch.Tensor, candidates: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """(the candidate row of ``x`` whose addition as a centroid leaves the lowest potential, the
+    squared distances to the nearest centroid with it added); ``closest``: those distances before."""
+    distances = ((x[candidates][:, None, :] - x[None, :, :]) ** 2).sum(dim=-1)
+    after = torch.minimum(closest[None, :], distances)
+    best = int(after.sum(dim=1).argmin())
+    return int(candidates[best]), after[best]
 
 
 def select_domains(features: torch.Tensor, centroids: list[torch.Tensor]) -> torch.Tensor:
