@@ -127,42 +127,30 @@ def build_task(
     splits = load_splits(name, protocol, root, sun397_order)
     test_set = _TestSet(_CheckedView(EvalView, splits.test, EvalTransform(image), name, protocol, root), eval_cache)
     train = splits.train
-    full_train_size = None
-    if fewshot_k is not None and fewshot_seed is None:
-        unknown = _NeedsSeed(name)
-        return ClassificationTask(
-            name=name,
-            classnames=splits.classnames,
-            templates=templates(name, protocol),
-            train_set=unknown,
-            test_set=test_set,
-            train_eval_set=unknown,
-            full_train_size=len(train),
-        )
-    if fewshot_k is not None:
-        full_train_size = len(train)
-        if manifest_path is None:
-            positions = sample_fewshot(train.labels, fewshot_k, fewshot_seed)
-        else:
+    fewshot = fewshot_k is not None  # a few hundred images read over and over: decoded once, into memory
+    if manifest_path is not None and not fewshot:
+        raise ValueError("manifest_path pins a few-shot subset; give fewshot_k as well")
+    if fewshot and fewshot_seed is None:  # the subset is drawn per seed, and no seed is given: no training split
+        train_set = train_eval_set = _NeedsSeed(name)
+    else:
+        if fewshot and manifest_path is None:
+            train = train.subset(sample_fewshot(train.labels, fewshot_k, fewshot_seed))
+        elif fewshot:
             manifest = load_or_create_manifest(
                 manifest_path, dataset=name, protocol=protocol, k=fewshot_k, seed=fewshot_seed, train=train
             )
-            positions = manifest.positions(train)
-        train = train.subset(positions)
-    elif manifest_path is not None:
-        raise ValueError("manifest_path pins a few-shot subset; give fewshot_k as well")
-
-    fewshot = fewshot_k is not None  # a few hundred images read over and over: decoded once, into memory
+            train = train.subset(manifest.positions(train))
+        transform = TrainTransform(image, augmentation)
+        train_set = _CheckedView(TrainView, train, transform, name, protocol, root, decoded=fewshot)
+        train_eval_set = _CheckedView(EvalView, train, EvalTransform(image), name, protocol, root, decoded=fewshot)
     return ClassificationTask(
         name=name,
         classnames=splits.classnames,
         templates=templates(name, protocol),
-        train_set=_CheckedView(
-            TrainView, train, TrainTransform(image, augmentation), name, protocol, root, decoded=fewshot
-        ),
+        train_set=train_set,
         test_set=test_set,
-        train_eval_set=_CheckedView(EvalView, train, EvalTransform(image), name, protocol, root, decoded=fewshot),
-        full_train_size=full_train_size,
+        train_eval_set=train_eval_set,
+        full_train_size=len(splits.train) if fewshot else None,
     )
 
 

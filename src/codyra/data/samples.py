@@ -184,9 +184,10 @@ def random_split_80_20(samples: Samples, order: str = "sorted") -> tuple[Samples
     """
     if order not in ("sorted", "listed"):
         raise ValueError(f"a split's order is 'sorted' or 'listed', got {order!r}")
-    positions = range(len(samples))
-    order = sorted(positions, key=lambda position: samples.keys[position]) if order == "sorted" else list(positions)
-    permutation = torch.randperm(len(order), generator=torch.Generator().manual_seed(SPLIT_SEED))
-    shuffled = [order[p] for p in permutation.tolist()]
+    positions = list(range(len(samples)))
+    if order == "sorted":
+        positions.sort(key=lambda position: samples.keys[position])
+    permutation = torch.randperm(len(positions), generator=torch.Generator().manual_seed(SPLIT_SEED))
+    shuffled = [positions[p] for p in permutation.tolist()]
     n_train = int(SPLIT_TRAIN_FRACTION * len(shuffled))
     return samples.subset(shuffled[:n_train]), samples.subset(shuffled[n_train:])
