@@ -7,7 +7,10 @@ Sections (``--sections``, default all of them, in this order):
 - ``startup``: the seconds a fresh process takes to import what a job imports.
 - ``clip_train``: the ViT-B/16 train step (image and class-prompt towers, CLIP's cross-entropy,
   backward, fused AdamW, ``after_step``, ``step_metrics``) of LoRA and CoDyRA, rank 16 on all 144
-  matrices, in fp32 and under bf16 autocast; CoDyRA's dense and sparse phases apart. Blocks of
+  matrices, in each of ``--clip-precisions`` as training runs them (fp32: the released code's
+  arithmetic; tf32 and bf16: the fused adapter forward, ``codyra.adapters.attach.fuse_adapters``), and
+  in bf16 with the forward and loss compiled (``train.compile``) unless ``--no-clip-compile``;
+  CoDyRA's dense and sparse phases apart. Blocks of
   ``--block`` steps alternate between the two (order flipped every repetition); reported: each
   variant's median step, the paired CoDyRA/LoRA ratios (median, quartiles, range) and the model
   FLOP utilisation (FLOPs counted by ``torch.utils.flop_counter`` / step time / the datasheet peak
@@ -24,8 +27,12 @@ Sections (``--sections``, default all of them, in this order):
   one ``--lm-seq``-token sequence (answer loss on its last quarter); tokens/s, paired ratios,
   peak memory and MFU.
 - ``generate``: ``codyra.llm.generation.generate_answers`` on the same shape (bf16): greedy answers
-  of ``--gen-new-tokens`` tokens to the mini TRACE's test prompts, ``--gen-batch`` prompts per call
-  against one at a time; generated tokens/s.
+  of ``--gen-new-tokens`` tokens to the mini TRACE's test prompts in batches of ``--gen-batch-tokens``
+  tokens (a row's path, ``eval.batch_tokens``) against ``--gen-batch`` prompts per call and one at a
+  time; generated tokens/s, the generation counters, and the share of greedy answers the budgeted
+  batches and the fixed ones agree on (bf16: another batch composition can move a near-tie). Then a
+  row's theta_i: 8 tasks' rank-16 updates on every matrix merged into the model on the GPU
+  (``codyra.store.model_states.merge_as``: fp32 sums, rounded to bf16 once), in seconds.
 
 Every section writes its figures to ``--out`` as soon as it ends, so a failure or a timeout keeps
 what came before; a failed section records its error. ``--smoke`` runs tiny models and sizes on
@@ -185,16 +192,19 @@ class ClipVariant:
     def __init__(self, kind: str, base, tokens, batch, precision: str, device: torch.device):
         import torch.nn.functional as F
 
+        from codyra.adapters.attach import fuse_adapters
         from codyra.clip.family import CLIP
-        from codyra.device import autocast
+        from codyra.device import autocast, fuses_adapters
         from codyra.methods import build_method
         from codyra.methods.base import standalone_context
         from codyra.steps.backends import build_optimizer
 
         self.model = copy.deepcopy(base).to(device).train()
+        self.device, self.precision = device, precision
         spec = {"kind": kind, **ADAPTER, **(CODYRA if kind == "codyra" else {})}
         self.method = build_method(spec)
         groups = self.method.setup(standalone_context(self.model, CLIP, torch.Generator().manual_seed(0), 0.0))
+        fuse_adapters(self.model, fuses_adapters(device, precision))  # as the training loop runs it
         hp = {"optimizer": "adamw", "lr": 1e-4, "betas": (0.9, 0.999), "eps": 1e-8}
         self.optimizer = build_optimizer(groups, hp)
         self.step_index = 0
@@ -210,7 +220,10 @@ class ClipVariant:
         self.loss = loss
 
     def forward_backward(self) -> None:
-        self.loss().backward()
+        from codyra.device import precision_scope
+
+        with precision_scope(self.device, self.precision):  # tf32: the backward pass too
+            self.loss().backward()
 
     def __call__(self) -> None:
         self.forward_backward()
@@ -241,8 +254,14 @@ def section_clip_train(args, device: torch.device) -> dict:
         torch.randint(0, args.clip_classes, (args.clip_batch,), generator=generator).to(device),
     )
     out = {"model": args.clip_model, "batch": args.clip_batch, "classes": args.clip_classes, "adapter": ADAPTER}
-    for precision in ("fp32", "bf16"):
+    runs = [(p, p) for p in args.clip_precisions.split(",")] + (
+        [("bf16_compiled", "bf16")] if args.clip_compile else []
+    )
+    for label, precision in runs:
         variants = {kind: ClipVariant(kind, base, tokens, batch, precision, device) for kind in ("lora", "codyra")}
+        if label.endswith("_compiled"):
+            for variant in variants.values():
+                variant.loss = torch.compile(variant.loss)
         flops = counted_flops(variants["lora"].forward_backward)
         variants["lora"].optimizer.zero_grad(set_to_none=True)
         phases = {}
@@ -257,18 +276,19 @@ def section_clip_train(args, device: torch.device) -> dict:
             phases[phase] = result
             q = result["paired_ratio"]
             print(
-                f"clip_train {precision} {phase}: LoRA {result['step_s_median']['lora'] * 1e3:.1f} ms, CoDyRA/LoRA "
+                f"clip_train {label} {phase}: LoRA {result['step_s_median']['lora'] * 1e3:.1f} ms, CoDyRA/LoRA "
                 f"x{q['median']:.3f} (IQR {q['q1']:.3f}-{q['q3']:.3f}), MFU {result['lora_mfu']}",
                 flush=True,
             )
-        out[precision] = {"lora_step_flops": flops, "phases": phases}
+        out[label] = {"lora_step_flops": flops, "phases": phases}
         del variants
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    dense = {precision: out[precision]["phases"]["dense"]["step_s_median"]["lora"] for precision in ("fp32", "bf16")}
-    out["bf16_speedup_lora"] = dense["fp32"] / dense["bf16"]
+    dense = {label: out[label]["phases"]["dense"]["step_s_median"]["lora"] for label, _ in runs}
+    out["speedup_over_fp32_lora"] = {label: dense["fp32"] / seconds for label, seconds in dense.items()}
+    out["bf16_speedup_lora"] = out["speedup_over_fp32_lora"]["bf16"]
     out["worst_median_ratio"] = max(
-        out[p]["phases"][ph]["paired_ratio"]["median"] for p in ("fp32", "bf16") for ph in PHASE_STEP
+        out[label]["phases"][ph]["paired_ratio"]["median"] for label, _ in runs for ph in PHASE_STEP
     )
     return out
 
@@ -507,7 +527,7 @@ def section_llm_train(args, device: torch.device) -> dict:
 
 
 def section_generate(args, device: torch.device) -> dict:
-    from codyra.llm.generation import generate_answers
+    from codyra.llm.generation import GenerationStats, generate_answers
     from codyra.mini.trace.tasks import MINI_TRACE_TASKS, generate_task
     from codyra.mini.trace.tokenizer import MINI_TRACE_VOCAB_SIZE, train_bpe_tokenizer
     from codyra.trace.data import LengthLimits
@@ -528,29 +548,72 @@ def section_generate(args, device: torch.device) -> dict:
     limits = LengthLimits(max_prompt_len=args.gen_prompt_len, max_answer_len=args.gen_new_tokens)
     prompt_tokens = [min(len(tokenizer(p)["input_ids"]), args.gen_prompt_len) for p in prompts]
 
-    def run(some: list[str], batch: int) -> float:
-        options = {"limits": limits, "max_new_tokens": args.gen_new_tokens, "batch_size": batch, "device": device}
-        return timed(device, lambda: generate_answers(model, tokenizer, some, **options))
+    answers, counts = {}, {}
 
-    run(prompts[: args.gen_batch], args.gen_batch)  # warm-up
+    def run(path: str, some: list[str], batch: int, budget: int | None = None) -> float:
+        counts[path] = GenerationStats()
+        options = {"limits": limits, "max_new_tokens": args.gen_new_tokens, "batch_size": batch, "device": device}
+        options |= {"batch_tokens": budget, "stats": counts[path]}
+        return timed(device, lambda: answers.__setitem__(path, generate_answers(model, tokenizer, some, **options)))
+
+    run("warm-up", prompts[: args.gen_batch], args.gen_batch)
     single = prompts[: args.gen_single]
-    seconds = {"batched": run(prompts, args.gen_batch), "single": run(single, 1)}
-    rates = {
-        "batched": len(prompts) * args.gen_new_tokens / seconds["batched"],
-        "single": len(single) * args.gen_new_tokens / seconds["single"],
+    seconds = {
+        "budget": run("budget", prompts, args.gen_batch, args.gen_batch_tokens),
+        "batched": run("batched", prompts, args.gen_batch),
+        "single": run("single", single, 1),
     }
-    print(f"generate: {rates} generated tokens/s", flush=True)
-    return {
+    rates = {
+        path: len(some) * args.gen_new_tokens / seconds[path]
+        for path, some in (("budget", prompts), ("batched", prompts), ("single", single))
+    }
+    agree = statistics.mean(a == b for a, b in zip(answers["budget"], answers["batched"], strict=True))
+    print(f"generate: {rates} generated tokens/s; budget and fixed batches agree on {agree:.1%}", flush=True)
+    out = {
         "shape": shape,
         "vocab": len(tokenizer),
         "prompts": len(prompts),
         "prompt_tokens_mean": statistics.mean(prompt_tokens),
         "new_tokens": args.gen_new_tokens,
         "batch": args.gen_batch,
+        "batch_tokens": args.gen_batch_tokens,
         "seconds": seconds,
         "tokens_per_s": rates,
         "speedup": rates["batched"] / rates["single"],
+        "budget_speedup": rates["budget"] / rates["batched"],
+        "counters": {path: counts[path].as_dict() for path in seconds},
+        "greedy_answers_agree_budget_vs_batched": agree,
     }
+    out["row_build_s"] = row_build_seconds(model, device, args.rank_tasks)
+    return out
+
+
+def row_build_seconds(model, device: torch.device, tasks: int) -> float:
+    """Seconds to merge ``tasks`` rank-16 updates on every matrix into ``model`` (fp16, as a checkpoint
+    loads) and cast it to bf16: what a row does on its GPU after loading theta_0."""
+    from codyra.store.model_states import merge_as
+    from codyra.store.updates import TaskUpdate
+
+    model.to(torch.float16)
+    generator = torch.Generator().manual_seed(0)
+
+    def update() -> TaskUpdate:
+        tensors, targets = {}, {}
+        for name, param in model.named_parameters():
+            if param.dim() == 2 and "embed" not in name and "lm_head" not in name:
+                rows, cols = param.shape
+                tensors |= {
+                    f"{name}.A": torch.randn(ADAPTER["rank"], cols, generator=generator) * 1e-3,
+                    f"{name}.B": torch.randn(rows, ADAPTER["rank"], generator=generator) * 1e-3,
+                    f"{name}.w": torch.ones(ADAPTER["rank"]),
+                }
+                targets[name] = {"param": name, "rows": None}
+        return TaskUpdate("lora", tensors, targets)
+
+    updates = [update() for _ in range(tasks)]
+    seconds = timed(device, lambda: merge_as(model, updates, torch.bfloat16))
+    print(f"row build: {tasks} updates merged in {seconds:.1f} s", flush=True)
+    return seconds
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -561,6 +624,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--clip-model", default="ViT-B-16")
     parser.add_argument("--clip-batch", type=int, default=64, help="train batch (the paper configs': 64)")
     parser.add_argument("--clip-classes", type=int, default=100, help="class prompts the text tower encodes per step")
+    parser.add_argument("--clip-precisions", default="fp32,tf32,bf16", help="train.precision values to step in")
+    parser.add_argument(
+        "--no-clip-compile", dest="clip_compile", action="store_false", help="skip the compiled bf16 step"
+    )
     parser.add_argument("--reps", type=int, default=12, help="paired repetitions per phase and precision")
     parser.add_argument("--block", type=int, default=4, help="steps per variant in a repetition")
     parser.add_argument("--warmup", type=int, default=3)
@@ -574,9 +641,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--lm-seq", type=int, default=1024, help="tokens of the one-sequence micro-batch")
     parser.add_argument("--lm-reps", type=int, default=8)
     parser.add_argument("--lm-block", type=int, default=3)
-    parser.add_argument("--gen-prompts", type=int, default=64)
+    parser.add_argument("--gen-prompts", type=int, default=256)
     parser.add_argument("--gen-single", type=int, default=8, help="prompts generated one at a time")
-    parser.add_argument("--gen-batch", type=int, default=16, help="prompts per call (TRACE's eval batch)")
+    parser.add_argument("--gen-batch", type=int, default=16, help="prompts per call (TRACE's eval.batch_size)")
+    parser.add_argument("--gen-batch-tokens", type=int, default=65536, help="TRACE's eval.batch_tokens")
+    parser.add_argument("--rank-tasks", type=int, default=8, help="tasks' updates a row merges (TRACE: up to 8)")
     parser.add_argument("--gen-join", type=int, default=4, help="mini prompts joined into one")
     parser.add_argument("--gen-prompt-len", type=int, default=512)
     parser.add_argument("--gen-new-tokens", type=int, default=64)
@@ -591,6 +660,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         small |= {"eval_images": 96, "eval_distinct": 12, "eval_batch": 16, "eval_repeats": 2, "workers": 1}
         small |= {"jpeg_worker_images": 48, "lm_seq": 32, "lm_reps": 2, "lm_block": 1, "gen_prompts": 4}
         small |= {"gen_single": 2, "gen_batch": 2, "gen_join": 1, "gen_prompt_len": 64, "gen_new_tokens": 4}
+        small |= {"gen_batch_tokens": 256, "rank_tasks": 2}
         for key, value in small.items():
             setattr(args, key, value)
     return args

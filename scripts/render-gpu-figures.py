@@ -30,6 +30,15 @@ def ratio(q: dict) -> str:
     return f"{q['median']:.3f} ({q['q1']:.3f} to {q['q3']:.3f}; range {q['min']:.3f} to {q['max']:.3f})"
 
 
+# the train steps a record may hold, in the order shown: label -> how the table names it
+CLIP_STEPS = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "bf16": "bf16",
+    "bf16_compiled": "bf16, compiled",
+}
+
+
 def render(record: dict, source: str, code: str | None) -> list[str]:
     dev = record["device"]
     lines = [
@@ -79,19 +88,31 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
                 f"Batch {clip['batch']}, {clip['classes']} class prompts through the text tower, rank 16 on "
                 "every matrix; median step of each, the paired CoDyRA / LoRA ratio (median, quartiles, range) "
                 "and LoRA's MFU."
+                + (
+                    " tf32 and bf16 run the fused adapter forward, as training runs them on a GPU."
+                    if "speedup_over_fp32_lora" in clip
+                    else ""
+                )
             ),
             "",
             "| precision | phase | LoRA ms | CoDyRA ms | CoDyRA / LoRA | LoRA MFU |",
             "|---|---|---|---|---|---|",
         ]
-        for precision in ("fp32", "bf16"):
-            for phase, p in clip[precision]["phases"].items():
+        measured = [label for label in CLIP_STEPS if label in clip]
+        for label in measured:
+            for phase, p in clip[label]["phases"].items():
                 s = p["step_s_median"]
                 lines.append(
-                    f"| {precision} | {phase} | {1e3 * s['lora']:.1f} | {1e3 * s['codyra']:.1f} | "
+                    f"| {CLIP_STEPS[label]} | {phase} | {1e3 * s['lora']:.1f} | {1e3 * s['codyra']:.1f} | "
                     f"{ratio(p['paired_ratio'])} | {pct(p['lora_mfu'])} |"
                 )
-        lines += ["", f"bf16 autocast speeds LoRA's step up {clip['bf16_speedup_lora']:.2f}x over fp32."]
+        speedups = clip.get("speedup_over_fp32_lora", {"bf16": clip["bf16_speedup_lora"]})
+        lines += [
+            "",
+            "LoRA's step against fp32's: "
+            + ", ".join(f"{CLIP_STEPS[label]} {speedups[label]:.2f}x" for label in measured if label != "fp32")
+            + ".",
+        ]
     ev = record.get("clip_eval", {})
     if "images_per_s" in ev:
         worker, rates, over = ev["worker_images_per_s"], ev["images_per_s"], ev["cell_over_bare"]
@@ -156,6 +177,18 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
                 f"{gen['tokens_per_s']['single']:,.1f} one prompt at a time ({gen['speedup']:.1f}x)."
             ),
         ]
+        if "budget" in gen["tokens_per_s"]:  # records of the token-budget batches
+            lines += [
+                "",
+                (
+                    f"In batches of {gen['batch_tokens']:,} tokens (`eval.batch_tokens`, rows leaving as their answer "
+                    f"ends): {gen['tokens_per_s']['budget']:,.0f} generated tokens/s ({gen['budget_speedup']:.1f}x the "
+                    f"batches of {gen['batch']}); their greedy answers agree with those batches' on "
+                    f"{100 * gen['greedy_answers_agree_budget_vs_batched']:.1f} % of the prompts (bf16: another batch "
+                    f"composition can move a near-tie). A row's theta_i ({record['config']['rank_tasks']} tasks' "
+                    f"rank-16 updates on every matrix, merged on the GPU): {gen['row_build_s']:.1f} s."
+                ),
+            ]
     failed = [name for name, section in record.items() if isinstance(section, dict) and "error" in section]
     if failed:
         lines += ["", "Sections that failed: " + ", ".join(f"{n} ({record[n]['error']})" for n in failed)]

@@ -198,3 +198,84 @@ def test_the_floor_reads_each_jobs_inputs_by_its_wildcards_from_the_dry_run():
             "i=1,method=lora,seed=1": ["results/a.json"],
         },
     }
+
+
+def test_a_trace_task_counts_its_folder_or_the_release_that_data_root_names(tmp_path):
+    from codyra.experiment.costs import trace_examples
+
+    def cfg(root):
+        return {"data": {"root": str(root)}}
+
+    release = tmp_path / "LLM-CL-Benchmark_500"
+    assert [trace_examples(cfg(release), t, "test") for t in ("FOMC", "NumGLUE-cm")] == [100, 81]
+    assert trace_examples(cfg(release), "FOMC", "train") == 500
+    assert trace_examples(cfg(tmp_path / "LLM-CL-Benchmark_5000"), "FOMC", "test") == 2000  # TRACE's sampling
+    (release / "FOMC").mkdir(parents=True)
+    (release / "FOMC" / "test.json").write_text(json.dumps([{"prompt": "p", "answer": "A"}] * 7))
+    assert trace_examples(cfg(release), "FOMC", "test") == 7  # the folder, where it is there to count
+
+
+def test_a_causal_lm_row_generates_its_expected_answers_in_a_job_of_its_own(tmp_path):
+    script = load_script("estimate-cost")
+    root = tmp_path / "trace"
+    (root / "FOMC").mkdir(parents=True)
+    answers = [{"prompt": "p", "answer": "ab"}, {"prompt": "q", "answer": "abcdef"}]
+    (root / "FOMC" / "test.json").write_text(json.dumps(answers))
+    cfg = {
+        "benchmark": "cost-lm",
+        "results": str(tmp_path / "results"),
+        "seeds": [0],
+        "methods": ["zeroshot", "lora"],
+        "model": {"family": "causal_lm", "name": "codyra-mini-llama"},
+        "data": {"kind": "trace", "root": str(root)},
+        "tasks": [{"name": "FOMC"}, {"name": "Py150"}],
+        "train": {"iterations": 2, "batch_size": 4, "lr": 0.01},
+        "llm": {"max_new_tokens": 8, "mini": {"eval_per_task": 2, "vocab_size": 400}},
+        "mini": {"train_per_task": 16, "test_per_task": 10, "corpus_size": 100, "pretrain_steps": 2},
+        "method_configs": {"zeroshot": {"kind": "zeroshot"}, "lora": {"kind": "lora", "rank": 2}},
+    }
+    record = {
+        **RECORD,
+        "generate": {"tokens_per_s": {"batched": 100.0}},
+        "llm_train": {
+            "shape": {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128, "num_attention_heads": 4},
+            "vocab": 400,
+            "sequence_tokens": 100,
+            "step_flops": 1e12,
+            "phases": {"sparse": {"tokens_per_s": {"lora": 1000.0, "codyra": 1000.0}}},
+        },
+    }
+    costs = script.UnitCosts(record, Path("record.json"))
+    costs.lm_scale = lambda params, name: 1.0  # the measured model's size
+    ratios = {"FOMC": 1.5, "Py150": 1.0}
+    est = script.estimate(Path(write_yaml(tmp_path / "lm.yaml", cfg)), "all_tables", costs, ratios=ratios)
+
+    # FOMC's answers: 2 and 6 bytes (the mini's tokenizer is not there: bytes bound tokens), each with its
+    # end token, times the measured ratio 1.5; Py150 has no test set here: the bound, 8
+    fomc = (3 + 7) / 2 * 1.5
+    assert [(r["task"], r["expected"]) for r in est.answers] == [("FOMC", fomc), ("Py150", 8)]
+    assert est.answers[0]["how"].startswith("UTF-8 bytes") and est.answers[1]["how"].startswith("no test set")
+    rows = 2 + 1  # lora's rows 1 and 2, and row 0 (zeroshot's rows are copies)
+    assert est.units["tokens generated (expected)"] == round(rows * 10 * (fomc + 8))
+    assert est.seconds["generation"] == pytest.approx(rows * 10 * (fomc + 8) / 100.0, rel=1e-3)
+    assert est.generation_bound == pytest.approx(rows * 10 * 2 * 8 / 100.0)
+    # a process per training task and one per row: a row never runs in its task's multi-GPU job
+    trained = 2
+    assert est.units["processes"] == 1 + trained + rows  # the mini's pretraining, tasks 1-2, rows 0-2
+
+
+def test_the_gpu_page_shows_every_precision_and_the_token_budget_a_record_holds():
+    script = load_script("render-gpu-figures")
+    record = json.loads(next((Path(ROOT) / "docs" / "results" / "gpu").glob("gpu_costs-*.json")).read_text())
+    clip = record["clip_train"]
+    clip["tf32"], clip["bf16_compiled"] = copy.deepcopy(clip["fp32"]), copy.deepcopy(clip["bf16"])
+    clip["speedup_over_fp32_lora"] = {"tf32": 1.25, "bf16": 1.5, "bf16_compiled": 3.0}
+    gen = record["generate"]
+    gen["tokens_per_s"]["budget"], gen["batch_tokens"], gen["budget_speedup"] = 9000.0, 65536, 20.0
+    gen["greedy_answers_agree_budget_vs_batched"], gen["row_build_s"] = 0.984, 12.5
+    record["config"] = {"rank_tasks": 8}
+    page = "\n".join(script.render(record, "record.json", None))
+    assert "| tf32 | sparse |" in page and "| bf16, compiled | dense |" in page
+    assert "LoRA's step against fp32's: tf32 1.25x, bf16 1.50x, bf16, compiled 3.00x." in page
+    assert "In batches of 65,536 tokens" in page and "9,000 generated tokens/s (20.0x" in page
+    assert "agree with those batches' on 98.4 % of the prompts" in page and "merged on the GPU): 12.5 s." in page

@@ -14,7 +14,7 @@ from codyra.analysis.registry import available, skipped
 from codyra.evaluation.evaluate import evaluate_row0
 from codyra.evaluation.heldout import evaluate_heldout
 from codyra.experiment.fingerprints import train_fingerprint
-from codyra.experiment.jobs import eval_rule, job_group, rule_for, train_rule
+from codyra.experiment.jobs import eval_rule, job_group, row_group, rule_for, train_rule
 from codyra.experiment.pretraining import pretrain_own
 from codyra.experiment.train_job import training_task
 from codyra.family import family_of
@@ -58,6 +58,8 @@ def test_the_job_table_asks_the_family_for_its_rules_and_cluster_unit(family, tr
     assert (
         job_group({**cfg, "cluster_job": "task" if group.startswith("run") else "run"}) != group
     )  # the config key wins
+    # a row joins its training's job, unless the family trains on more GPUs than a row uses
+    assert row_group(cfg) == (group if family == "clip" else "row-{method}-seed{seed}-{i}")
 
 
 def test_only_the_lm_family_adds_settings_to_the_fingerprints():

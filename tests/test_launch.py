@@ -95,13 +95,13 @@ def test_trace_train_on_slurm_requests_the_lm_training_resources(tmp_path, monke
         )
         == 0
     )
-    # profiles/slurm: train_lm_task gpu 4, mem_mb 330000, runtime 90 (first attempt) over the defaults (partition
+    # profiles/slurm: train_lm_task gpu 4, mem_mb 330000, runtime 30 (first attempt) over the defaults (partition
     # gpu, gpu_model h100, nodes 1); CPUs: 4 ranks x 6 threads and the launcher
     assert executor.parameters == {
         "name": "codyra-train",
         "cpus_per_task": 4 * 6 + 1,
         "nodes": 1,
-        "timeout_min": 90,
+        "timeout_min": 30,
         "mem_gb": 323,
         "slurm_partition": "gpu",
         "slurm_gres": "gpu:h100:4",
@@ -143,9 +143,8 @@ def test_profile_resources_overlay_the_rule_on_the_defaults():
     cell = profile_resources(f"{ROOT}/profiles/slurm", "eval_row")
     assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 45 and train["nodes"] == 1
     assert cell["runtime"] == 30 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
-    assert (
-        profile_resources(f"{ROOT}/profiles/slurm", "eval_lm_row")["runtime"] == 660
-    )  # generation: a TRACE row takes hours
+    row = profile_resources(f"{ROOT}/profiles/slurm", "eval_lm_row")
+    assert row["runtime"] == 60 and row["gpu"] == 1  # generation on one GPU, in a job of its own
     lm = profile_resources(f"{ROOT}/profiles/slurm", "train_lm_task")
     assert lm["gpu"] == 4 and "tasks" not in lm
 

@@ -8,6 +8,7 @@ import copy
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -192,17 +193,41 @@ def test_gem_keeps_a_gradient_per_task_and_reads_the_full_fp32_gradient():
     assert lora.gpu["full fp32 gradient for the method"] == 0 and lora.host["the lead rank: what it stores"] < GIB
 
 
-def test_a_row_of_a_causal_lm_loads_it_in_fp32_and_generates_every_answer_to_its_budget():
+ROW_GPU = "KV cache and prompt pass (one layer at a time), or theta_i's fp32 sums before them"
+
+
+def test_a_row_of_a_causal_lm_builds_theta_on_its_gpu_and_generates_every_answer_to_its_budget():
     cfg = trace("llama-2-7b-chat")
     row = need(cfg, Job("eval_lm_row", "codyra", 3))
-    assert row.host["theta_i as loaded (fp32)"] == 4 * LLAMA_2_7B and row.host["an update merging (fp32)"] == 0
+    assert row.host["theta_0 as loaded (its checkpoint's dtype, fp32 at most)"] == 4 * LLAMA_2_7B
+    assert row.host["an update merging (fp32)"] == 0
     record = read_record().record
-    answers = 8 * 2000  # TRACE's test sets without the data: 2,000 examples each
+    answers = 7 * 100 + 81  # LLM-CL-Benchmark_500's test sets without the data: 100 each, NumGLUE-cm 81
     seconds = answers * 512 / record["generate"]["tokens_per_s"]["batched"] * 4.8 / 3.35  # H200 -> H100 bandwidth
     assert row.seconds == pytest.approx(seconds + record["startup"]["median_s"])
-    # FIX(ICL)'s prompts hold its demonstrations: 3,584 tokens, and the KV cache with them
+    # a batch of 65,536 positions: K and V of 32 layers x 4,096 in bf16, and the prompt pass of one layer
+    generating = 65536 * 32 * 2 * 4096 * 2 + 65536 * 4096 * 8 * 2
+    assert row.gpu["model (bf16)"] == 2 * LLAMA_2_7B and row.gpu[ROW_GPU] == max(generating, 4 * LLAMA_2_7B)
+    # batches of eval.batch_size prompts: FIX(ICL)'s hold its demonstrations (3,584 tokens) and the KV cache them
+    cfg["eval"]["batch_tokens"] = None
     icl = need(cfg, Job("eval_lm_row", "icl", 3))
-    assert icl.gpu["KV cache"] == 16 * (3584 + 512) * 32 * 2 * 4096 * 2
+    assert icl.gpu[ROW_GPU] == 16 * (3584 + 512) * (32 * 2 * 4096 * 2 + 4096 * 8 * 2)
+
+
+def test_a_trace_row_is_a_job_of_its_own_and_a_group_that_idles_gpus_is_warned_about(tmp_path):
+    from codyra.experiment.resources import group_of
+
+    cfg = trace("gemma-2b-it")
+    assert group_of(cfg, Job("eval_lm_row", "codyra", 3)) == "row-codyra-3"
+    assert group_of(cfg, Job("train_lm_task", "codyra", 3)) == "task-codyra-3"
+    report = check(cfg, ProfileResources.read(PROFILE), read_record())
+    assert not [w for w in report.warnings() if "idle" in w]
+    # a CLIP run's job with its training on 2 GPUs: its rows (one GPU each) would leave one idle
+    profile = edited_profile(tmp_path, '    runtime: "45 * 1.5 ** (attempt - 1)"', "    runtime: 45\n    gpu: 2")
+    report = check(paper("mtil_5shot.yaml"), ProfileResources.read(profile), read_record())
+    assert "group job run-codyra: holds 2 GPU(s) for its train_task, and 1 of them idle while its eval_row runs" in (
+        "\n".join(report.warnings())
+    )
 
 
 def test_every_job_asks_for_the_cpus_it_runs():
@@ -239,12 +264,14 @@ def test_llama_2_7b_leaves_out_what_an_h100_node_cannot_hold():
 
 
 def test_a_row_budget_below_the_estimate_is_refused(tmp_path):
-    row = '    runtime: "660 * 1.5 ** (attempt - 1)"  # llm.max_new_tokens'
-    profile = edited_profile(tmp_path, row, "    runtime: 240  # llm.max_new_tokens")  # the row's budget before
+    row = '    runtime: "60 * 1.5 ** (attempt - 1)"  # on the GPU'
+    profile = edited_profile(tmp_path, row, "    runtime: 15  # on the GPU")
     with pytest.raises(ConfigError) as refused:
         check_profile(trace("llama-2-7b-chat"), profile)
-    # FIX(ICL) never trains: its row is a group job alone
-    assert "group job task-icl-1 (1 jobs: eval_lm_row): needs about 7.3 h; it requests 240 min" in str(refused.value)
+    # every row is a group job alone, a 1-GPU job of its own
+    assert re.search(
+        r"group job row-\S+-\d \(1 jobs: eval_lm_row\): needs about 0.4 h; it requests 15 min", str(refused.value)
+    )
 
 
 def test_a_group_job_is_held_to_the_sum_of_its_members_runtimes():

@@ -91,6 +91,7 @@ class Family(Protocol):
     train_rule: str  # trains one task
     eval_rule: str  # evaluates a trained run's row i >= 1 (row 0 is ``eval_row0``)
     cluster_job: str  # what one SLURM job holds by default (config key ``cluster_job``): "run" or "task"
+    rows_apart: bool  # a trained row is a SLURM job of its own, never in its training's (which holds more GPUs)
     classifies: bool  # cells score classification over class labels (a cell records ``num_classes``)
     has_heldout_tasks: bool  # theta_i is evaluated on held-out tasks (config key ``heldout_tasks``)
     inapplicable_analyses: dict[str, str]  # the paper's analyses that do not apply, each with the reason

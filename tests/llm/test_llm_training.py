@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from codyra.evaluation.evaluate import evaluate_cell
+from codyra.evaluation.evaluate import evaluate_cell, evaluate_row
 from codyra.experiment.train_job import task_checkpoint_dir, train_task
 from codyra.llm.deepspeed_backend import zero2_config
 from codyra.llm.generation import generate_answers
@@ -19,7 +19,7 @@ from codyra.llm.model import (
     pretrained_lm,
     task_folder,
 )
-from codyra.llm.rebuild import rebuild_lm
+from codyra.llm.rebuild import rebuild_lm, rebuild_lm_as
 from codyra.store.io import read_json
 from codyra.store.paths import (
     HISTORY_FILE,
@@ -29,6 +29,7 @@ from codyra.store.paths import (
     row0_cell_path,
     task_dir,
 )
+from codyra.store.updates import apply_update, load_update
 from codyra.trace.data import load_split
 
 
@@ -129,6 +130,35 @@ def test_epochs_count_optimizer_steps_of_accumulated_batches(tiny_trace_dict):
     cfg = load_config(tiny_trace_dict)
     hp = {**cfg["train"], "epochs": 2, "batch_size": 2, "gradient_accumulation": 3}
     assert total_steps(hp, 16) == 6  # ceil(2 x 16 / (2 x 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_row_model_equals_the_fp32_rebuild_cast_once(tiny_trace, dtype):
+    """A row's theta_i is summed in fp32 from theta_0's stored values and rounded once: equal to the
+    fp32 rebuild cast to the evaluation's dtype, not to a model rounded after every task's update."""
+    for i in (1, 2):
+        train_task(tiny_trace, "codyra", 0, i)
+    want = {k: v.to(dtype) for k, v in state(rebuild_lm(tiny_trace, "codyra", 0, 2).model).items()}
+    got = state(rebuild_lm_as(tiny_trace, "codyra", 0, 2, torch.device("cpu"), dtype).model)
+    assert got.keys() == want.keys()
+    for name, tensor in got.items():
+        assert tensor.dtype == dtype and torch.equal(tensor, want[name]), name
+    if dtype == torch.bfloat16:  # rounding after each task's merge would differ somewhere
+        stepwise = pretrained_lm(tiny_trace).model.to(dtype)
+        for k in (1, 2):
+            apply_update(stepwise, load_update(task_dir(tiny_trace, "codyra", 0, k)))
+        assert any(not torch.equal(v, want[k]) for k, v in state(stepwise).items())
+
+
+def test_a_row_builds_theta_once_for_all_its_cells(tiny_trace, monkeypatch):
+    import codyra.llm.evaluate as lm_evaluate
+
+    train_task(tiny_trace, "codyra", 0, 1)
+    builds = []
+    real = lm_evaluate.rebuild_lm_as
+    monkeypatch.setattr(lm_evaluate, "rebuild_lm_as", lambda *a: builds.append(a[:4]) or real(*a))
+    cells = evaluate_row(tiny_trace, "codyra", 0, 1)
+    assert [c["j"] for c in cells] == [1, 2] and builds == [(tiny_trace, "codyra", 0, 1)]
 
 
 def test_cells_score_generated_answers_and_share_row_0(tiny_trace):

@@ -115,18 +115,21 @@ def test_blip_xtail_16shot_reads_the_weights_revision_it_names(folders):
     assert any(name.startswith("Salesforce/blip-itm-base-coco@refs/pr/5") for name in digests)
 
 
-def test_trace_llama_2_7b_submits_its_4_gpu_task_jobs_then_leaves_out_what_cannot_fit(folders):
+def test_trace_llama_2_7b_submits_its_4_gpu_task_jobs_and_1_gpu_rows_then_leaves_out_what_cannot_fit(folders):
     folder = folders["trace"]
     check_tables(
         folder, run("trace.yaml", folder, "backbone=llama-2-7b-chat", "methods=[zeroshot, codyra]", slurm=True)
     )
     jobs = submitted(folder)
     tasks = sorted(group for group in jobs if group.startswith("group_task-codyra"))
-    assert len(tasks) == 2  # training i and row i: one job per task
+    rows = sorted(group for group in jobs if group.startswith("group_row-codyra"))
+    assert len(tasks) == len(rows) == 2  # training i on 4 GPUs; row i, generating on one, a job of its own
     job = slurm_job(jobs[tasks[0]][0])
     assert (job["Partition"], job["NumNodes"], job["TresPerJob"]) == ("gpu", "1", "gres:gpu:h100:4")
     assert job["NumCPUs"] == "3"  # 2 ranks x train.threads 1 and the launcher
-    assert megabytes(job["MinMemoryNode"]) == 330000 and job["TimeLimit"] == "12:30:00"  # 90 + 660 min
+    assert megabytes(job["MinMemoryNode"]) == 330000 and job["TimeLimit"] == "00:30:00"
+    row = slurm_job(jobs[rows[0]][0])
+    assert (row["TresPerJob"], row["TimeLimit"]) == ("gres:gpu:h100:1", "01:00:00")
 
     cfg = check_tables(folder, run("trace.yaml", folder, "backbone=llama-2-7b-chat"))
     assert set(cfg["left_out"]) == {"ewc", "gem"} and not set(cfg["left_out"]) & set(cfg["methods"])

@@ -186,8 +186,9 @@ def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
     assert group["runtime"] == 11 * (requested("train_task")["runtime"] + requested("eval_row")["runtime"])
 
 
-def test_causal_lm_runs_submit_one_job_per_task_on_the_training_gpus(tmp_path):
-    """A TRACE task holds 4 GPUs for hours: the group is training task i and row i, not the run."""
+def test_causal_lm_runs_submit_a_job_per_task_on_the_training_gpus_and_one_per_row_on_one(tmp_path):
+    """A TRACE task holds 4 GPUs for hours: its training is a job of its own, and so is its row, which
+    generates on one GPU (in the training's job it would leave 3 idle)."""
     cfg = load_yaml((REPO / "config" / "mini_trace.yaml").read_text())
     out = count_submissions(
         REPO,
@@ -201,13 +202,12 @@ def test_causal_lm_runs_submit_one_job_per_task_on_the_training_gpus(tmp_path):
         f"results={tmp_path / 'results'}",
     )
     trained = [m for m in cfg["methods"] if cfg["method_configs"][m]["kind"] != "zeroshot"]
-    assert out["submissions_by_rule"]["eval_lm_row+train_lm_task"] == len(trained) * len(cfg["seeds"]) * len(
-        cfg["tasks"]
-    )
-    group = out["resources"]["eval_lm_row+train_lm_task"]
-    training = requested("train_lm_task")
-    assert group["gpu"] == training["gpu"] == 4 and group["mem_mb"] == training["mem_mb"]
-    assert group["runtime"] == training["runtime"] + requested("eval_lm_row")["runtime"]
+    tasks = len(trained) * len(cfg["seeds"]) * len(cfg["tasks"])
+    by_rule = out["submissions_by_rule"]
+    assert by_rule["train_lm_task"] == by_rule["eval_lm_row"] == tasks and "eval_lm_row+train_lm_task" not in by_rule
+    training, row = out["resources"]["train_lm_task"], out["resources"]["eval_lm_row"]
+    assert training["gpu"] == requested("train_lm_task")["gpu"] == 4 and row["gpu"] == 1
+    assert row["runtime"] == requested("eval_lm_row")["runtime"] and row["mem_mb"] == requested("eval_lm_row")["mem_mb"]
 
 
 def test_a_configfile_that_extends_a_base_drives_the_dag(tmp_path):

@@ -10,7 +10,7 @@ from codyra.experiment.weights import require_weights
 from codyra.hub import offline_by_default
 from codyra.evaluation.caching import cached_datasets
 from codyra.experiment.fingerprints import eval_cache_fingerprint, eval_fingerprint, pretrain_fingerprint, train_fingerprint, untrained_settings
-from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version, train_rule
+from codyra.experiment.jobs import RUN_GROUP, eval_rule, job_group, job_version, row_group, train_rule
 from codyra.experiment.costs import DEFAULT_RECORD
 from codyra.experiment.resources import ProfileResources, job_threads, refuse_unfit
 from codyra.analysis.probe_files import probe_names
@@ -88,6 +88,7 @@ TABLE_FORMATS = ("md", "csv", "tex", "html")
 PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their own theta_0
 TRACKING = CFG["tracking"]["enabled"]
 JOB_GROUP = job_group(CFG)  # one SLURM job per CLIP run, per LM task (codyra.experiment.jobs.job_group)
+ROW_GROUP = row_group(CFG)  # a CLIP row in its run's job; an LM row in a 1-GPU job of its own
 MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
 FAILED_JOBS = f"{LOGS}/failed-jobs"  # failure records of submitted jobs whose retry would fail again
 CACHED = cached_datasets(CFG)  # datasets whose test sets rows read from an evaluation cache (eval.smk)

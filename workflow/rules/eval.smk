@@ -3,7 +3,8 @@
 # copy, and so does every row of a method that never trains (unless it rewrites the prompts,
 # FIX(ICL): its rows are evaluated on theta_0, with no update): copies are local jobs.
 # On a cluster, the training tasks and rows of a run form group jobs (JOB_GROUP, common.smk: one
-# SLURM job per CLIP run, per LM task); a local run ignores groups.
+# SLURM job per CLIP run); an LM's row is a 1-GPU job of its own beside its task's 4-GPU training
+# (ROW_GROUP); a local run ignores groups.
 
 EVALUATED = [m for m in CFG["methods"] if not copies_row0(m)]
 COPIED = [m for m in CFG["methods"] if copies_row0(m)]
@@ -92,7 +93,7 @@ if EVALUATED:
             settings=lambda w: eval_settings() if trains(w.method) else [eval_settings(), *untrained_settings(CFG, w.method)],
         threads: job_threads(CFG, eval_rule(CFG))
         group:
-            JOB_GROUP
+            ROW_GROUP
         log:
             f"{LOGS}/cells/{{method}}/seed{{seed}}/row{{i}}.log",
         run:

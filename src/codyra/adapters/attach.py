@@ -10,6 +10,15 @@
   reads ``out_proj.weight`` directly: an adapter around ``out_proj`` would never run.
 
 ``detach_adapters`` puts the original modules back (after merging).
+
+``fuse_adapters(model, True)`` switches every wrapper to fewer, larger kernels: the base product
+and the low-rank one accumulate in one ``addmm`` (the gate and scale folded into B), and in
+self-attention Q, K and V take one product against the stacked A's and one batched product
+against the stacked B's. The sums then round in another order, so an fp32 run's numbers change
+in their last bits (the whole input gradient is one product over Q, K, V and the adapters instead
+of autograd's sum of six): the training loop fuses only where the precision already departs from
+fp32 (bf16 and tf32 on a GPU, :func:`codyra.device.fuses_adapters`), and fp32 keeps the unfused
+arithmetic of the released code.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from codyra.adapters.lora import RankSelectiveLoRA
+from codyra.adapters.lora import RankSelectiveLoRA, cast_to, gated_B
 from codyra.adapters.targets import Target
 
 
@@ -30,9 +39,12 @@ class LoRALinear(nn.Linear):
         self.in_features, self.out_features = base.in_features, base.out_features
         self.weight, self.bias = base.weight, base.bias
         self.lora = adapter
+        self.fused = False
         self._original = (base,)  # a tuple, so nn.Module does not register it
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused and self.lora.fusable:
+            return _fused_linear(x, self.weight, self.bias, self.lora)
         return F.linear(x, self.weight, self.bias) + self.lora(x)
 
     def original(self) -> nn.Module:
@@ -49,9 +61,16 @@ class LoRARowBlockLinear(nn.Linear):
         self.weight, self.bias = base.weight, base.bias
         self.rows = [rows for rows, _ in blocks]
         self.lora = nn.ModuleList(adapter for _, adapter in blocks)
+        # the fused forward needs the blocks to tile the rows in order, each as wide as the others
+        width = self.out_features // len(blocks)
+        self.tiled = self.rows == [(i * width, (i + 1) * width) for i in range(len(blocks))]
+        self.fused = False
         self._original = (base,)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused and self.tiled and _stackable(self.lora):
+            blocks = _fused_row_blocks(x, self.weight, self.bias, list(self.lora))
+            return torch.stack(blocks, dim=-2).flatten(-2)
         y = F.linear(x, self.weight, self.bias)
         for (start, stop), adapter in zip(self.rows, self.lora, strict=True):
             y = y + F.pad(adapter(x), (start, self.out_features - stop))
@@ -75,6 +94,7 @@ class LoRAMultiheadAttention(nn.Module):
         self.in_proj_weight, self.in_proj_bias = base.in_proj_weight, base.in_proj_bias
         self.out_proj = base.out_proj
         self.lora = nn.ModuleDict(adapters)
+        self.fused = False
         self._original = (base,)
 
     def original(self) -> nn.Module:
@@ -99,6 +119,7 @@ class LoRAMultiheadAttention(nn.Module):
     ):
         if need_weights:
             raise ValueError("LoRAMultiheadAttention does not return attention weights; call with need_weights=False")
+        self_attention = query is key is value  # before the transposes below make three views
         if not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         batch, q_len, _ = query.shape
@@ -107,9 +128,13 @@ class LoRAMultiheadAttention(nn.Module):
         def split_heads(t: torch.Tensor) -> torch.Tensor:
             return t.reshape(batch, t.shape[1], heads, head_dim).transpose(1, 2)
 
-        q = split_heads(self._project(query, 0, "q"))
-        k = split_heads(self._project(key, 1, "k"))
-        v = split_heads(self._project(value, 2, "v"))
+        qkv = [self.lora[kind] for kind in "qkv" if kind in self.lora]
+        if self.fused and self_attention and len(qkv) == 3 and _stackable(qkv):
+            q, k, v = (split_heads(t) for t in _fused_row_blocks(query, self.in_proj_weight, self.in_proj_bias, qkv))
+        else:
+            q = split_heads(self._project(query, 0, "q"))
+            k = split_heads(self._project(key, 1, "k"))
+            v = split_heads(self._project(value, 2, "v"))
         mask = _additive_mask(attn_mask, key_padding_mask, batch, heads, q.dtype)
         out = F.scaled_dot_product_attention(
             q,
@@ -120,12 +145,55 @@ class LoRAMultiheadAttention(nn.Module):
             is_causal=is_causal and mask is None,
         )
         out = out.transpose(1, 2).reshape(batch, q_len, self.embed_dim)
-        y = F.linear(out, self.out_proj.weight, self.out_proj.bias)
-        if "o" in self.lora:
-            y = y + self.lora["o"](out)
+        if self.fused and "o" in self.lora and self.lora["o"].fusable:
+            y = _fused_linear(out, self.out_proj.weight, self.out_proj.bias, self.lora["o"])
+        else:
+            y = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+            if "o" in self.lora:
+                y = y + self.lora["o"](out)
         if not self.batch_first:
             y = y.transpose(0, 1)
         return y, None
+
+
+def _fused_linear(x: torch.Tensor, weight, bias, adapter: RankSelectiveLoRA) -> torch.Tensor:
+    """x W^T + b + (x A^T) (B diag(w * scale))^T with the low-rank product accumulated into the
+    base output in place by one addmm (the base product's backward does not read its output)."""
+    flat = x.reshape(-1, x.shape[-1])
+    y = F.linear(flat, weight, bias)
+    h = F.linear(flat, cast_to(adapter.A, flat.dtype))
+    y.addmm_(h, cast_to(gated_B(adapter.B, adapter, adapter.w), h.dtype).t())
+    return y.view(*x.shape[:-1], y.shape[-1])
+
+
+def _stackable(adapters) -> bool:
+    """Whether the adapters' products can be stacked: one shape, gating and scale."""
+    shapes = {(a.rank, a.in_features, a.out_features, a.gated, a.scale) for a in adapters}
+    return all(a.fusable for a in adapters) and len(shapes) == 1
+
+
+def _fused_row_blocks(x: torch.Tensor, weight, bias, adapters: list[RankSelectiveLoRA]) -> list[torch.Tensor]:
+    """The row blocks of ``x W^T + b`` (Q, K, V of a fused projection), each with its adapter's
+    low-rank term: one product against the stacked A's, one batched product against the stacked
+    B's that adds into the base output, whatever the number of blocks."""
+    blocks, rank = len(adapters), adapters[0].rank
+    flat = x.reshape(-1, x.shape[-1])
+    tokens = flat.shape[0]
+    y = F.linear(flat, weight, bias).view(tokens, blocks, -1).transpose(0, 1)  # (blocks, tokens, rows)
+    h = F.linear(flat, cast_to(torch.cat([a.A for a in adapters]), flat.dtype)).view(tokens, blocks, rank)
+    h = h.transpose(0, 1)
+    gates = torch.stack([a.w for a in adapters]).unsqueeze(1) if adapters[0].gated else None
+    B = gated_B(torch.stack([a.B for a in adapters]), adapters[0], gates)
+    # not in place: y is a strided view, and autograd would copy it back and forth for that
+    out = torch.baddbmm(y, h, cast_to(B, h.dtype).transpose(1, 2))  # B: (blocks, rows, rank)
+    return [block.view(*x.shape[:-1], -1) for block in out.unbind(0)]
+
+
+def fuse_adapters(model: nn.Module, enabled: bool) -> None:
+    """Switch every adapter wrapper of ``model`` to the fused forward (module docstring) or back."""
+    for module in model.modules():
+        if isinstance(module, (LoRALinear, LoRARowBlockLinear, LoRAMultiheadAttention)):
+            module.fused = enabled
 
 
 def _additive_mask(attn_mask, key_padding_mask, batch, heads, dtype):

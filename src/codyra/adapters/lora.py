@@ -59,9 +59,15 @@ class RankSelectiveLoRA(nn.Module):
     def gated(self) -> bool:
         return isinstance(self.w, nn.Parameter)
 
+    @property
+    def fusable(self) -> bool:
+        """Whether a fused forward (codyra.adapters.attach) may share this adapter's input with the
+        base product: not with dropout, whose mask is the adapter's own."""
+        return isinstance(self.dropout, nn.Identity)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.linear(self.dropout(x), self.A.to(x.dtype))
-        return F.linear(h * (self.w * self.scale).to(x.dtype), self.B.to(x.dtype))
+        h = F.linear(self.dropout(x), cast_to(self.A, x.dtype))
+        return F.linear(h * cast_to(self.w * self.scale, x.dtype), cast_to(self.B, x.dtype))
 
     def frobenius_sq(self) -> torch.Tensor:
         """||dW||_F^2 in fp32, differentiable, from r x r Gram matrices (no dense d x k delta):
@@ -93,6 +99,21 @@ class RankSelectiveLoRA(nn.Module):
             f"in={self.in_features}, out={self.out_features}, rank={self.rank}, "
             f"scale={self.scale:g}, gated={self.gated}"
         )
+
+
+def cast_to(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype``, without the call (and its profiler event) when it already is."""
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+def gated_B(B: torch.Tensor, adapter: RankSelectiveLoRA, w: torch.Tensor | None) -> torch.Tensor:
+    """``B diag(w * scale)`` (``w`` broadcast over B's last axis; read only when ``adapter`` is
+    gated): the gate and scale folded into B, so the low-rank product needs no multiply of the
+    activations. Skips the multiplies that would change nothing (LoRA's gates of ones, a scale of
+    1), each a kernel launch."""
+    if adapter.gated:
+        return B * (w * adapter.scale if adapter.scale != 1 else w)
+    return B * adapter.scale if adapter.scale != 1 else B
 
 
 class GeneratorDropout(nn.Module):

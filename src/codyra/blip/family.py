@@ -19,6 +19,7 @@ class BlipFamily:
     train_rule = "train_task"  # a task takes what a CLIP task takes: CLIP's resources
     eval_rule = "eval_row"
     cluster_job = "run"
+    rows_apart = False  # training and a row use one GPU each
     classifies = True
     has_heldout_tasks = False  # the paper's BLIP table reports the stream's Transfer / Average / Last only
     inapplicable_analyses: ClassVar[dict[str, str]] = {

@@ -19,6 +19,7 @@ class ClipFamily:
     train_rule = "train_task"
     eval_rule = "eval_row"
     cluster_job = "run"  # a task takes minutes on one GPU: per-task jobs would spend more on queueing and start-up
+    rows_apart = False  # training and a row use one GPU each
     classifies = True
     has_heldout_tasks = True
     inapplicable_analyses: ClassVar[dict[str, str]] = {}

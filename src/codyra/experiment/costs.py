@@ -18,9 +18,14 @@ from codyra.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_RECORD = Path("docs") / "results" / "gpu" / "gpu_costs-nvidia-h200-2026-11-27.json"  # under the repository
-# TRACE samples 5,000 training and 2,000 test examples per task (TRACE's paper, section 3.1),
-# used when the task folders are not there to count
+# Examples per TRACE task where the task folders are not there to count, by the release data.root names:
+# TRACE samples 5,000 training and 2,000 test examples (TRACE's paper, section 3.1); the 500-example release
+# TreeLoRA trains on (ZinYY/TreeLoRA data/LLM-CL-Benchmark/LLM-CL-Benchmark_500.tar.xz) holds 500 and 100,
+# NumGLUE-cm 81 test examples
 TRACE_EXAMPLES = {"train": 5000, "test": 2000}
+TRACE_RELEASES = {"LLM-CL-Benchmark_500": {"train": 500, "test": 100, "NumGLUE-cm/test": 81}}
+# The measured ratio of generated to reference answer length per task (scripts/answer-lengths.py)
+DEFAULT_ANSWER_RECORD = Path("docs") / "results" / "trace-answers" / "answer_lengths-mini-trace.json"
 # name as torch reports it -> (bf16 dense peak FLOP/s, memory bandwidth B/s), NVIDIA's datasheets (SXM)
 GPUS = {
     "NVIDIA H100 80GB HBM3": (989.4e12, 3.35e12),
@@ -93,8 +98,11 @@ class UnitCosts:
         return GPUS[self.device][column] / GPUS[gpu][column]
 
     def train_image_s(self, kind: str, precision: str = "bf16") -> float:
-        """One image of a training step (LoRA's step; CoDyRA-kind methods at their measured ratio)."""
-        phase = self.record["clip_train"]["fp32" if precision == "fp32" else "bf16"]["phases"]["sparse"]
+        """One image of a training step (LoRA's step; CoDyRA-kind methods at their measured ratio) in
+        ``precision``: tf32 at its own rate where the record measured it, else fp32's (its upper bound)."""
+        train = self.record["clip_train"]
+        measured = {"auto": "bf16", "tf32": "tf32" if "tf32" in train else "fp32"}.get(precision, precision)
+        phase = train[measured]["phases"]["sparse"]
         step = phase["step_s_median"]["codyra" if kind.startswith("codyra") else "lora"]
         return step / self.record["clip_train"]["batch"]
 
@@ -118,7 +126,10 @@ class UnitCosts:
         return lm["sequence_tokens"] / rate, lm["step_flops"], lm["sequence_tokens"]
 
     def generated_token_s(self) -> float:
-        return 1 / self.record["generate"]["tokens_per_s"]["batched"]
+        """One generated token of a row: in batches of the token budget where the record measured them
+        (``eval.batch_tokens``), of a fixed count of prompts in an older record."""
+        rates = self.record["generate"]["tokens_per_s"]
+        return 1 / rates.get("budget", rates["batched"])
 
     def startup_s(self) -> float:
         return self.record["startup"]["median_s"]
@@ -161,7 +172,32 @@ def trained_examples(cfg: dict, task: str) -> int:
 
 
 def trace_examples(cfg: dict, task: str, split: str) -> int:
-    folder = Path(cfg["data"]["root"] or "data") / task / f"{split}.json"
-    if folder.is_file():
-        return len(json.loads(folder.read_text()))
-    return TRACE_EXAMPLES[split]
+    path = trace_split(cfg, task, split)
+    if path.is_file():
+        return len(json.loads(path.read_text()))
+    sizes = TRACE_RELEASES.get(Path(cfg["data"]["root"] or "data").name, TRACE_EXAMPLES)
+    return sizes.get(f"{task}/{split}", sizes[split])
+
+
+def trace_split(cfg: dict, task: str, split: str) -> Path:
+    return Path(cfg["data"]["root"] or "data") / task / f"{split}.json"
+
+
+def read_answer_record(path: str | Path | None = None) -> dict:
+    """A ``scripts/answer-lengths.py`` record (default: the mini TRACE's that the docs ship)."""
+    path = Path(path) if path is not None else REPO / DEFAULT_ANSWER_RECORD
+    if not path.is_file():
+        raise ConfigError(f"answer-length record not found: {path}; write one with scripts/answer-lengths.py")
+    return json.loads(path.read_text())
+
+
+def expected_answer_tokens(cfg: dict, task: str, ratios: dict, count_tokens) -> float | None:
+    """Tokens one generated answer to ``task`` is expected to take, the end token included: its reference
+    answers' mean length (``count_tokens`` of each, plus the end token) times the measured ratio of generated
+    to reference length of the task (``ratios``: task -> ratio, a :func:`read_answer_record`'s), at most
+    ``llm.max_new_tokens``; None without the task's test set to measure."""
+    path = trace_split(cfg, task, "test")
+    if not path.is_file():
+        return None
+    lengths = [count_tokens(record["answer"]) + 1 for record in json.loads(path.read_text())]
+    return min(sum(lengths) / len(lengths) * ratios[task], cfg["llm"]["max_new_tokens"])

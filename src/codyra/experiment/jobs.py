@@ -98,6 +98,13 @@ def job_group(cfg: dict) -> str:
     return {"run": RUN_GROUP, "task": "task-{method}-seed{seed}-{i}"}[unit]
 
 
+def row_group(cfg: dict) -> str:
+    """The Snakemake group of a trained run's row i: its training's (:func:`job_group`), unless the family
+    trains on more GPUs than a row uses (``Family.rows_apart``: a causal LM's row generates on one of the
+    4 its DeepSpeed training holds), where each row is a job of its own that holds one GPU."""
+    return "row-{method}-seed{seed}-{i}" if family_of(cfg).rows_apart else job_group(cfg)
+
+
 # The group of a job that belongs to a whole run rather than to one of its tasks (the forward
 # probes of theta_N): the run's job when runs are the unit, a job of its own per run otherwise.
 RUN_GROUP = "run-{method}-seed{seed}"

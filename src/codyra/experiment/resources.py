@@ -10,10 +10,11 @@ A job's needs (:class:`Need`) come from the config and the model's shape
   gradients (``before_optimizer_step``), the method's own state and teachers, the activations of one
   micro-batch (per token, layer and unit of width as the GPU record measured them; the logits apart) and
   :data:`GPU_OVERHEAD`. Of a row: the model in the evaluation's precision, a causal LM's KV cache and
-  prompt pass.
+  prompt pass (a generation batch's token budget, ``eval.batch_tokens``) or, before them, theta_i's fp32 sums.
 - **Host memory**: each process (:data:`PROCESS`), theta rebuilt in fp32 on the CPU (every rank rebuilds
-  its own), the method's host state, a full-parameter update's fp32 delta while it merges, the few-shot
-  images decoded into memory and the data loader processes (:data:`LOADER_WORKER`); the page cache of
+  its own; a causal LM's row loads theta_0 in its checkpoint's dtype and builds theta_i on its GPU), the
+  method's host state, a full-parameter update's fp32 delta while it merges, the few-shot images decoded into
+  memory and the data loader processes (:data:`LOADER_WORKER`); the page cache of
   weights and data files is reclaimable and not counted.
 - **Runtime**: the units of the job times the GPU record's seconds per unit, moved from the measured GPU to
   :data:`codyra.experiment.costs.TARGET_GPU`, plus a process's start-up. Generation counts
@@ -156,7 +157,7 @@ def _footprint(cfg: dict, method: str, task: int):
 
 
 def _bf16(precision: str) -> bool:
-    return precision != "fp32"  # bf16, or auto on a GPU
+    return precision in ("bf16", "auto")  # auto: bf16 on a GPU; tf32 keeps fp32 tensors
 
 
 def _trainable(shape, footprint) -> int:
@@ -213,7 +214,7 @@ class Estimator:
             "data loader processes": _workers(cfg) * (1 + footprint.extra_loaders) * LOADER_WORKER,
         }
         if steps:
-            kind, precision = cfg["method_configs"][job.method]["kind"], "bf16" if factor == 1 else "fp32"
+            kind, precision = cfg["method_configs"][job.method]["kind"], train["precision"]
             images = train["iterations"] * train["batch_size"]
             seconds = images * self.costs.train_image_s(kind, precision) * footprint.step_cost
         else:
@@ -300,7 +301,8 @@ class Estimator:
         return Need(host, gpu, seconds + self.startup, job_threads(cfg, job.rule), 1)
 
     def lm_row(self, cfg: dict, job: Job) -> Need:
-        """A causal LM's row: theta_i rebuilt in fp32 on the CPU, answers generated on one GPU."""
+        """A causal LM's row: theta_i built once on its GPU (theta_0 loaded in its checkpoint's dtype, each
+        changed parameter summed in fp32 and rounded once: ``rebuild_as``), answers generated there."""
         from codyra.experiment.costs import evaluated_examples
 
         shape, llm, ev = self.shape, cfg["llm"], cfg["eval"]
@@ -308,16 +310,22 @@ class Estimator:
         prompt = llm["max_prompt_len"]
         if job.method is not None:
             prompt = _footprint(cfg, job.method, 1).prompt_tokens or prompt
-        tokens, replica = prompt + llm["max_new_tokens"], 2 if _bf16(ev["precision"]) else 4
+        # a batch's positions: its token budget, or batch_size rows of the longest prompt and answer
+        positions = ev["batch_tokens"] or ev["batch_size"] * (prompt + llm["max_new_tokens"])
+        replica = 2 if _bf16(ev["precision"]) else 4
+        trains = job.method is not None and self._trains(cfg, job.method)
+        generating = positions * decoder.layers * 2 * shape.kv_width * replica + positions * decoder.width * 8 * replica
         gpu = {
             f"model ({'bf16' if replica == 2 else 'fp32'})": replica * shape.params,
-            "KV cache": ev["batch_size"] * tokens * decoder.layers * 2 * shape.kv_width * replica,
-            "prompt pass (one layer at a time)": ev["batch_size"] * prompt * decoder.width * 8 * replica,
+            # the merge's fp32 sums are freed before the first batch: the larger of the two counts
+            "KV cache and prompt pass (one layer at a time), or theta_i's fp32 sums before them": max(
+                generating, 4 * shape.params if trains else 0
+            ),
             "CUDA context": GPU_OVERHEAD,
         }
         host = {
             "job process": PROCESS,
-            "theta_i as loaded (fp32)": 4 * shape.params,
+            "theta_0 as loaded (its checkpoint's dtype, fp32 at most)": 4 * shape.params,
             "an update merging (fp32)": 4 * shape.params if self._full_backbone(cfg, job) else 0,
         }
         answers = sum(evaluated_examples(cfg, t) for t in self._tested(cfg, job))
@@ -326,15 +334,15 @@ class Estimator:
         return Need(host, gpu, seconds + self.startup, job_threads(cfg, job.rule), 1)
 
     @staticmethod
-    def _full_backbone(cfg: dict, job: Job) -> bool:
-        """Whether theta_i's rebuild merges model-sized deltas (a full-parameter method's)."""
+    def _trains(cfg: dict, method: str) -> bool:
         from codyra.methods import method_of
 
-        return (
-            job.method is not None
-            and method_of(cfg, job.method).trains
-            and _footprint(cfg, job.method, 1).full_backbone
-        )
+        return method_of(cfg, method).trains
+
+    @classmethod
+    def _full_backbone(cls, cfg: dict, job: Job) -> bool:
+        """Whether theta_i's rebuild merges model-sized deltas (a full-parameter method's)."""
+        return job.method is not None and cls._trains(cfg, job.method) and _footprint(cfg, job.method, 1).full_backbone
 
     @staticmethod
     def _tested(cfg: dict, job: Job) -> list[str]:
@@ -404,13 +412,13 @@ def planned_jobs(configs: dict[str | None, dict]) -> list[Job]:
 
 def group_of(cfg: dict, job: Job) -> str | None:
     """The group job (one SLURM job) ``job`` joins on a cluster (None: submitted alone), seed left out."""
-    from codyra.experiment.jobs import job_group
+    from codyra.experiment.jobs import eval_rule, job_group, row_group
 
     if job.study is not None:
         return None if job.rule == "single_task_row0" else f"single-{job.study}-{job.method}"
     if job.rule in ("eval_row0", "heldout_row0"):
         return None
-    group = job_group(cfg)
+    group = row_group(cfg) if job.rule == eval_rule(cfg) else job_group(cfg)
     return group.replace("-seed{seed}", "").format(method=job.method, i=job.task)
 
 
@@ -576,6 +584,8 @@ def check(cfg: dict, profile: ProfileResources, costs, gpu: str | None = None) -
         if fit.group is not None:
             groups.setdefault(fit.group, []).append(fit)
     group_refusals = [r for name, members in groups.items() for r in _group_runtime(name, members)]
+    for name, members in groups.items():
+        _idle_gpus(name, members)
     for fit in fits:  # a group job's CPUs are its members' most
         members = groups.get(fit.group, [fit])
         cpus, needed = max(f.request.cpus for f in members), max(f.need.cpus for f in members)
@@ -657,6 +667,19 @@ def _compare(fit: Fit) -> None:
         )
     if req.gpus > need.gpus:
         fit.warnings.append(f"{rule}: requests {req.gpus} GPU(s), uses {need.gpus}")
+
+
+def _idle_gpus(name: str, members: list[Fit]) -> None:
+    """Warn about a group job's members that use fewer GPUs than the job holds (the most its members
+    request: they run one after another on one member's resources), as the rest wait idle meanwhile."""
+    widest = max(members, key=lambda f: f.request.gpus)
+    for fit in members:
+        idle = widest.request.gpus - max(fit.need.gpus, fit.request.gpus)
+        if idle > 0:
+            fit.warnings.append(
+                f"group job {name}: holds {widest.request.gpus} GPU(s) for its {widest.job.rule}, and {idle} of them "
+                f"idle while its {fit.job.rule} runs. Fix: the same gpu for both rules in the profile (set-resources)"
+            )
 
 
 def _group_runtime(name: str, members: list[Fit]) -> list[Refusal]:

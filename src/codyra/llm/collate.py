@@ -30,6 +30,16 @@ def left_pad(rows: Sequence[Sequence[int]], pad_value: int, multiple_of: int = 1
     return torch.tensor([[pad_value] * (length - len(row)) + list(row) for row in rows])
 
 
+def left_padded_inputs(
+    rows: Sequence[Sequence[int]], pad_token_id: int, multiple_of: int = 1
+) -> dict[str, torch.Tensor]:
+    """``input_ids`` and ``attention_mask`` of token rows padded on the left."""
+    return {
+        "input_ids": left_pad(rows, pad_token_id, multiple_of),
+        "attention_mask": left_pad([[1] * len(row) for row in rows], 0, multiple_of),
+    }
+
+
 @dataclass
 class _LeftPaddingCollator:
     tokenizer: object
@@ -43,10 +53,7 @@ class _LeftPaddingCollator:
         return left_pad(rows, pad_value, self.pad_to_multiple_of)
 
     def _inputs(self, input_ids: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
-        return {
-            "input_ids": self._pad(input_ids, self.tokenizer.pad_token_id),
-            "attention_mask": self._pad([[1] * len(row) for row in input_ids], 0),
-        }
+        return left_padded_inputs(input_ids, self.tokenizer.pad_token_id, self.pad_to_multiple_of)
 
 
 class TrainingCollator(_LeftPaddingCollator):

@@ -19,15 +19,16 @@ from pathlib import Path
 
 import torch
 
-from codyra.device import pick_device, use_threads
+from codyra.device import pick_device, precision_scope, use_threads
 from codyra.llm.generation import generate_answers
 from codyra.llm.model import length_limits, pretrained_lm, task_folder
-from codyra.llm.rebuild import rebuild_lm
+from codyra.llm.rebuild import rebuild_lm_as
 from codyra.steps.batches import derive_seed
 from codyra.store.cells import cell_record
 from codyra.store.io import write_text
-from codyra.store.model_states import for_inference
+from codyra.store.model_states import require_updates
 from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path
+from codyra.store.updates import load_method_state
 from codyra.trace.data import load_split
 from codyra.trace.metrics import TRACE_TASK_METRICS, score_task
 
@@ -36,47 +37,58 @@ def predictions_path(cell_file: Path) -> Path:
     return cell_file.with_suffix(".predictions.jsonl")
 
 
-def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *, kind, device=None) -> dict:
+def row_model(cfg: dict, method: str, seed: int | None, i: int, kind, device: torch.device):
+    """(theta_i on ``device`` in the evaluation's dtype, its tokenizer, the stored method states of tasks
+    1..i), built once for a row: bf16 on a GPU where ``eval.precision`` is auto or bf16, fp32 otherwise.
+    A method that never trains answers with theta_0 (FIX(ICL): only its prompts differ); row 0 is theta_0."""
+    bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    if kind is None or not kind.trains:
+        bundle = pretrained_lm(cfg, dtype=None)
+        bundle.model.to(device, dtype=dtype)
+        return bundle.model, bundle.tokenizer, None
+    bundle = rebuild_lm_as(cfg, method, seed, i, device, dtype)
+    states = [load_method_state(d) for d in require_updates(cfg, method, seed, i)]
+    return bundle.model, bundle.tokenizer, states
+
+
+def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *, kind, theta, device) -> dict:
     """A[i, j] for (method, seed), ``kind`` the method's class (its hooks ``for_task`` and
-    ``test_prompts``), or the pretrained row (method ``pretrained``, ``kind`` and seed None, i 0).
+    ``test_prompts``), or the pretrained row (method ``pretrained``, ``kind`` and seed None, i 0);
+    ``theta`` the row's model (:func:`row_model`), shared by its cells.
 
     Writes the predictions file and returns the cell's JSON object (the caller writes it)."""
     started = time.time()
-    use_threads(cfg["eval"]["threads"])
-    device = pick_device(device)
-    trained = kind is not None and kind.trains
-    # a method that never trains answers with theta_0 (FIX(ICL): only its prompts differ)
-    bundle = (
-        for_inference(cfg, method, seed, i, rebuild_lm(cfg, method, seed, i), kind, task=j)
-        if trained
-        else pretrained_lm(cfg)
-    )
-    # bf16 weights for generation on a GPU (as in training); fp32 on the CPU
-    bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
-    model = bundle.model.to(device, dtype=torch.bfloat16 if bf16 else torch.float32)
+    backbone, tokenizer, states = theta
+    # the model that answers task j: the method's modules beside the backbone (an E-prompt, a pool) in
+    # the backbone's device and dtype; the backbone itself is not copied
+    model = backbone if states is None else kind.for_task(backbone, states, j)
+    model.to(device, dtype=next(backbone.parameters()).dtype)
     task = cfg["tasks"][j - 1]["name"]
     examples = load_split(task_folder(cfg, j), "test")
     prompts, answers = [e.prompt for e in examples], [e.answer for e in examples]
     # what the model is shown: the method may rewrite the prompts (FIX(ICL)'s demonstrations)
     shown, prompt_len = (
-        kind.test_prompts(cfg, method, seed, j, examples, bundle.tokenizer)
+        kind.test_prompts(cfg, method, seed, j, examples, tokenizer)
         if kind is not None and kind.rewrites_prompts
         else (prompts, cfg["llm"]["max_prompt_len"])
     )
     llm = cfg["llm"]
-    predictions = generate_answers(
-        model,
-        bundle.tokenizer,
-        shown,
-        limits=dataclasses.replace(length_limits(cfg), max_prompt_len=prompt_len),
-        max_new_tokens=llm["max_new_tokens"],
-        batch_size=cfg["eval"]["batch_size"],
-        decoding=llm["decoding"],
-        temperature=llm["temperature"],
-        seed=derive_seed(seed or 0, i, j),
-        device=device,
-        desc=f"A[{i},{j}] {task}",
-    )
+    with precision_scope(device, cfg["eval"]["precision"]):  # tf32: TF32 matmuls on a GPU
+        predictions = generate_answers(
+            model,
+            tokenizer,
+            shown,
+            limits=dataclasses.replace(length_limits(cfg), max_prompt_len=prompt_len),
+            max_new_tokens=llm["max_new_tokens"],
+            batch_size=cfg["eval"]["batch_size"],
+            batch_tokens=cfg["eval"]["batch_tokens"],
+            decoding=llm["decoding"],
+            temperature=llm["temperature"],
+            seed=derive_seed(seed or 0, i, j),
+            device=device,
+            desc=f"A[{i},{j}] {task}",
+        )
     accuracy = score_task(
         task, predictions, answers, prompts, llm["accuracy_mode"], llm["rouge_mode"], llm["similarity"]
     )
@@ -99,6 +111,9 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
 
 
 def lm_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind):
-    """Yield A[i, j] for j in ``js`` (theta_i is rebuilt per cell: generation casts it)."""
+    """Yield A[i, j] for j in ``js``; theta_i is built once for the row and kept on the device."""
+    use_threads(cfg["eval"]["threads"])
+    device = pick_device(device)
+    theta = row_model(cfg, method, seed, i, kind, device)
     for j in js:
-        yield evaluate_lm_cell(cfg, method, seed, i, j, kind=kind, device=device)
+        yield evaluate_lm_cell(cfg, method, seed, i, j, kind=kind, theta=theta, device=device)

@@ -21,6 +21,8 @@ class CausalLMFamily:
     eval_rule = "eval_lm_row"  # generation: hours where a CLIP row takes minutes
     # a task holds 4 GPUs for hours: a whole run would outlast partition time limits, and a requeue would redo it all
     cluster_job = "task"
+    # a row generates on one GPU: in the training's job it would hold the other 3 of the 4 idle
+    rows_apart = True
     classifies = False  # generated answers scored by the task's metric
     has_heldout_tasks = False
     inapplicable_analyses: ClassVar[dict[str, str]] = {

@@ -116,8 +116,16 @@ def refetch(source: str, folder: Path, *, local: bool, revision: str | None, cac
     return f"delete {folder} and fetch {hub_label(source, revision)} again ({command})"
 
 
-def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None, revision: str | None = None) -> LMBundle:
-    """Model (fp32, CPU, eval mode) and tokenizer from a local folder or a hub id (:func:`model_folder`)."""
+def load_causal_lm(
+    source: str,
+    *,
+    local: bool,
+    cache_dir: str | None = None,
+    revision: str | None = None,
+    dtype: torch.dtype | None = torch.float32,
+) -> LMBundle:
+    """Model (CPU, eval mode; ``dtype``, None: the checkpoint's own) and tokenizer from a local folder or a
+    hub id (:func:`model_folder`)."""
     folder = model_folder(source, local=local, revision=revision, cache_dir=cache_dir)
     with MODEL_BUILD_LOCK:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -127,7 +135,7 @@ def load_causal_lm(source: str, *, local: bool, cache_dir: str | None = None, re
     try:
         with MODEL_BUILD_LOCK:
             model = AutoModelForCausalLM.from_pretrained(
-                folder, use_safetensors=True, dtype=torch.float32, local_files_only=True
+                folder, use_safetensors=True, dtype=dtype or "auto", local_files_only=True
             )
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except OSError as err:  # a file of the folder missing or corrupt
@@ -175,11 +183,11 @@ def fetch_hub_model(repo_id: str, revision: str | None, cache_dir: str | None) -
     return folder
 
 
-def pretrained_lm(cfg: dict) -> LMBundle:
-    """theta_0, verified (:func:`verify_hf_theta0`)."""
+def pretrained_lm(cfg: dict, dtype: torch.dtype | None = torch.float32) -> LMBundle:
+    """theta_0 (in ``dtype``; None: the checkpoint's own), verified (:func:`verify_hf_theta0`)."""
     source, local = pretrained_source(cfg)
     m = cfg["model"]
-    bundle = load_causal_lm(source, local=local, cache_dir=m["cache_dir"], revision=m["revision"])
+    bundle = load_causal_lm(source, local=local, cache_dir=m["cache_dir"], revision=m["revision"], dtype=dtype)
     verify_hf_theta0(cfg, bundle.model, source, local=local, own=is_mini(cfg) and m["pretrained"] is None)
     return bundle
 

@@ -6,11 +6,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+import torch
+
 from codyra.store.paths import UPDATE_FILE, task_dir
-from codyra.store.updates import apply_update, load_method_state, load_update, task_summary
+from codyra.store.updates import (
+    TaskUpdate,
+    apply_update,
+    check_entry,
+    load_method_state,
+    load_update,
+    param_block,
+    task_summary,
+)
 
 Bundle = TypeVar("Bundle")
 
@@ -24,6 +34,37 @@ def rebuild(cfg: dict, method: str, seed: int, upto: int, pretrained: Callable[[
     for d in dirs:  # one at a time: full fine-tuning deltas are model-sized
         apply_update(bundle.model, load_update(d))
     return bundle
+
+
+def rebuild_as(
+    cfg: dict, method: str, seed: int, upto: int, pretrained: Callable[..., Bundle], device, dtype: torch.dtype
+) -> Bundle:
+    """theta_upto on ``device`` in ``dtype``, equal to ``rebuild(...)`` cast to ``dtype``, without an fp32
+    copy of the model: ``pretrained(cfg, dtype=None)`` loads theta_0 in its checkpoint's own dtype (a 7B
+    checkpoint in fp16: half of fp32), moved to ``device``, and :func:`merge_as` adds the updates."""
+    dirs = require_updates(cfg, method, seed, upto)
+    bundle = pretrained(cfg, dtype=None)
+    merge_as(bundle.model.to(device), (load_update(d) for d in dirs), dtype)
+    return bundle
+
+
+@torch.no_grad()
+def merge_as(model: torch.nn.Module, updates: Iterable[TaskUpdate], dtype: torch.dtype) -> None:
+    """Add ``updates`` (in task order) to ``model`` and cast it to ``dtype``, each parameter an update changes
+    summed in fp32 from its stored value (the additions :func:`apply_update` makes on an fp32 model) and
+    rounded once, on the model's device; the deltas are computed on the CPU, as ``rebuild`` computes them."""
+    params = dict(model.named_parameters())
+    sums: dict[str, torch.Tensor] = {}
+    for update in updates:  # one at a time: full fine-tuning deltas are model-sized
+        for name, (param_name, rows, delta) in sorted(update.dense_deltas().items()):
+            check_entry(params, name, param_name, rows, delta)
+            if param_name not in sums:
+                sums[param_name] = params[param_name].data.float()
+            block = param_block(sums[param_name], rows)
+            block.copy_(block + delta.to(block.device))
+    model.to(dtype=dtype)
+    for param_name, total in sums.items():
+        params[param_name].data = total.to(dtype)
 
 
 def require_updates(cfg: dict, method: str, seed: int, upto: int) -> list:

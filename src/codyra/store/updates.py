@@ -100,14 +100,18 @@ def param_block(param: torch.nn.Parameter, rows) -> torch.Tensor:
 def apply_update(model: torch.nn.Module, update: TaskUpdate) -> None:
     params = dict(model.named_parameters())
     for name, (param_name, rows, delta) in sorted(update.dense_deltas().items()):
-        if param_name not in params:
-            raise KeyError(f"update entry {name!r} refers to parameter {param_name!r}, which this model does not have")
+        check_entry(params, name, param_name, rows, delta)
         block = param_block(params[param_name], rows)
-        if block.shape != delta.shape:
-            raise ValueError(
-                f"update {name!r} has shape {tuple(delta.shape)}, parameter block has {tuple(block.shape)}"
-            )
         block.copy_((block.float().cpu() + delta).to(block.dtype))
+
+
+def check_entry(params: dict, name: str, param_name: str, rows, delta: torch.Tensor) -> None:
+    """That update entry ``name`` changes a parameter of the model, in a block of the delta's shape."""
+    if param_name not in params:
+        raise KeyError(f"update entry {name!r} refers to parameter {param_name!r}, which this model does not have")
+    block = param_block(params[param_name], rows)
+    if block.shape != delta.shape:
+        raise ValueError(f"update {name!r} has shape {tuple(delta.shape)}, parameter block has {tuple(block.shape)}")
 
 
 def save_update(directory: str | Path, update: TaskUpdate, summary: dict, state: dict | None = None) -> dict:

@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 
 from codyra import __version__
+from codyra.adapters.attach import fuse_adapters
 from codyra.adapters.lora import seed_adapter_dropout
+from codyra.device import fuses_adapters, precision_scope
 from codyra.family import FitSession, family_of
 from codyra.methods.base import Method, TaskContext, summary_defaults
 from codyra.progress import progress_bar
@@ -159,40 +161,46 @@ def fit(task: TrainingTask, method: Method, run: MetricsLog, device, on_step) ->
         bar.update(start)
     model.train()
     step_seconds = []
-    for step, micro_batches in enumerate(session.batches(start), start=start + 1):
-        began = time.perf_counter()
-        if dropout is not None:  # masks are a function of (seed, task, step), as the batches are
-            dropout.manual_seed(derive_seed(seed, task_index, step, *session.dropout_key))
-        session.begin_step(micro_batches)
-        for batch in micro_batches:
-            with backend.autocast():
-                outputs = session.forward(model, batch)
-                loss = session.step_loss(batch, outputs)
-                extra = method.extra_loss(ctx, batch, outputs)
-            backend.backward(loss if extra is None else loss + extra / len(micro_batches))
-        method.before_optimizer_step(ctx)
-        backend.step()
-        scheduler.step()
-        backend.after_step(method, step, total)
-        fields = session.step_record()
-        record = {
-            "step": step,
-            TIME: time.time(),
-            "loss": fields.pop("loss"),
-            "lr": scheduler.get_last_lr()[0],
-            **fields,
-            **method.step_metrics(),
-        }
-        history.append(record)
-        step_seconds.append(time.perf_counter() - began)
-        if lead:
-            run.metrics(record)
-            bar.update(1)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
-        if step % hp["checkpoint_every"] == 0 and step < total:
-            backend.save(ckpt_dir, step, scheduler, history, method.checkpoint_state())
-        if on_step is not None:
-            on_step(step)
+    # the fused adapter forward where the precision already departs from fp32; TF32's switch held for
+    # the backward passes too, which run outside the autocast
+    fuse_adapters(model, fuses_adapters(session.device, hp["precision"]))
+    forward = torch.compile(session.forward) if hp["compile"] else session.forward  # compiled at its first call
+    with precision_scope(session.device, hp["precision"]):
+        for step, micro_batches in enumerate(session.batches(start), start=start + 1):
+            began = time.perf_counter()
+            if dropout is not None:  # masks are a function of (seed, task, step), as the batches are
+                dropout.manual_seed(derive_seed(seed, task_index, step, *session.dropout_key))
+            session.begin_step(micro_batches)
+            for batch in micro_batches:
+                with backend.autocast():
+                    outputs = forward(model, batch)
+                    loss = session.step_loss(batch, outputs)
+                    extra = method.extra_loss(ctx, batch, outputs)
+                backend.backward(loss if extra is None else loss + extra / len(micro_batches))
+            method.before_optimizer_step(ctx)
+            backend.step()
+            scheduler.step()
+            backend.after_step(method, step, total)
+            fields = session.step_record()
+            record = {
+                "step": step,
+                TIME: time.time(),
+                "loss": fields.pop("loss"),
+                "lr": scheduler.get_last_lr()[0],
+                **fields,
+                **method.step_metrics(),
+            }
+            history.append(record)
+            step_seconds.append(time.perf_counter() - began)
+            if lead:
+                run.metrics(record)
+                bar.update(1)
+                bar.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
+            if step % hp["checkpoint_every"] == 0 and step < total:
+                backend.save(ckpt_dir, step, scheduler, history, method.checkpoint_state())
+            if on_step is not None:
+                on_step(step)
+    fuse_adapters(model, False)
     if bar is not None:
         bar.close()
     carried = pack_optimizer_state(backend.moments()) if hp["carry_optimizer"] else {}
