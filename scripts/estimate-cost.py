@@ -51,6 +51,7 @@ from codyra.experiment.costs import (
     expected_answer_tokens,
     read_answer_record,
     read_record,
+    trace_split,
     trained_examples,
 )
 
@@ -140,13 +141,13 @@ def answer_lengths(cfg: dict, ratios: dict, answer_tokens: int | None) -> list[d
     """Per task of a causal-LM config: test examples, tokens an answer is expected to take, and how known."""
     bound, counter, rows = cfg["llm"]["max_new_tokens"], None, []
     for task in (t["name"] for t in cfg["tasks"]):
-        expected, how = answer_tokens, "--answer-tokens"
-        if answer_tokens is None:
-            if counter is None and (Path(cfg["data"]["root"] or "data") / task / "test.json").is_file():
-                counter = token_counter(cfg)
-            expected = counter and expected_answer_tokens(cfg, task, ratios, counter[0])
-            how = counter[1] if expected is not None else "no test set here: the bound"
-        expected = bound if expected is None else expected
+        if answer_tokens is not None:
+            expected, how = answer_tokens, "--answer-tokens"
+        elif trace_split(cfg, task, "test").is_file():
+            counter = counter or token_counter(cfg)  # the tokenizer loads once, where a test set needs it
+            expected, how = expected_answer_tokens(cfg, task, ratios, counter[0]), counter[1]
+        else:
+            expected, how = bound, "no test set here: the bound"
         rows.append({"task": task, "answers": evaluated_examples(cfg, task), "expected": expected, "how": how})
     return rows
 

@@ -279,3 +279,15 @@ def test_the_gpu_page_shows_every_precision_and_the_token_budget_a_record_holds(
     assert "LoRA's step against fp32's: tf32 1.25x, bf16 1.50x, bf16, compiled 3.00x." in page
     assert "In batches of 65,536 tokens" in page and "9,000 generated tokens/s (20.0x" in page
     assert "agree with those batches' on 98.4 % of the prompts" in page and "merged on the GPU): 12.5 s." in page
+
+
+def test_a_test_set_without_a_measured_ratio_is_refused_by_name(tmp_path):
+    from codyra.errors import ConfigError
+    from codyra.experiment.costs import expected_answer_tokens
+
+    (tmp_path / "MyTask").mkdir()
+    (tmp_path / "MyTask" / "test.json").write_text(json.dumps([{"prompt": "p", "answer": "abc"}]))
+    cfg = {"data": {"root": str(tmp_path)}, "llm": {"max_new_tokens": 2}}
+    assert expected_answer_tokens(cfg, "MyTask", {"MyTask": 1.0}, len) == 2  # 3 bytes + EOS, capped at the bound
+    with pytest.raises(ConfigError, match="no measured answer-length ratio for task 'MyTask'.*--answer-tokens"):
+        expected_answer_tokens(cfg, "MyTask", {"FOMC": 1.0}, len)

@@ -212,6 +212,8 @@ def test_a_row_of_a_causal_lm_builds_theta_on_its_gpu_and_generates_every_answer
     cfg["eval"]["batch_tokens"] = None
     icl = need(cfg, Job("eval_lm_row", "icl", 3))
     assert icl.gpu[ROW_GPU] == 16 * (3584 + 512) * (32 * 2 * 4096 * 2 + 4096 * 8 * 2)
+    cfg["eval"]["precision"] = "tf32"  # fp32 tensors, TF32 products: the model and cache in fp32
+    assert need(cfg, Job("eval_lm_row", "codyra", 3)).gpu["model (fp32)"] == 4 * LLAMA_2_7B
 
 
 def test_a_trace_row_is_a_job_of_its_own_and_a_group_that_idles_gpus_is_warned_about(tmp_path):

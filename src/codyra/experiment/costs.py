@@ -199,5 +199,10 @@ def expected_answer_tokens(cfg: dict, task: str, ratios: dict, count_tokens) -> 
     path = trace_split(cfg, task, "test")
     if not path.is_file():
         return None
+    if task not in ratios:
+        raise ConfigError(
+            f"no measured answer-length ratio for task {task!r} (the record has {', '.join(sorted(ratios))}): "
+            "measure one with scripts/answer-lengths.py on a grid that has the task, or pass --answer-tokens"
+        )
     lengths = [count_tokens(record["answer"]) + 1 for record in json.loads(path.read_text())]
     return min(sum(lengths) / len(lengths) * ratios[task], cfg["llm"]["max_new_tokens"])
