@@ -2,8 +2,9 @@
 #   make run    # the embedded default, end to end -> results/tables/mini/
 #   make test   # the test suite
 # Each first makes sure the virtual environment .venv is there and current: it is created when
-# missing and reinstalled when pyproject.toml or constraints.txt changed since it was installed
-# (their checksum is kept in .venv/.codyra-env); otherwise nothing is installed.
+# missing, reinstalled when pyproject.toml or constraints.txt changed since it was installed
+# (their checksum is kept in .venv/.codyra-env) and created again when it is another checkout's
+# (a copied or moved project); otherwise nothing is installed.
 #   make run SNAKEMAKE_ARGS="--configfile config/mini_trace.yaml"    # another config, more options
 #   make test PYTEST_ARGS="tests/test_config.py -x"                   # a part of the suite
 # torch comes from the machine's wheels (pip's find-links on the reference machine); the rest is
@@ -22,15 +23,31 @@ PYTEST_ARGS ?=
 STAMP := $(VENV)/.codyra-env
 ENV_KEY = $(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1-2) [$(EXTRAS)] $(TORCH)
 BIN := $(abspath $(VENV))/bin
+# The parts of .venv that would run another checkout's code, a line each (none: it is this
+# checkout's). A copied or moved .venv keeps the original's editable install (its codyra imports
+# from the original's src/) and launchers that start the original's python (their first line, or
+# the second of a long path's sh trampoline). A reinstall would not rewrite the launchers of the
+# packages already installed, so such a venv is created anew.
+FOREIGN = $(VENV)/bin/python -c 'import codyra; print(codyra.__file__)' 2>/dev/null \
+	| grep -vxF "$(CURDIR)/src/codyra/__init__.py" | sed 's/^/its codyra is /'; \
+	for launcher in snakemake pytest; do [ ! -f $(VENV)/bin/$$launcher ] \
+	|| head -n2 $(VENV)/bin/$$launcher | grep -qF -e "\#!$(BIN)/" -e "'exec' \"$(BIN)/" \
+	|| echo "bin/$$launcher starts $$(head -n1 $(VENV)/bin/$$launcher | cut -c3-)"; done
 
 .PHONY: env run test
 
 env:
-	@if [ "$$(cat $(STAMP) 2>/dev/null)" = "$(ENV_KEY)" ]; then \
+	@foreign="$$($(FOREIGN))"; \
+	if [ -z "$$foreign" ] && [ "$$(cat $(STAMP) 2>/dev/null)" = "$(ENV_KEY)" ]; then \
 		echo "$(VENV): up to date with pyproject.toml and constraints.txt"; \
 	else \
 		set -e; \
-		[ -x $(VENV)/bin/python ] || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }; \
+		if [ ! -x $(VENV)/bin/python ]; then echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); \
+		elif [ -n "$$foreign" ]; then \
+			echo "$(VENV) is another checkout's, whose code it would run:"; echo "$$foreign" | sed 's/^/  /'; \
+			echo "creating it anew for $(CURDIR)"; \
+			$(PYTHON) -m venv --clear $(VENV); \
+		fi; \
 		echo "installing into $(VENV): $(TORCH), codyra[$(EXTRAS)] with constraints.txt"; \
 		$(PIP) install -q $(TORCH); \
 		$(PIP) install -q -e ".[$(EXTRAS)]" -c constraints.txt; \

@@ -4,7 +4,7 @@
 Reads ``<results>/<method>/seed<s>/matrix.json`` of every run and the pretrained row's cells (a
 CLIP cell holds its task's number of classes, a TRACE cell its metric), prints each property
 with its measured value, and exits 1 when one fails. For the CLIP mini the thresholds are those
-the README's "The mini benchmark" states:
+docs/mini.md, "The CLIP mini", states:
 
 - no task saturated before training: zero-shot A[0, j] <= 85 on every task, and >= 2x chance on
   at least 3 tasks;

@@ -12,10 +12,11 @@ Reads each run's ``matrix.json`` (and the trained tasks' ``summary.json``) under
 - CoDyRA-style runs' effective rank (``active_rank_mean`` of their summaries), min to max.
 
 With ``--configfile`` (the grid's config) the summary holds that config's methods only,
-``--table NAME`` (repeatable) appends a table the grid wrote (e.g. ``blip``), and ``--analysis
-NAME`` (repeatable) the tables and figures that the ``paper`` target's analysis NAME wrote
-(``codyra.analysis.registry.outputs``), the figures copied beside the page into a folder of the
-page's name.
+``--table NAME`` (repeatable) appends a table the grid wrote (e.g. ``blip``), ``--figure NAME``
+(repeatable) a figure it drew (e.g. ``comparison_last_forgetting``, ``comparison_per_task``: the
+methods compared), and ``--analysis NAME`` (repeatable) the tables and figures that the ``paper``
+target's analysis NAME wrote (``codyra.analysis.registry.outputs``), the figures copied beside the
+page into a folder of the page's name.
 
 With ``--since PAGE`` (a previous rendering, usually the page being replaced) the page says what
 changed since: every method whose summary row differs, its old and new Transfer, Average, Last and
@@ -270,6 +271,14 @@ def main(argv=None) -> int:
         help="append results/tables/<benchmark>/NAME.md, e.g. blip (repeatable; needs --configfile)",
     )
     parser.add_argument(
+        "--figure",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="append results/figures/<benchmark>/NAME.png, e.g. comparison_last_forgetting (repeatable; needs "
+        "--configfile)",
+    )
+    parser.add_argument(
         "--analysis",
         action="append",
         default=[],
@@ -301,8 +310,10 @@ def main(argv=None) -> int:
     if args.why and not args.since:
         parser.error("--why gives the reasons for the changes --since finds: give --since PAGE")
     previous = args.since.read_text() if args.since else None  # read before --out may replace it
-    if (args.analysis or args.table) and not (args.configfile and args.out):
-        parser.error("--analysis and --table need --configfile (the grid's config) and --out (figures go beside it)")
+    if (args.analysis or args.table or args.figure) and not (args.configfile and args.out):
+        parser.error(
+            "--analysis, --table and --figure need --configfile (the grid's config) and --out (figures go beside it)"
+        )
     cfg = None
     if args.configfile:
         from codyra.experiment.config import load_config
@@ -314,10 +325,15 @@ def main(argv=None) -> int:
     if previous is not None:
         summary = lines.index("## Summary (mean ± std over seeds)")  # the section goes just above it
         lines[summary:summary] = changes_since(previous, lines, args.why)[1:] + [""]
-    if args.table:
-        lines += ["", "## Tables", *copied_files(output_files(cfg, args.table, [], "--table"), args.out)]
-    if args.analysis:
-        lines += analysis_sections(cfg, args.analysis, args.out)
+    # every file is checked before any is copied
+    table_files = output_files(cfg, args.table, [], "--table") if args.table else []
+    figure_files = output_files(cfg, [], args.figure, "--figure") if args.figure else []
+    analyses = analysis_sections(cfg, args.analysis, args.out) if args.analysis else []
+    if table_files:
+        lines += ["", "## Tables", *copied_files(table_files, args.out)]
+    if figure_files:
+        lines += ["", "## Figures", *copied_files(figure_files, args.out)]
+    lines += analyses
     page = "\n".join(lines) + "\n"
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

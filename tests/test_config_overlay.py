@@ -138,3 +138,56 @@ def test_clip_paper_benchmarks_share_their_methods_and_training():
         resolved("mtil_5shot")["method_configs"]["codyra"]["dense_ratio"],
         resolved("xtail_16shot")["method_configs"]["codyra"]["dense_ratio"],
     ) == (0.7, 0.5)
+
+
+def refusal(cfg: dict) -> list[str]:
+    """The lines of the error that refuses ``cfg``."""
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg)
+    return str(err.value).splitlines()
+
+
+def test_a_file_written_as_a_merge_says_how_to_extend_then_names_its_typo(tmp_path):
+    path = write(tmp_path / "ov.yaml", {"methods": ["codyra"], "method_configs": {"codyra": {"kapa_max": 0.1}}})
+    for raw in (config_from_files([path], {}), read_config_file(path)):  # the workflow's and the CLI's reading
+        lines = refusal(raw)
+        assert lines[0].startswith("the config has no benchmark, seeds, model, data, tasks: ")
+        assert "replaces config/config.yaml, it is not merged into it" in lines[0]
+        assert [line for line in lines if "extends" in line] == [lines[0]]
+        assert "start the file with `extends: config/config.yaml`" in lines[0]
+        typo = "  config key method_configs.codyra.kapa_max: no method kind has an option 'kapa_max'"
+        assert lines[1:] == ["invalid configuration:", f"{typo} (did you mean 'kappa_max'?)"]
+
+
+def test_an_overlay_is_refused_even_when_its_own_keys_are_right():
+    lines = refusal({"seeds": [0], "method_configs": {"codyra": {"kappa_max": 0.1}}})
+    assert len(lines) == 1 and lines[0].startswith("the config has no benchmark, methods, model, data, tasks: ")
+
+
+def test_an_overlays_list_items_are_its_own_and_keep_their_missing_keys():
+    lines = refusal({"seeds": [0], "tasks": [{"train": {"lr": 0.1}}]})
+    assert lines[1:] == ["invalid configuration:", "  config key tasks[0]: 'name' is a required property"]
+
+
+def test_a_full_config_without_one_key_says_which_after_the_misspelt_one():
+    cfg = copy.deepcopy(TINY)
+    cfg.pop("data")
+    assert refusal(cfg) == ["invalid configuration:", "  config key <top level>: 'data' is a required property"]
+    cfg = copy.deepcopy(TINY)
+    cfg["tasks"][0].pop("name")
+    cfg["train"]["lrr"] = 0.1
+    assert refusal(cfg) == [
+        "invalid configuration:",
+        "  config key train.lrr: unknown key; did you mean 'lr'?",
+        "  config key tasks[0]: 'name' is a required property",
+    ]
+
+
+def test_a_full_configs_misspelt_option_is_named_beside_its_schema_errors():
+    cfg = copy.deepcopy(TINY)
+    cfg["train"]["lr"] = "fast"
+    cfg["method_configs"]["codyra"]["kapa_max"] = 0.1
+    lines = refusal(cfg)
+    assert len(lines) == 3 and lines[2] == "  config key train.lr: 'fast' is not of type 'number'"
+    assert lines[1].startswith("  config key method_configs.codyra.kapa_max: method kind 'codyra' has no option")
+    assert lines[1].endswith("(did you mean 'kappa_max'?)")

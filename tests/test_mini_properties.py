@@ -3,7 +3,7 @@ shorter pretraining, fewer iterations and smaller test sets than the default con
 
 A change that saturates a task before training, makes one unlearnable or trivial, stops
 sequential training from learning, or stops it from forgetting fails here (the default
-grid's numbers are in the README). Pretraining runs on one thread: the pretrained weights
+grid's numbers are in docs/results/mini.md). Pretraining runs on one thread: the pretrained weights
 depend on the thread count, and one thread is also the faster on a busy machine.
 """
 

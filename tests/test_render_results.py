@@ -121,3 +121,23 @@ def test_a_named_table_is_appended_and_a_missing_one_named(tmp_path):
         "\n**mini-blip: Averaged performance using BLIP**"
     ]
     assert not page.with_suffix("").exists()  # no figure, no folder
+
+
+def test_a_named_figure_is_copied_beside_the_page_and_embedded(tmp_path):
+    script = load_script("render-results")
+    config = Path(ROOT) / "config" / "config.yaml"
+    results, page = tmp_path / "results", tmp_path / "docs" / "mini.md"
+    cfg = {**load_config(config), "results": str(results)}
+    for method in cfg["methods"]:
+        write_run(results / "mini", method, 0, [40.0, 60.0], 10.0)
+    args = [str(results), "mini", "--configfile", str(config), "--out", str(page)]
+    figure = ["--figure", "comparison_last_forgetting"]
+    with pytest.raises(SystemExit, match=r"--figure: .*comparison_last_forgetting\.png missing"):
+        script.main(args + figure)
+    with pytest.raises(SystemExit):
+        script.main([str(results), "mini", *figure])  # a figure goes beside a page of a config's grid
+    figures_dir(cfg).mkdir(parents=True)
+    (figures_dir(cfg) / "comparison_last_forgetting.png").write_bytes(b"png")
+    assert script.main(args + figure) == 0
+    assert "## Figures\n\n![comparison_last_forgetting](mini/comparison_last_forgetting.png)" in page.read_text()
+    assert (page.parent / "mini" / "comparison_last_forgetting.png").read_bytes() == b"png"

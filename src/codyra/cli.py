@@ -15,6 +15,7 @@ from pathlib import Path
 from codyra.cli_options import add_set_option
 
 DEFAULT_CONFIG = "config/config.yaml"
+SNAKEFILE = "workflow/Snakefile"
 DESCRIPTION = "The codyra command line: one command per Snakemake job, usable on its own."
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,23 @@ def _config(args) -> dict:
         cfg = single_task_config(cfg, args.single_task)
     if getattr(args, "threads", None):  # the scheduler's allotment wins over the config's thread counts
         _set_threads(cfg, args.threads)
+    _require_method(cfg, args)
     return cfg
+
+
+def _require_method(cfg: dict, args) -> None:
+    """Every command's --method: an unknown name is refused before any work, with the nearest known one."""
+    import difflib
+
+    from codyra.store.paths import PRETRAINED
+
+    method = getattr(args, "method", None)
+    known = [*cfg["method_configs"], *([PRETRAINED] if getattr(args, "pretrained_row", False) else [])]
+    if method is None or method in known:
+        return
+    close = difflib.get_close_matches(method, known, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"unknown method {method!r}{hint}; configured: {', '.join(sorted(known))}")
 
 
 def _set_threads(cfg: dict, threads: int) -> None:
@@ -65,6 +82,7 @@ def cmd_train(args) -> None:
         print(message)
         return
     train_task(cfg, args.method, args.seed, args.task, device=args.device)
+    _say_outdated(args, cfg, task=args.task)
 
 
 def train_up_to_date(cfg: dict, method: str, seed: int, i: int) -> bool:
@@ -96,9 +114,31 @@ def cmd_cell(args) -> None:
             raise ValueError("--seed does not apply to the pretrained model: its row 0 is shared by every seed")
     elif args.seed is None:
         raise ValueError(f"--seed is required for method {args.method!r}")
-    evaluate_row(
-        _config(args), args.method, args.seed, args.i, None if args.j is None else [args.j], device=args.device
-    )
+    cfg = _config(args)
+    evaluate_row(cfg, args.method, args.seed, args.i, None if args.j is None else [args.j], device=args.device)
+    _say_outdated(args, cfg)
+
+
+def _say_outdated(args, cfg: dict, task: int | None = None) -> None:
+    """After a direct train or cell (not a workflow job): one line naming the results downstream that
+    are now older than what it wrote, and the Snakemake command that updates them."""
+    if args.config_dict is not None:  # a job of the workflow: Snakemake updates what follows
+        return
+    from codyra.grid.invalidate import outdated_by, remake_command
+
+    parts = outdated_by(cfg, args.method, args.seed, task=task)
+    if parts:
+        message = (
+            f"out of date now (older than what this command wrote): {'; '.join(parts)}; "
+            f"update them: {remake_command(_configfile(args), ['all_tables'])}"
+        )
+        log.info(message)
+        print(message)
+
+
+def _configfile(args) -> str | None:
+    """The --configfile that gives Snakemake this command's config (None: the workflow's default)."""
+    return None if args.config == DEFAULT_CONFIG else args.config
 
 
 def cmd_eval_cache(args) -> None:
@@ -161,6 +201,21 @@ def run_stream(cfg: dict, method: str, seed: int, *, device=None) -> dict:
     return result
 
 
+def cmd_status(args) -> None:
+    from codyra.grid.status import as_json, grid_status, render
+
+    state = grid_status(_config(args), args.config)
+    print(as_json(state) if args.json else render(state))
+
+
+def cmd_invalidate(args) -> None:
+    from codyra.grid.invalidate import invalidate, report, selected_paths
+
+    paths = selected_paths(_config(args), args.method, args.seed, args.task, args.cell)
+    result = invalidate(paths, args.config, dry_run=args.dry_run, snakefile=args.snakefile)
+    print(report(result, _configfile(args), dry_run=args.dry_run))
+
+
 def cmd_tables(args) -> None:
     from codyra.evaluation.tables import write_tables
     from codyra.tracking.mirror import with_store
@@ -182,7 +237,7 @@ def cmd_sync_mlflow(args) -> None:
     uri = tracking_uri(cfg)
     if not store_answers(uri):
         raise ConnectionError(
-            f"MLflow store {uri} does not answer: start the tracking server (see README, MLflow) or point "
+            f"MLflow store {uri} does not answer: start the tracking server (see docs/mlflow.md) or point "
             "tracking.uri / MLFLOW_TRACKING_URI at one that runs, then sync again; the result files are unaffected"
         )
     counts = sync_mlflow(cfg, tables_dir(cfg))
@@ -325,7 +380,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     def command(
-        name, handler, help_text, example, *, config=True, threads=False, device=False, launchable=False, details=""
+        name,
+        handler,
+        help_text,
+        example,
+        *,
+        config=True,
+        sets=True,
+        threads=False,
+        device=False,
+        launchable=False,
+        details="",
     ):
         p = sub.add_parser(
             name,
@@ -342,7 +407,10 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="FILE",
                 help=f"experiment config YAML (default {DEFAULT_CONFIG})",
             )
-            add_set_option(p)
+            if sets:
+                add_set_option(p)
+            else:
+                p.set_defaults(set=[])
         if threads:
             p.add_argument(
                 "--threads",
@@ -376,6 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="a method of the config's methods list, or 'pretrained' for the shared row 0",
         )
         p.add_argument("--seed", type=int, help="training seed of the run (not for 'pretrained')")
+        p.set_defaults(pretrained_row=True)
         p.add_argument(
             "--i", type=int, required=True, metavar="ROW", help="row: the model after tasks 1..i (0 = pretrained)"
         )
@@ -483,6 +552,39 @@ def build_parser() -> argparse.ArgumentParser:
         "write the paper's tables of the benchmark (Markdown, CSV, LaTeX, HTML) and sync MLflow",
         "codyra tables --config config/mtil_5shot.yaml",
     )
+    p = command(
+        "status",
+        cmd_status,
+        "the state of the grid at a glance: per method and seed, the tasks trained, the cells evaluated, "
+        "the jobs that failed (with their logs) and the serial compute left",
+        "codyra status --config config/mtil_5shot.yaml",
+    )
+    p.add_argument("--json", action="store_true", help="print the state as JSON, for scripts")
+    p = command(
+        "invalidate",
+        cmd_invalidate,
+        "remove a run, a task or a cell and everything the workflow computes from it, then name the "
+        "snakemake command that remakes them (deleting a folder by hand does nothing once the tables are newer)",
+        "codyra invalidate --method codyra --seed 0 --task 3 --dry-run",
+        sets=False,  # the workflow reads the config file as it is: no --set reaches it
+    )
+    p.add_argument("--method", required=True, help="a method of the grid, or 'pretrained' for the shared row 0")
+    p.add_argument("--seed", type=int, help="one run of the method (default: every seed)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--task", type=int, metavar="I", help="task i of the run, its later tasks and every row from i on"
+    )
+    which.add_argument(
+        "--cell", type=int, nargs=2, metavar=("I", "J"), help="cell A[i, j] of the run (its row is recomputed)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed and remove nothing")
+    p.add_argument(
+        "--snakefile",
+        default=SNAKEFILE,
+        metavar="FILE",
+        help=f"the workflow whose DAG says what depends on what (default {SNAKEFILE})",
+    )
+    p.set_defaults(pretrained_row=True)
     command(
         "sync-mlflow",
         cmd_sync_mlflow,

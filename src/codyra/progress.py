@@ -4,6 +4,13 @@ Snakemake runs the embedded default's jobs as threads of its own process (see
 profiles/default), so a job cannot redirect sys.stderr. Instead ``job_log`` routes this
 thread's log records and progress bars into the job's log file, and writes the traceback
 there if the job fails, so the log's last lines say why.
+
+The job's handler sits on the root logger too. open_clip logs through the module-level
+``logging.info``, which, on a root logger without handlers, first calls ``logging.basicConfig``:
+a stderr handler on the root logger of the whole Snakemake process, to which Snakemake's own
+records propagate, so each of them would print twice (``INFO:snakemake.logging:...``) for the
+rest of the run. With the job's handler there, that call configures nothing, and what the job's
+libraries log (warnings and above on the root logger's default level) goes to the job's log.
 """
 
 from __future__ import annotations
@@ -76,7 +83,8 @@ class _ThisThread(logging.Filter):
 
 @contextlib.contextmanager
 def job_log(path: str | Path | None):
-    """Send this thread's ``codyra`` logs, progress and any traceback to ``path`` (None: stderr)."""
+    """Send this thread's ``codyra`` logs, what libraries log on the root logger, progress and any
+    traceback to ``path`` (None: stderr)."""
     logger = logging.getLogger("codyra")
     logger.setLevel(logging.INFO)
     logger.propagate = False  # the job's own handler below is the only destination
@@ -87,6 +95,7 @@ def job_log(path: str | Path | None):
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     handler.addFilter(_ThisThread())
     logger.addHandler(handler)
+    logging.root.addHandler(handler)
     previous, _local.stream = getattr(_local, "stream", None), stream
     try:
         yield stream
@@ -97,5 +106,6 @@ def job_log(path: str | Path | None):
     finally:
         _local.stream = previous
         logger.removeHandler(handler)
+        logging.root.removeHandler(handler)
         if path:
             stream.close()

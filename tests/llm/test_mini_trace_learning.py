@@ -4,7 +4,7 @@ the model after the whole stream beats the pretrained one (TRACE's OP).
 
 One seed and a shortened schedule of config/mini_trace.yaml (pretraining steps, sizes), the
 task order and relative epochs of the config; the effects pinned are the ones the full grid
-shows (README, "The mini TRACE"), with margins wide enough to hold for this schedule, narrow
+shows (docs/mini.md, "The mini TRACE"), with margins wide enough to hold for this schedule, narrow
 enough that a task made trivial (solved by the pretrained LM), unlearnable (not learnt by the
 adapter) or a stream in which the last task's format overwrites every other fails."""
 

@@ -42,9 +42,15 @@ def test_the_runs_of_jobs_on_the_nodes_come_from_their_files_when_their_run_is_s
         *(f"train/{bench}/lora-r4/seed0/task{i}" for i in (1, 2, 3)),
         *(f"row/{bench}/lora-r4/seed0/A_{i}" for i in (0, 1, 2, 3)),
         f"run/{bench}/lora-r4/seed0",
+        f"summary/{bench}/lora-r4/seeds0",  # over its one seed
     }
     parent = runs[f"run/{bench}/lora-r4/seed0"]
     assert "Average" in parent.data.metrics and parent.info.status == "FINISHED"
+    names = [
+        runs[f"{kind}/{bench}/lora-r4/seed0/{part}"].info.run_name
+        for kind, part in (("train", "task1"), ("row", "A_0"))
+    ]
+    assert [parent.info.run_name, *names] == ["lora-r4 s0", "lora-r4 s0 task01-colour", "lora-r4 s0 row00"]
     assert all(runs[key].data.tags[mirror.COMPLETE] == "true" for key in runs if key.startswith(("train/", "row/")))
     summarize_run(cfg, "lora-r4", 0)  # summarized again (a rerun of the local job): no duplicate
     assert len(Store(cfg).runs_by_key()) == len(runs)

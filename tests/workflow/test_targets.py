@@ -6,8 +6,12 @@ import base64
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
+
+from codyra.evaluation.tables import output_files
+from codyra.experiment.config import load_config
 
 from .conftest import grid_config, job_counts, snakemake
 
@@ -21,6 +25,15 @@ def test_bare_snakemake_ran_the_whole_grid(finished_grid):
     )  # the run's plan: the default target, not the first included rule
     assert counts["all_tables"] == counts["tables"] == 1 and counts["train_task"] > 0
     assert (workdir / "results" / "tables" / cfg["benchmark"] / "table1.md").is_file()
+
+
+def test_the_tables_job_writes_what_it_declares(finished_grid):
+    workdir, cfg, _ = finished_grid
+    written = {p for folder in ("tables", "figures") for p in (workdir / "results" / folder).rglob("*") if p.is_file()}
+    summary = snakemake(workdir, cfg, "--summary").stdout.splitlines()
+    declared = {Path(line.split("\t")[0]) for line in summary if line.split("\t")[2:3] == ["tables"]}
+    # what status counts and invalidate removes (other targets of the shared grid add their own files)
+    assert declared == set(output_files(load_config(cfg))) and declared <= written
 
 
 def rule_of_each_node(dot: str) -> list[str]:
@@ -58,10 +71,23 @@ def test_report_of_the_finished_grid_contains_the_tables_and_runs(finished_grid,
         ]
     assert b"Transfer" in (tables / "table1.html").read_bytes()
     runs = len(cfg["methods"]) * len(cfg["seeds"])
-    heatmaps = sorted(file for mime, file, _ in embedded if mime == "image/png")
-    assert heatmaps == sorted(f"A_{m}.png" for m in cfg["methods"])  # one per method, the mean over seeds
+    figures = sorted(file for mime, file, _ in embedded if mime == "image/png")
+    comparisons = ["comparison_last_forgetting.png", "comparison_per_task.png"]
+    assert figures == sorted([*comparisons, *(f"A_{m}.png" for m in cfg["methods"])])  # a heatmap per method
     assert sum(file == "matrix.json" for _, file, _ in embedded) == runs
     categories = json.loads(re.search(r"var categories = (\{.*?\});?\n", html).group(1))
-    assert set(categories) == {cfg["benchmark"]}  # one category per benchmark: tables + one subcategory per method
-    assert set(categories[cfg["benchmark"]]) == {"tables", *cfg["methods"]}
+    assert set(categories) == {cfg["benchmark"]}  # one category per benchmark
+    # in reading order (the report sorts subcategories by name, results by their labels): the paper's
+    # tables, Table 1 first, the comparison figures, then a subcategory per method
+    subcategories = categories[cfg["benchmark"]]
+    assert sorted(subcategories) == ["1. tables", "2. comparison figures", *sorted(cfg["methods"])]
+    results = json.loads(re.search(r"var results = (\{.*?\});?\n", html).group(1))
+    order = sorted(subcategories["1. tables"], key=lambda path: results[path]["labels"]["table"])
+    assert [path.rsplit("/", 1)[-1] for path in order] == ["table1.html", "forgetting.html"]
+    method = cfg["methods"][0]
+    assert sorted(results[path]["labels"]["result"] for path in subcategories[method]) == [
+        "A heatmap",
+        "A table",
+        *["matrix (JSON)"] * len(cfg["seeds"]),
+    ]
     assert "best mean of each column within a block" in html  # table1's caption (workflow/report/tables/)

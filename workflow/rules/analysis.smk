@@ -1,6 +1,6 @@
 # The paper's analyses (codyra.analysis): tables under results/tables/<benchmark>/, figures
 # (PNG + PDF) under results/figures/<benchmark>/, every one a report() result. `paper` builds
-# all that apply to the config (README "Analyses"). Analyses read stored files only; the
+# all that apply to the config (docs/analyses.md). Analyses read stored files only; the
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
 from codyra.analysis.common import adapter_methods, trained_methods
 from codyra.analysis.registry import available, skipped

@@ -15,6 +15,7 @@ from codyra.experiment.costs import DEFAULT_RECORD
 from codyra.experiment.resources import ProfileResources, job_threads, refuse_unfit
 from codyra.analysis.probe_files import probe_names
 from codyra.analysis.registry import outputs
+from codyra.evaluation.tables import TABLE_FORMATS
 from codyra.methods import method_of, reference_readers
 from codyra.methods.lora import norm_references
 from codyra.store.paths import CELL, EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST, FIGURES_DIR, HELDOUT, PROBE, ROW0_CELL, ROW0_HELDOUT, RUN_DIR, TABLES_DIR, eval_cache_dir
@@ -36,11 +37,20 @@ if workflow.remote_exec:  # a submitted job: its group's `run:` members run as t
     mark_submitted_job()  # MLflow: a tracking server only, never the local store (codyra.tracking.mirror)
 
 
+if workflow.is_main_process:  # a copied project whose environment still imports the original's code
+    from codyra.experiment.snakemake_compat import foreign_code
+    from snakemake.logging import logger
+
+    if foreign := foreign_code(workflow.basedir):
+        logger.warning(foreign)
+
+
 def _raw_config():
     # A --configfile replaces the default config/config.yaml instead of being deep-merged
     # into it (a merge would leak the mini benchmark's keys into a paper benchmark), so the
     # Snakefile declares no `configfile:` (Snakemake would merge into it, and say so). The
-    # files are read by codyra: Snakemake's loader knows nothing of `extends`.
+    # files are read by codyra: Snakemake's loader knows nothing of `extends`. A file written
+    # as if it were merged is refused with how to extend instead (config.overlay_advice).
     settings = workflow.config_settings
     return config_from_files(settings.configfiles or [DEFAULT_CONFIG], settings.config)
 
@@ -84,7 +94,6 @@ CELL_PATTERN = CELL.format(**_fixed, method="{method}", seed="{seed}", i="{i}", 
 ROW0_FILES = [ROW0_CELL.format(**_fixed, j=j) for j in TASKS]
 TABLES = TABLES_DIR.format(**_fixed)
 FIGURES = FIGURES_DIR.format(**_fixed)
-TABLE_FORMATS = ("md", "csv", "tex", "html")
 PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their own theta_0
 TRACKING = CFG["tracking"]["enabled"]
 JOB_GROUP = job_group(CFG)  # one SLURM job per CLIP run, per LM task (codyra.experiment.jobs.job_group)
@@ -218,24 +227,39 @@ def row_inputs(w):
     return inputs
 
 
-# --- per-run results and tables in the report (tables.smk)
+# --- per-run results, tables and figures in the report (tables.smk, analysis.smk)
+# The report shows a benchmark's results in reading order. Snakemake's report sorts a category's
+# subcategories by name and the results inside one by their labels' values (the first label first,
+# as text): the paper's tables come first, then the figures comparing methods, the analyses and a
+# subcategory per method (its heatmap and A table, the mean over seeds, then each seed's matrix).
+# A table or figure carries its place in its one label: a second label with two values, one result
+# each, would become the report's toggle between the two.
+REPORT_TABLES, REPORT_FIGURES, REPORT_ANALYSES = "1. tables", "2. comparison figures", "3. analyses"
 
 
 def run_result(path, caption, kind):
-    return report(path, caption=caption, category=BENCHMARK, subcategory="{method}", labels={"seed": "{seed}", "result": kind})
+    return report(path, caption=caption, category=BENCHMARK, subcategory="{method}", labels={"result": kind, "seed": "{seed}"})
 
 
-def table_result(name, ext):
+def table_result(name, ext, place):
+    """A table's file; the HTML one in the report, the ``place``-th of the paper's tables (a method's A table: in its subcategory)."""
     path = f"{TABLES}/{name}.{ext}"
     if ext != "html":  # the report shows each table once, rendered; the other formats sit next to it
         return path
-    caption = f"../report/tables/{'A_method' if name.startswith('A_') else name}.rst"
-    return report(path, caption=caption, category=BENCHMARK, subcategory="tables", labels={"table": name})
+    if name.startswith("A_"):
+        method = name.removeprefix("A_")
+        return report(path, caption="../report/tables/A_method.rst", category=BENCHMARK, subcategory=method, labels={"result": "A table", "seed": "mean"})
+    return report(path, caption=f"../report/tables/{name}.rst", category=BENCHMARK, subcategory=REPORT_TABLES, labels={"table": f"{place}. {name}"})
 
 
 def heatmap_result(method, name):
     path = f"{FIGURES}/{name}.png"
-    return report(path, caption="../report/heatmap.rst", category=BENCHMARK, subcategory=method, labels={"seed": "mean", "result": "heatmap"})
+    return report(path, caption="../report/heatmap.rst", category=BENCHMARK, subcategory=method, labels={"result": "A heatmap", "seed": "mean"})
+
+
+def comparison_result(name, place):
+    path = f"{FIGURES}/{name}.png"
+    return report(path, caption=f"../report/{name}.rst", category=BENCHMARK, subcategory=REPORT_FIGURES, labels={"figure": f"{place}. {name}"})
 
 
 # --- analyses (analysis.smk)
@@ -246,8 +270,8 @@ def analysis_files(name, method=None):
     tables, figures = outputs(CFG, name, method)
     caption = f"../report/analysis_{name}.rst"
     files = [f"{TABLES}/{t}.{ext}" for t in tables for ext in TABLE_FORMATS if ext != "html"]
-    files += [report(f"{TABLES}/{t}.html", caption=caption, category=BENCHMARK, subcategory="analyses", labels={"analysis": name, "result": t}) for t in tables]
-    files += [report(f"{FIGURES}/{f}.png", caption=caption, category=BENCHMARK, subcategory="analyses", labels={"analysis": name, "result": f}) for f in figures]
+    files += [report(f"{TABLES}/{t}.html", caption=caption, category=BENCHMARK, subcategory=REPORT_ANALYSES, labels={"analysis": name, "result": t}) for t in tables]
+    files += [report(f"{FIGURES}/{f}.png", caption=caption, category=BENCHMARK, subcategory=REPORT_ANALYSES, labels={"analysis": name, "result": f}) for f in figures]
     return files + [f"{FIGURES}/{f}.pdf" for f in figures]
 
 

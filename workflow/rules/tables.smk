@@ -1,8 +1,9 @@
 # Per-run matrices and the paper's tables (whose job also fills in MLflow, best-effort).
-# Tables, heatmaps and matrices are report() results of `snakemake --report`: one category per
-# benchmark, inside it the tables and one subcategory per method (its mean heatmap over seeds,
-# its matrix per seed). Each run's own heatmap (PNG + PDF) stays in its run folder and on MLflow.
-from codyra.evaluation.tables import heatmap_names, table_names
+# Tables, figures and matrices are report() results of `snakemake --report`, in reading order
+# (common.smk): one category per benchmark, inside it the paper's tables, the figures comparing the
+# methods, and one subcategory per method (its mean heatmap and A table over seeds, its matrix per
+# seed). Each run's own heatmap (PNG + PDF) stays in its run folder and on MLflow.
+from codyra.evaluation.tables import SUMMARY_NAME, comparison_names, heatmap_names, table_names, wide_table_names
 from codyra.experiment.jobs import method_kinds
 
 
@@ -25,9 +26,12 @@ rule tables:
     input:
         [run_path(m, s, "matrix.json") for m in CFG["methods"] for s in CFG["seeds"]],
     output:
-        [table_result(name, ext) for name in table_names(CFG) for ext in TABLE_FORMATS],
+        [table_result(name, ext, place) for place, name in enumerate(table_names(CFG), 1) for ext in TABLE_FORMATS],
+        [f"{TABLES}/{name}-wide.tex" for name in wide_table_names(CFG)],
         [heatmap_result(method, name) for method, name in zip(CFG["methods"], heatmap_names(CFG))],
-        [f"{FIGURES}/{name}.pdf" for name in heatmap_names(CFG)],
+        [comparison_result(name, place) for place, name in enumerate(comparison_names(CFG), 1)],
+        [f"{FIGURES}/{name}.pdf" for name in heatmap_names(CFG) + comparison_names(CFG)],
+        f"{TABLES}/{SUMMARY_NAME}",
     params:
         version=job_version("tables", method_kinds(CFG, CFG["methods"])),
     log:

@@ -55,7 +55,7 @@ def tracked(cfg: dict, method: str, seed: int | None, i: int, js: list[int], com
     try:
         for j in js:
             cells.append(compute(j))
-            run.metrics({"step": 0, **cell_metric(cells[-1])})
+            run.metrics({"step": 0, **cell_metric(cfg, cells[-1])})
     except BaseException:
         run.fail()
         raise

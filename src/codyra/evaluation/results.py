@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from codyra.evaluation.figures import save_heatmap
 from codyra.evaluation.metrics import summarize
 from codyra.family import family_of
 from codyra.store.cells import read_cells
-from codyra.store.io import ResultError, atomic_write, write_json
+from codyra.store.io import ResultError, write_json
 from codyra.store.paths import (
     HEATMAP_FILE,
     MATRIX_FILE,
@@ -53,33 +52,6 @@ def check_task_folders(cfg: dict, method: str, seed: int) -> None:
     for i in range(1, len(cfg["tasks"]) + 1):
         if (task_dir(cfg, method, seed, i) / SUMMARY_FILE).is_file():
             task_summary(cfg, method, seed, i)
-
-
-def save_heatmap(A, tasks: list[str], title: str, png: Path) -> None:
-    """The A matrix as ``png`` and, beside it, the same figure as a vector PDF: row i is the model
-    after training tasks 1..i (row 0: the pretrained model), column j the evaluated task."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure  # no pyplot: its global state is not thread-safe
-
-    fig = Figure(figsize=(1.8 + 0.9 * len(tasks), 1.4 + 0.7 * len(A)))
-    ax = fig.add_subplot()
-    image = ax.imshow(A, vmin=0, vmax=100, cmap="viridis")
-    for i, row in enumerate(A):
-        for j, value in enumerate(row):
-            ax.text(
-                j, i, f"{value:.1f}", ha="center", va="center", fontsize=8, color="white" if value < 60 else "black"
-            )
-    ax.set_xticks(range(len(tasks)), tasks, rotation=45, ha="right")
-    ax.set_yticks(range(len(A)), ["pretrained"] + [f"after {k}: {t}" for k, t in enumerate(tasks, 1)])
-    ax.set_xlabel("evaluated task j")
-    ax.set_ylabel("model after training task i")
-    ax.set_title(title)
-    fig.colorbar(image, ax=ax, label="accuracy (%)")
-    fig.tight_layout()
-    for path, ext in ((png, "png"), (png.with_suffix(".pdf"), "pdf")):
-        atomic_write(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=110))
 
 
 def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:

@@ -2,17 +2,28 @@
 
 Every number is mean +- sample standard deviation over seeds (ddof = 1; 0 with one seed),
 computed by ``codyra.evaluation.metrics`` from the A matrices the DAG produced. The best mean of
-each column is marked (bold in Markdown, LaTeX and HTML, ``best = true`` in the CSV); the zero-shot
-reference row never takes it (it is greyed out in LaTeX and HTML, as the paper does). Rows carry the
-methods' display names (``Method.row_label``: the paper's row, e.g. ``LoRA (r=16)``, ``CoDyRA†``);
-the CSV also names each row's config method. The LaTeX is a ``table`` with a caption and the label
-``tab:<benchmark>-<table>``, its tabular in booktabs rules, shrunk to the line width where it is
-wider (``adjustbox``); the file's first line names the packages it needs.
+each column of a method comparison is marked (bold in Markdown, LaTeX and HTML, ``best = true``
+in the CSV); the zero-shot reference row never takes it (it is greyed out in LaTeX and HTML, as
+the paper does), and a method's own A matrix marks nothing. Rows carry the methods' display names
+(``Method.row_label``: the paper's row, e.g. ``LoRA (r=16)``, ``CoDyRA†``); the CSV also names
+each row's config method. Captions name the benchmark by its display name
+(:func:`benchmark_title`, e.g. ``MTIL (5-shot)``) and the seeds by their count.
+
+Numbers: a negative one is printed with a minus sign (U+2212 in Markdown and HTML, ``$-$`` in
+LaTeX, which plain pdflatex typesets in any font); the CSV stays machine-readable: ASCII ``-``,
+each mean and std rounded to three more decimals than the table prints (``CSV_EXTRA_DECIMALS``).
+
+The LaTeX is a ``table`` with a caption and the label ``tab:<benchmark>-<table>``, its tabular in
+booktabs rules, shrunk to the line width where it is wider (``adjustbox``); the file's first lines
+name the packages it needs. A table with a column per task (``wide_table_names``) is also written
+as ``<name>-wide.tex``: the same table in a ``table*``, spanning both columns of a two-column
+paper, where ``<name>.tex`` would shrink it to one column's width.
 
 - ``table1``: the paper's Table 1 layout: blocks Transfer / Average / Last, rows = methods,
   columns = tasks + Average.
-- ``forgetting``: Forgetting (paper, lower is better) and BWT (TreeLoRA, higher is
-  better), with OP and the three means (paper Table 4 and the TRACE Table 2 metrics).
+- ``forgetting``: Forgetting (paper, lower is better) and BWT (TreeLoRA, higher is better)
+  beside the means Transfer / Average / Last (Last, the mean of A[N,j], is what TRACE calls OP;
+  paper Table 4 and the TRACE Table 2 metrics).
 - ``table2``: TRACE's layout: rows OP and Forgetting, columns = methods.
 - ``A_<method>``: the accuracy matrix, rows i = 0..N, columns j = 1..N.
 - ``routing`` (only when a configured method predicts the domain at inference): the router's
@@ -22,6 +33,9 @@ wider (``adjustbox``); the file's first line names the packages it needs.
 - ``rail_aggregation`` (only with a CoDyRA + RAIL method, kind ``codyra_rail``): the appendix's
   table "integrating aggregation-based adapters": Transfer / Average / Last of RAIL on the frozen
   backbone and of CoDyRA + RAIL, a block per RAIL variant, best within each block.
+
+Beside the tables, ``write_tables`` draws each method's mean heatmap and the figures comparing the
+methods (``comparison_names``, ``codyra.evaluation.figures``) from the same numbers.
 
 When a configured method belongs to the model-complementation group (frozen backbone plus
 modules kept per task), the tables split methods into the paper's groups (the zero-shot
@@ -34,6 +48,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
@@ -42,8 +57,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from codyra.evaluation.figures import Curve, Point, method_styles, save_curves, save_heatmap, save_scatter
 from codyra.evaluation.metrics import summarize
-from codyra.evaluation.results import save_heatmap
 from codyra.family import family_of
 from codyra.methods import method_of
 from codyra.store.io import read_json, write_json, write_text
@@ -59,7 +74,8 @@ class Table:
     rows: list[tuple[str, str, list[list[float] | None]]] = field(default_factory=list)
     higher_is_better: dict[str, bool] = field(default_factory=dict)  # per column (or row label); default True
     best_along: str = "column"  # "row" when the columns are methods (TRACE's Table 2)
-    mark_best: bool = True  # False for descriptive tables (sizes, norms) where no value is "best"
+    mark_best: bool = True  # False where no value is "best": one method's matrix, sizes, norms
+    row_header: str = ""  # what the rows are (the head of the label column), e.g. "Method"
     decimals: int = 1
     # method group of a row label (best_along column) or of a column (best_along row); {}: no groups
     groups: dict[str, str] = field(default_factory=dict)
@@ -137,11 +153,20 @@ def _mean_std(values: list[float]) -> tuple[float, float, int]:
     return float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else 0.0, len(arr)
 
 
+MINUS = "\u2212"  # the minus sign of displayed numbers (LaTeX: $-$, see _tex)
+
+
+def _number(value: float, decimals: int) -> str:
+    """``value`` printed to ``decimals``, a negative one with a minus sign; one that rounds to 0 without a sign."""
+    text = f"{value:.{decimals}f}"
+    return text.lstrip("-") if float(text) == 0 else text.replace("-", MINUS)
+
+
 def _fmt(stat, decimals: int = 1) -> str:
     if stat is None:
         return "--"
     mean, std, n = stat
-    return f"{mean:.{decimals}f}" if n == 1 else f"{mean:.{decimals}f} ± {std:.{decimals}f}"
+    return _number(mean, decimals) if n == 1 else f"{_number(mean, decimals)} ± {_number(std, decimals)}"
 
 
 def to_markdown(table: Table) -> str:
@@ -149,7 +174,7 @@ def to_markdown(table: Table) -> str:
     lines = [
         f"**{table.caption}**",
         "",
-        "| | " + " | ".join(table.columns) + " |",
+        f"| {table.row_header} | " + " | ".join(table.columns) + " |",
         "|---" * (len(table.columns) + 1) + "|",
     ]
     if table.best_along == "row" and table.groups:
@@ -170,6 +195,10 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+# a hyphen-minus that is a number's sign: before a digit, not after a word (``lora-r16``, ``Llama-2``, dates)
+_SIGN = re.compile(r"(?<![\w.-])-(?=\.?\d)")
+
+
 def _tex(text: str) -> str:
     for char, escaped in (
         ("\\", r"\textbackslash{}"),
@@ -179,23 +208,39 @@ def _tex(text: str) -> str:
         ("#", r"\#"),
         ("±", r"$\pm$"),  # one notation for mean ± std, in cells and captions alike
         ("†", r"$^\dagger$"),  # the paper's dagger (a method that predicts the domain)
+        ("<", "$<$"),  # text-mode < and > are other glyphs in pdflatex's default font encoding
+        (">", "$>$"),
+        (MINUS, "$-$"),  # a math minus: set in every font, no package needed
     ):
         text = text.replace(char, escaped)
-    return text
+    return _SIGN.sub("$-$", text)
 
 
 LATEX_PACKAGES = ("booktabs", "adjustbox", "xcolor")
 
 
-def latex_table(label: str, caption: str, columns: int, head: list[str], body: list[str], notes=()) -> str:
-    """A LaTeX ``table``: caption and label above, a booktabs tabular of ``columns`` columns (the
-    first left-aligned), shrunk to the line width when it is wider (never enlarged), ``notes`` below it."""
+def latex_table(
+    label: str,
+    caption: str,
+    columns: int,
+    head: list[str],
+    body: list[str],
+    notes=(),
+    wide: bool = False,
+    remark: str = "",
+) -> str:
+    """A LaTeX ``table`` (``wide``: a ``table*``, across both columns of a two-column paper): caption
+    and label above, a booktabs tabular of ``columns`` columns (the first left-aligned), shrunk to
+    the line width when it is wider (never enlarged), ``notes`` below it. The first line names the
+    packages it needs, the second the ``remark`` (a comment for the author, where given)."""
     packages = ", ".join(rf"\usepackage{{{p}}}" for p in LATEX_PACKAGES)
+    env = "table*" if wide else "table"
     return (
         "\n".join(
             [
                 f"% needs {packages}",
-                r"\begin{table}[t]",
+                *([f"% {remark}"] if remark else []),
+                rf"\begin{{{env}}}[t]",
                 r"\centering",
                 rf"\caption{{{_tex(caption)}}}",
                 rf"\label{{{label}}}",
@@ -209,7 +254,7 @@ def latex_table(label: str, caption: str, columns: int, head: list[str], body: l
                 r"\end{tabular}",
                 r"\end{adjustbox}",
                 *(rf"\par\footnotesize {_tex(note)}" for note in notes),
-                r"\end{table}",
+                rf"\end{{{env}}}",
             ]
         )
         + "\n"
@@ -224,10 +269,10 @@ def _grey(text: str) -> str:
     return rf"\textcolor{{gray}}{{{text}}}"
 
 
-def to_latex(table: Table, benchmark: str) -> str:
+def to_latex(table: Table, benchmark: str, wide: bool = False, remark: str = "") -> str:
     best = table.best()
     width = len(table.columns) + 1
-    head = ["Method & " + " & ".join(_tex(c) for c in table.columns) + r" \\"]
+    head = [_tex(table.row_header) + " & " + " & ".join(_tex(c) for c in table.columns) + r" \\"]
     if table.best_along == "row" and table.groups:
         head.insert(0, "Group & " + " & ".join(_tex(table.group_of(c)) for c in table.columns) + r" \\")
     body, current = [], None
@@ -247,7 +292,8 @@ def to_latex(table: Table, benchmark: str) -> str:
         if label in table.reference and table.best_along == "column":
             row = [_grey(c) for c in row]
         body.append(" & ".join(row) + r" \\")
-    return latex_table(latex_label(benchmark, table.name), table.caption, width, head, body, table.notes())
+    label = latex_label(benchmark, table.name)
+    return latex_table(label, table.caption, width, head, body, table.notes(), wide, remark)
 
 
 def to_html(table: Table) -> str:
@@ -284,7 +330,7 @@ def to_html(table: Table) -> str:
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(table.name)}</title>'
         f"<style>{style}</style></head><body>\n"
-        f"<p><b>{escape(table.caption)}</b></p>\n<table><tr><th></th>{head}</tr>\n"
+        f"<p><b>{escape(table.caption)}</b></p>\n<table><tr><th>{escape(table.row_header)}</th>{head}</tr>\n"
         + "\n".join(rows)
         + "\n</table>"
         + "".join(f"\n<p><em>{escape(note)}</em></p>" for note in table.notes())
@@ -301,6 +347,15 @@ def _html_class(table: Table, label: str, column: int | None = None) -> str:
     return ' class="reference"' if name in table.reference else ""
 
 
+CSV_EXTRA_DECIMALS = 3  # the CSV's values: rounded to this many more decimals than the table prints
+
+
+def _csv_stat(stat: tuple[float, float, int], decimals: int) -> tuple[float, float, int]:
+    """(mean, std, n) rounded for the CSV: no float noise (29.399999999999995 -> 29.4), no negative zero."""
+    mean, std, n = stat
+    return round(mean, decimals + CSV_EXTRA_DECIMALS) + 0.0, round(std, decimals + CSV_EXTRA_DECIMALS) + 0.0, n
+
+
 def to_csv(table: Table) -> str:
     best = table.best()
     out = io.StringIO()
@@ -312,7 +367,7 @@ def to_csv(table: Table) -> str:
     )
     for block, label, stats in table.stats():
         for col, stat in enumerate(stats):
-            mean, std, n = stat if stat is not None else ("", "", 0)
+            mean, std, n = ("", "", 0) if stat is None else _csv_stat(stat, table.decimals)
             key = label if table.best_along == "column" else table.columns[col]
             group = [table.group_of(key)] if grouped else []
             method = [table.methods.get(key, "")] if named else []
@@ -387,13 +442,45 @@ def _daggered(label: str) -> str:
     return label if label.endswith(DAGGER) else label + DAGGER
 
 
+DATA_TITLES = {"mtil": "MTIL", "xtail": "X-TAIL", "trace": "TRACE"}  # the paper's names of its benchmarks
+
+
+def benchmark_title(cfg: dict) -> str:
+    """The benchmark's display name in captions and figures: the paper's name with its shots
+    (``MTIL (5-shot)``, ``MTIL (full-shot)``, ``X-TAIL (16-shot)``) or, on TRACE, its backbone
+    (``TRACE (Llama-2-7b-chat-hf)``); a benchmark with its own pretrained model is ``the mini
+    benchmark`` (``the mini TRACE benchmark``); `` with BLIP`` after it for a BLIP model."""
+    family, kind = family_of(cfg), cfg["data"]["kind"]
+    if kind == "mini" or family.own_pretraining(cfg) is not None:
+        title = "the mini TRACE benchmark" if kind == "trace" else "the mini benchmark"
+    elif kind == "trace":
+        title = f"TRACE ({cfg['model']['name'].rsplit('/', 1)[-1]})"
+    else:
+        shots = cfg["data"].get("fewshot")
+        title = f"{DATA_TITLES[kind]} ({f'{shots}-shot' if shots else 'full-shot'})"
+    return title + (" with BLIP" if family.name == "blip" else "")
+
+
+def seeds_text(cfg: dict) -> str:
+    """``3 seeds``, or ``seed 0`` for one."""
+    seeds = cfg["seeds"]
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds"
+
+
+def spread_text(cfg: dict) -> str:
+    """What a cell holds: ``mean ± std over 3 seeds``, or ``seed 0`` for one (its value)."""
+    return seeds_text(cfg) if len(cfg["seeds"]) == 1 else f"mean ± std over {seeds_text(cfg)}"
+
+
 def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     tasks = [t["name"] for t in cfg["tasks"]]
     layout = method_layout(cfg, runs)
     table = Table(
         "table1",
-        f"{cfg['benchmark']}: Transfer, Average and Last accuracy (%) per task, mean ± std over seeds {cfg['seeds']}",
+        f"Transfer, Average and Last accuracy (%) per task and their mean on {benchmark_title(cfg)}; "
+        f"{spread_text(cfg)}",
         tasks + ["Average"],
+        row_header="Method",
         **layout.table_fields(),
     )
     for block, key in (("Transfer", "transfer"), ("Average", "average"), ("Last", "last")):
@@ -405,13 +492,17 @@ def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
 
 
 def forgetting_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
-    columns = ["Forgetting", "BWT", "OP", "Transfer", "Average", "Last"]
+    columns = ["Forgetting", "BWT", "Transfer", "Average", "Last"]
     layout = method_layout(cfg, runs)
     table = Table(
         "forgetting",
-        f"{cfg['benchmark']}: Forgetting (paper; lower is better), BWT (TreeLoRA; higher is better) and means (%)",
+        "Forgetting (the paper's: the mean over tasks j < N of A[j,j] − A[N,j]; lower is better), "
+        "BWT (TreeLoRA's: the mean over all tasks of min(A[N,j] − A[j,j], 0); higher is better) and the means "
+        "over tasks of Transfer (A[i,j] over i < j), Average (A[i,j] over i = 1..N) and Last (A[N,j]; "
+        f"its mean is TRACE's Overall Performance, OP), in %, on {benchmark_title(cfg)}; {spread_text(cfg)}",
         columns,
         higher_is_better={"Forgetting": False},
+        row_header="Method",
         **layout.table_fields(),
     )
     for method, label in layout.rows:
@@ -424,10 +515,12 @@ def table2(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     layout = method_layout(cfg, runs)
     table = Table(
         "table2",
-        f"{cfg['benchmark']}: Overall Performance (OP, higher is better) and Forgetting (lower is better), mean ± std",
+        "Overall Performance (OP: the mean over tasks of A[N,j]; higher is better) and Forgetting (the mean over "
+        f"tasks j < N of A[j,j] − A[N,j]; lower is better), in %, on {benchmark_title(cfg)}; {spread_text(cfg)}",
         [label for _, label in layout.rows],
         higher_is_better={"Forgetting": False},
         best_along="row",
+        row_header="Metric",
         **layout.table_fields(),
     )
     summaries = {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()}
@@ -447,8 +540,10 @@ def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     labels = dict(method_layout(cfg, cfg["methods"]).rows)
     table = Table(
         "routing",
-        f"{cfg['benchmark']}: domain-router accuracy (%) per task, mean over rows i = 1..N, ± std over seeds",
+        f"Domain-router accuracy (%) per task on {benchmark_title(cfg)}: the share of task j's test samples routed "
+        f"where they belong, averaged over the rows i = 1..N; {spread_text(cfg)}",
         tasks + ["Average"],
+        row_header="Method",
         methods={labels[m]: m for m in routed_methods(cfg)},
     )
     for method in routed_methods(cfg):
@@ -494,8 +589,10 @@ def rail_aggregation_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     labels = dict(method_layout(cfg, cfg["methods"]).rows)
     table = Table(
         "rail_aggregation",
-        f"{cfg['benchmark']}: CoDyRA + RAIL's aggregation-based adapters, mean over tasks (%) ± std over seeds",
+        f"CoDyRA + RAIL's aggregation-based adapters on {benchmark_title(cfg)}: Transfer, Average and Last, "
+        f"means over tasks (%); {spread_text(cfg)}",
         columns,
+        row_header="Method",
         methods={labels[m]: m for methods in blocks.values() for m in methods},
     )
     for variant, methods in blocks.items():
@@ -521,8 +618,10 @@ def means_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     layout = method_layout(cfg, runs)
     table = Table(
         name,
-        f"{cfg['benchmark']}: {MEANS_CAPTIONS[name]}, mean over tasks (%) ± std over seeds {cfg['seeds']}",
+        f"{MEANS_CAPTIONS[name]} on {benchmark_title(cfg)}: Transfer, Average and Last, means over tasks (%); "
+        f"{spread_text(cfg)}",
         columns,
+        row_header="Method",
         **layout.table_fields(),
     )
     for method, label in layout.rows:
@@ -536,7 +635,12 @@ def matrix_table(cfg: dict, method: str, label: str, matrices: list[dict]) -> Ta
     tasks = [t["name"] for t in cfg["tasks"]]
     stack = np.asarray([m["A"] for m in matrices], dtype=float)  # (seeds, N+1, N)
     table = Table(
-        f"A_{method}", f"{cfg['benchmark']} / {label}: A[i,j] (%), mean ± std over seeds {cfg['seeds']}", tasks
+        f"A_{method}",
+        f"Accuracy matrix A of {label} on {benchmark_title(cfg)}: A[i,j] (%), the accuracy on task j (column) of "
+        f"the model after training tasks 1..i (row; pretrained: the model before any); {spread_text(cfg)}",
+        tasks,
+        mark_best=False,  # one method's matrix: nothing to compare
+        row_header="Model",
     )
     for i in range(stack.shape[1]):
         label = "pretrained" if i == 0 else f"after {i}: {tasks[i - 1]}"
@@ -553,26 +657,97 @@ def table_names(cfg: dict) -> list[str]:
     return ["table1", "forgetting", *trace, *means, *routing, *rail, *(f"A_{m}" for m in cfg["methods"])]
 
 
+def wide_table_names(cfg: dict) -> list[str]:
+    """The tables with a column per task, which ``write_tables`` also writes as ``<name>-wide.tex``
+    (a ``table*``, across both columns of a two-column paper)."""
+    return [n for n in table_names(cfg) if n in ("table1", "routing") or n.startswith("A_")]
+
+
 def heatmap_names(cfg: dict) -> list[str]:
     """The mean-over-seeds heatmaps ``write_tables`` draws (PNG and PDF, under results/figures/<benchmark>/)."""
     return [f"A_{m}" for m in cfg["methods"]]
 
 
-def write_table(out: Path, table: Table, benchmark: str) -> None:
-    """``table`` as ``out/<name>.{md,csv,tex,html}`` (its LaTeX label names ``benchmark``)."""
+def comparison_names(cfg: dict) -> list[str]:
+    """The figures comparing the methods that ``write_tables`` draws (PNG and PDF, under
+    results/figures/<benchmark>/): Last against Forgetting, and the accuracy on each task after
+    each task; none for a stream of one task (no forgetting)."""
+    return ["comparison_last_forgetting", "comparison_per_task"] if len(cfg["tasks"]) > 1 else []
+
+
+TABLE_FORMATS = ("md", "csv", "tex", "html")  # the files of one table, ``write_table``
+SUMMARY_NAME = "summary.json"  # every run's summary metrics, for scripts
+
+
+def output_files(cfg: dict) -> list[Path]:
+    """Every file ``write_tables`` writes for ``cfg`` (the workflow's tables rule declares each)."""
+    tables, figures = tables_dir(cfg), figures_dir(cfg)
+    files = [tables / f"{name}.{ext}" for name in table_names(cfg) for ext in TABLE_FORMATS]
+    files += [tables / f"{name}-wide.tex" for name in wide_table_names(cfg)]
+    drawn = heatmap_names(cfg) + comparison_names(cfg)
+    files += [figures / f"{name}.{ext}" for name in drawn for ext in ("png", "pdf")]
+    return [*files, tables / SUMMARY_NAME]
+
+
+def write_table(out: Path, table: Table, benchmark: str, wide: bool = False) -> None:
+    """``table`` as ``out/<name>.{md,csv,tex,html}`` (its LaTeX label names ``benchmark``); ``wide``:
+    also ``<name>-wide.tex``, its LaTeX in a ``table*``, each .tex naming the other."""
+    one_column = f"one column wide; {table.name}-wide.tex: the same in a table* for a two-column paper"
     for ext, text in (
         ("md", to_markdown(table)),
         ("csv", to_csv(table)),
-        ("tex", to_latex(table, benchmark)),
+        ("tex", to_latex(table, benchmark, remark=one_column if wide else "")),
         ("html", to_html(table)),
     ):
         write_text(out / f"{table.name}.{ext}", text)
+    if wide:
+        across = f"a table* across both columns of a two-column paper; {table.name}.tex: the one-column form"
+        write_text(out / f"{table.name}-wide.tex", to_latex(table, benchmark, wide=True, remark=across))
+
+
+def save_comparisons(cfg: dict, forgetting: Table, matrices: list[Table]) -> dict:
+    """The figures of ``comparison_names`` from the tables' own numbers: each method's Last against
+    its Forgetting (``forgetting``'s columns) and its accuracy on each task after each task (its
+    A matrix, ``matrices`` in the grid's order); {name: the matplotlib figure}."""
+    if not comparison_names(cfg):
+        return {}
+    label_of = {m: label for label, m in forgetting.methods.items()}
+    reference = {forgetting.methods[label] for label in forgetting.reference}
+    styles = method_styles(cfg["methods"], reference)
+    forget, last = forgetting.columns.index("Forgetting"), forgetting.columns.index("Last")
+    points = [
+        Point(label, styles[forgetting.methods[label]], stats[forget][:2], stats[last][:2])
+        for _, label, stats in forgetting.stats()
+    ]
+    curves = [
+        Curve(label_of[m], styles[m], [[stat[:2] for stat in stats] for _, _, stats in table.stats()])
+        for m, table in zip(cfg["methods"], matrices, strict=True)
+    ]
+    title, spread, out = benchmark_title(cfg), spread_text(cfg), figures_dir(cfg)
+    scatter, per_task = comparison_names(cfg)
+    y_label = "OP = Last (%)" if cfg["data"]["kind"] == "trace" else "Last (%)"
+    return {
+        scatter: save_scatter(
+            points,
+            "Forgetting (%; lower is better)",
+            y_label,
+            f"Last against Forgetting on {title}; {spread}",
+            out / f"{scatter}.png",
+        ),
+        per_task: save_curves(
+            curves,
+            [t["name"] for t in cfg["tasks"]],
+            f"Accuracy on each task after each task on {title}; {spread}",
+            out / f"{per_task}.png",
+        ),
+    }
 
 
 def write_tables(cfg: dict) -> Path:
     """Every table of ``cfg``'s benchmark under results/tables/<benchmark>/; returns that folder."""
     runs = load_runs(cfg)
-    tables = [table1(cfg, runs), forgetting_table(cfg, runs)]
+    forgetting = forgetting_table(cfg, runs)
+    tables = [table1(cfg, runs), forgetting]
     if cfg["data"]["kind"] == "trace":
         tables.append(table2(cfg, runs))
     if family_of(cfg).means_table:
@@ -585,15 +760,18 @@ def write_tables(cfg: dict) -> Path:
     for table in tables:  # the method tables (a method's matrix is its own)
         table.left_out = [(label, cfg["left_out"][m]) for m, label in left_out]
     labels = row_labels(cfg, cfg["methods"])
-    tables += [matrix_table(cfg, m, labels[m], matrices) for m, matrices in runs.items()]
+    matrices = [matrix_table(cfg, m, labels[m], runs[m]) for m in cfg["methods"]]
+    tables += matrices
     assert [t.name for t in tables] == table_names(cfg)
+    wide = set(wide_table_names(cfg))
     for table in tables:
-        write_table(tables_dir(cfg), table, cfg["benchmark"])
-    tasks = [t["name"] for t in cfg["tasks"]]
+        write_table(tables_dir(cfg), table, cfg["benchmark"], wide=table.name in wide)
+    tasks, title = [t["name"] for t in cfg["tasks"]], benchmark_title(cfg)
     for method, name in zip(cfg["methods"], heatmap_names(cfg), strict=True):
         mean = np.mean([m["A"] for m in runs[method]], axis=0)
-        title = f"A[i,j] {cfg['benchmark']} / {labels[method]}, mean over seeds {cfg['seeds']}"
-        save_heatmap(mean.tolist(), tasks, title, figures_dir(cfg) / f"{name}.png")
+        caption = f"A[i,j] of {labels[method]} on {title}, mean over {seeds_text(cfg)}"
+        save_heatmap(mean.tolist(), tasks, caption, figures_dir(cfg) / f"{name}.png")
+    save_comparisons(cfg, forgetting, matrices)
     out = tables_dir(cfg)
-    write_json(out / "summary.json", {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()})
+    write_json(out / SUMMARY_NAME, {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()})
     return out

@@ -226,35 +226,66 @@ def _backbone_entry(entry) -> bool:
 
 def validate_config(cfg: dict) -> dict:
     """The one validation path of the CLI and the workflow: schema (method options of every kind
-    and every per-task override included), then the semantics; errors name exact key paths."""
+    and every per-task override included), then the semantics; errors name exact key paths. A
+    config without most of the required keys was written as an overlay: it is refused with the
+    line that says how to write one (``overlay_advice``) first, then its own keys' errors."""
     from codyra.experiment.sweeps import expand_ablations
 
-    select_backbone(cfg)
-    expand_ablations(cfg)  # before validation: each variant is checked like any method
+    advice = overlay_advice(cfg)
+    try:
+        select_backbone(cfg)
+        expand_ablations(cfg)  # before validation: each variant is checked like any method
+    except ConfigError as err:
+        raise ConfigError("\n".join(filter(None, [advice, str(err)]))) from None
     _fill_defaults(cfg, schema())
-    errors = _schema_errors(cfg, schema(), [])
-    if not errors:
-        errors = _method_option_errors(cfg) + _non_finite(cfg, [])
-    if errors:
-        lines = [
-            f"config key {_key_path(path)}: {message}" for path, message in sorted(errors, key=lambda e: str(e[0]))[:10]
-        ]
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    lines = _error_lines(cfg, overlay=advice is not None)
+    if advice or lines:
+        listed = "invalid configuration:\n  " + "\n  ".join(lines) if lines else None
+        raise ConfigError("\n".join(filter(None, [advice, listed])))
     _check_semantics(cfg)
     return cfg
 
 
-def _schema_errors(instance, sch: dict, prefix: list) -> list[tuple[list, str]]:
+def overlay_advice(cfg: dict) -> str | None:
+    """For a config that lacks more than one of the required top-level keys (an overlay written as
+    if it were merged into config/config.yaml, as Snakemake merges its --configfile into a
+    Snakefile's), the one line that names them and says how to write an overlay; None otherwise
+    (a full config that lacks one key gets the schema's line for it)."""
+    missing = [key for key in schema()["required"] if key not in cfg]
+    if len(missing) < 2:
+        return None
+    return (
+        f"the config has no {', '.join(missing)}: a config file given to snakemake --configfile or codyra --config "
+        "replaces config/config.yaml, it is not merged into it; to change a few keys, start the file with "
+        "`extends: config/config.yaml` (the base's path, relative to the file), which merges the file's mappings "
+        "into the base's key by key and replaces every other value it sets"
+    )
+
+
+def _error_lines(cfg: dict, overlay: bool) -> list[str]:
+    """The config's errors of structure and method options, one line each (the first 10)."""
+    errors, missing = _schema_errors(cfg, schema(), overlay)
+    errors += _method_option_errors(cfg) + _non_finite(cfg, [])
+    ordered = sorted(errors, key=lambda e: str(e[0])) + sorted(missing, key=lambda e: str(e[0]))
+    return [f"config key {_key_path(path)}: {message}" for path, message in ordered[:10]]
+
+
+def _schema_errors(instance, sch: dict, overlay: bool) -> tuple[list[tuple[list, str]], list[tuple[list, str]]]:
+    """The schema's errors, and its missing required keys apart: those go last, as a misspelt
+    key's 'unknown key' line says more. An overlay's missing keys of mappings are left out: the
+    base it is to extend holds them (those of list items are its own, as a list replaces)."""
     import jsonschema
 
-    errors = []
+    errors, missing = [], []
     for e in jsonschema.Draft202012Validator(sch).iter_errors(instance):
-        path = prefix + list(e.absolute_path)
+        path = list(e.absolute_path)
         if e.validator == "additionalProperties" and e.validator_value is False:
             errors += [(path + [key], message) for key, message in _unknown_keys(e.instance, e.schema)]
-        else:
+        elif e.validator != "required":
             errors.append((path, _message(e)))
-    return errors
+        elif not overlay or any(isinstance(part, int) for part in path):
+            missing.append((path, _message(e)))
+    return errors, missing
 
 
 def _unknown_keys(instance: dict, sch: dict) -> list[tuple[str, str]]:
@@ -284,25 +315,26 @@ def _message(error) -> str:
 
 
 def _method_option_errors(cfg: dict) -> list[tuple[list, str]]:
-    """Every method config and per-task override against the typed options of its method's kind."""
+    """Every method config and per-task override against the typed options of its method's kind;
+    one without a kind (an overlay's entry) against the options of every kind. Parts of the
+    wrong shape are the schema's to report."""
     from codyra.methods import available_kinds, method_class
-    from codyra.methods.options import option_errors
+    from codyra.methods.options import COMMON_KEYS, option_errors
 
-    kinds = {name: spec["kind"] for name, spec in cfg["method_configs"].items()}
-    errors = []
-    for name, kind in kinds.items():
-        if kind not in available_kinds():
-            errors.append(
-                (
-                    ["method_configs", name, "kind"],
-                    f"unknown method kind {kind!r}; available: {', '.join(available_kinds())}",
-                )
-            )
-    layers = [(["method_configs", name], spec) for name, spec in cfg["method_configs"].items()]
+    entries = _mappings(cfg.get("method_configs"))
+    kinds = {name: spec.get("kind") for name, spec in entries.items()}
+    errors = [
+        (["method_configs", name, "kind"], f"unknown method kind {kind!r}; available: {', '.join(available_kinds())}")
+        for name, kind in kinds.items()
+        if isinstance(kind, str) and kind not in available_kinds()
+    ]
+    layers = [(["method_configs", name], spec) for name, spec in entries.items()]
+    tasks = cfg.get("tasks") if isinstance(cfg.get("tasks"), list) else []
     layers += [
         (["tasks", k, "methods", m], spec)
-        for k, t in enumerate(cfg["tasks"])
-        for m, spec in t.get("methods", {}).items()
+        for k, t in enumerate(tasks)
+        if isinstance(t, dict)
+        for m, spec in _mappings(t.get("methods")).items()
     ]
     for path, spec in layers:
         kind = kinds.get(path[-1])
@@ -312,7 +344,26 @@ def _method_option_errors(cfg: dict) -> list[tuple[list, str]]:
             for key, message in option_errors(options, spec, kind=kind):
                 close = difflib.get_close_matches(key, names, n=1, cutoff=0.6) if key not in names else []
                 errors.append(([*path, key], message + (f" (did you mean {close[0]!r}?)" if close else "")))
+        elif kind is None:
+            every = _every_option()
+            for key in spec:
+                if key not in COMMON_KEYS and key not in every:
+                    close = difflib.get_close_matches(str(key), every, n=1, cutoff=0.6)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    errors.append(([*path, key], f"no method kind has an option {key!r}{hint}"))
     return errors
+
+
+def _every_option() -> list[str]:
+    """The options of every method kind (a key none of them has is misspelt whatever the kind)."""
+    from codyra.methods import available_kinds, method_class
+
+    return sorted({f.name for kind in available_kinds() for f in dataclasses.fields(method_class(kind).Options)})
+
+
+def _mappings(node) -> dict:
+    """The entries of ``node`` (name -> mapping) that are mappings; none when ``node`` is not one."""
+    return {name: spec for name, spec in node.items() if isinstance(spec, dict)} if isinstance(node, dict) else {}
 
 
 def _non_finite(node, path: list) -> list[tuple[list, str]]:

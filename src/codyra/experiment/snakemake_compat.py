@@ -28,6 +28,10 @@ its family's libraries under one lock (``import_libraries``, called by ``codyra_
 workflow/rules/common.smk); once imported, a module is a lookup in sys.modules. The workflow
 alone imports this module, so it is in no job's code version (codyra.experiment.codeversions:
 a module that imports by name would make its importers depend on all of codyra).
+
+A checkout's workflow runs the codyra its environment imports: after a project is copied or
+moved, that is the original's (``foreign_code``: the workflow warns, ``make env`` creates the
+environment anew).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import importlib.util
 import re
 import threading
 import warnings
+from pathlib import Path
 
 import snakemake
 from snakemake.executors.local import Executor
@@ -98,3 +103,19 @@ def import_libraries(cfg: dict) -> None:
         for name in family_of(cfg).libraries:
             if importlib.util.find_spec(name.partition(".")[0]) is not None:
                 importlib.import_module(name)
+
+
+def foreign_code(workflow_dir: str | Path) -> str | None:
+    """Why the workflow in ``workflow_dir`` runs another checkout's codyra, or None: its checkout
+    has a source tree (``src/codyra``) and the imported package is not it."""
+    import codyra
+
+    own = (Path(workflow_dir).parent / "src" / "codyra").resolve()
+    imported = Path(codyra.__file__).resolve().parent
+    if not own.is_dir() or imported == own:
+        return None
+    return (
+        f"this checkout's workflow runs codyra from {imported}, not from its own {own}: the environment "
+        "is another checkout's (a copied or moved project), so edits here do not run; `make env` in "
+        "this checkout creates its own .venv (then use that one)"
+    )

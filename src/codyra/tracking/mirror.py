@@ -1,8 +1,11 @@
 """MLflow mirror of the result files (the files are the source of truth).
 
 Layout: one experiment per benchmark (``codyra/<benchmark>``); a parent run per
-(method, seed) plus one for the shared pretrained row; child runs per training task and
-per evaluated row of the accuracy matrix (its cells are the row's metrics ``A_<i>_<j>``). Every
+(method, seed) (``codyra s0``) plus one for the shared pretrained row; child runs per training task
+(``codyra s0 task02-shape``) and per evaluated row of the accuracy matrix (``codyra s0 row02``, its
+cells are the row's metrics ``Accuracy/<j>_<task>``); a summary run per method (mean and std over its
+seeds, ``codyra.tracking.sync``); a run of the tables. Per-task names carry the task's zero-padded
+index (``task_labels``): alphabetical order is stream order. Every
 run carries the tag ``codyra.key`` (e.g. ``row/mini/codyra/seed0/A_2``)
 that identifies it, ``codyra.complete = true`` once everything it mirrors is logged, and
 ``codyra.settings``, the settings fingerprint its result files record. ``sync`` uses the
@@ -14,8 +17,11 @@ location: ``results/mlartifacts`` for a local store (at a location relative to t
 the results folder can be copied or moved: ``codyra.tracking.artifacts``), the server's
 ``--artifacts-destination`` for a tracking server.
 
-For browsing: every experiment is of the model-training kind, every run of a method has the
-method's colour, and runs are tagged benchmark / method / seed (the UI's "Group by").
+For browsing: every experiment is of the model-training kind, carries a description and saved
+views of the runs table (``codyra.tracking.views``), every run of a method has the method's colour,
+and runs are tagged kind / benchmark / method / seed (the UI's filters and "Group by"). An
+experiment written with other names (an earlier ``LAYOUT``) is set aside under another name, never
+mixed with this layout's runs (``Store._experiment``).
 
 Live logging is best-effort: a job first probes the store (an HTTP server must answer
 ``/health`` within seconds); if the store is down, or any call fails later, the job carries on
@@ -52,6 +58,9 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 log = logging.getLogger(__name__)
 KEY, COMPLETE, SETTINGS = "codyra.key", "codyra.complete", "codyra.settings"
+# the experiment's layout of runs and names: an experiment of another layout is set aside, not mixed
+# (2: per-task names with the task's index, run names with method and seed, summary runs)
+LAYOUT, LAYOUT_VERSION = "codyra.layout", "2"
 # MLflow's experiment tag for the experiment's kind (its UI opens a model-training experiment in
 # the training runs view) and its run tag for a run's colour in the runs table and charts
 EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
@@ -91,6 +100,36 @@ def method_color(cfg: dict, method: str) -> str:
 
 def experiment_name(cfg: dict) -> str:
     return f"codyra/{cfg['benchmark']}"
+
+
+def task_labels(tasks: list[str]) -> list[str]:
+    """Each task as a metric or run name holds it: its index in the stream, zero-padded to the
+    stream's length, then its name (``03_position``), so alphabetical order is stream order."""
+    width = index_width(len(tasks))
+    return [f"{j:0{width}d}_{task}" for j, task in enumerate(tasks, start=1)]
+
+
+def index_width(n: int) -> int:
+    """Digits of a task or row index in names, for a stream of ``n`` tasks (at least two)."""
+    return max(2, len(str(n)))
+
+
+def config_task_labels(cfg: dict) -> list[str]:
+    return task_labels([t["name"] for t in cfg["tasks"]])
+
+
+def run_name(method: str, seed: int | None) -> str:
+    """The name that starts every run of a (method, seed): ``codyra s0`` (the shared pretrained row: ``pretrained``)."""
+    return method if seed is None else f"{method} s{seed}"
+
+
+# The names of the runs that are no method's: they sort apart from every method's (which start with a
+# letter or a digit)
+PRETRAINED_RUN, TABLES_RUN = "(benchmark) pretrained", "(benchmark) tables"
+
+
+def parent_name(method: str, seed: int | None) -> str:
+    return PRETRAINED_RUN if method == PRETRAINED else run_name(method, seed)
 
 
 def run_key(cfg: dict, method: str, seed: int | None) -> str:
@@ -178,17 +217,51 @@ class Store:
 
         name = experiment_name(self.cfg)
         found = self.client.get_experiment_by_name(name)
+        if found is not None and found.tags.get(LAYOUT) != LAYOUT_VERSION:
+            found = self._set_aside(found)
         if found is not None:
-            if found.tags.get(EXPERIMENT_KIND) != MODEL_TRAINING:  # a store made before experiments had a kind
-                self.client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
             return found.experiment_id
         # a server stores artifacts where its --artifacts-destination says (None: its default location)
         artifacts = None if is_remote(self.uri) else proxied_location(self.cfg["benchmark"])
-        tags = {"codyra.benchmark": self.cfg["benchmark"], EXPERIMENT_KIND: MODEL_TRAINING}
+        tags = {"codyra.benchmark": self.cfg["benchmark"], EXPERIMENT_KIND: MODEL_TRAINING, LAYOUT: LAYOUT_VERSION}
         try:
-            return self.client.create_experiment(name, artifact_location=artifacts, tags=tags)
+            experiment_id = self.client.create_experiment(name, artifact_location=artifacts, tags=tags)
         except MlflowException:  # created concurrently by another job
             return self.client.get_experiment_by_name(name).experiment_id
+        self.describe(experiment_id)
+        return experiment_id
+
+    def _set_aside(self, found):
+        """An experiment of another layout: renamed ``<name> (layout <n>)`` if it holds runs (its names
+        are not this layout's; a new experiment is filled from the result files), else adopted (None:
+        set aside, create the new one)."""
+        from mlflow.exceptions import MlflowException
+
+        if not self.client.search_runs([found.experiment_id], max_results=1):
+            self.client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
+            self.client.set_experiment_tag(found.experiment_id, LAYOUT, LAYOUT_VERSION)
+            self.describe(found.experiment_id)
+            return found
+        aside = f"{found.name} (layout {found.tags.get(LAYOUT, '1')})"
+        try:
+            self.client.rename_experiment(found.experiment_id, aside)
+        except MlflowException:  # another process set it aside first
+            return self.client.get_experiment_by_name(found.name)
+        log.warning(
+            "MLflow: experiment %s was written with the names of an earlier layout; it is kept as %r and a new "
+            "%s is filled from the result files (`codyra sync-mlflow --config <config>`, or the tables job)",
+            found.name,
+            aside,
+            found.name,
+        )
+        return None
+
+    def describe(self, experiment_id: str) -> None:
+        """The experiment's description and saved views (``codyra.tracking.views``), as this code writes them."""
+        from codyra.tracking.views import NOTE, experiment_note, view_tags
+
+        for key, value in {NOTE: experiment_note(self.cfg, experiment_id), **view_tags(self.cfg)}.items():
+            self.client.set_experiment_tag(experiment_id, key, value)
 
     def runs_by_key(self, prefix: str = "") -> dict:
         """Active runs whose key starts with ``prefix`` (one search, paged)."""
@@ -226,7 +299,7 @@ class Store:
                 **provenance(),
             }
             created = self.client.create_run(
-                self.experiment_id, start_time=start_time, tags=tags, run_name=key.split("/", 2)[2]
+                self.experiment_id, start_time=start_time, tags=tags, run_name=parent_name(method, seed)
             )
             run = self.find(key)  # two jobs may have raced to create it: both go on with the survivor
             if run.info.run_id == created.info.run_id and method in self.cfg["method_configs"]:
@@ -239,7 +312,7 @@ class Store:
         run = self.find(key)
         if run is None:
             tags = {KEY: key, "benchmark": self.cfg["benchmark"], "kind": "tables", **provenance()}
-            run = self.client.create_run(self.experiment_id, tags=tags, run_name="tables")
+            run = self.client.create_run(self.experiment_id, tags=tags, run_name=TABLES_RUN)
             run = self.find(key)
         return run.info.run_id
 
@@ -463,7 +536,7 @@ def train_run(cfg: dict, method: str, seed: int, i: int) -> dict:
     return {
         "key": train_key(cfg, method, seed, i),
         "parent": (method, seed),
-        "name": f"task{i}-{task}",
+        "name": f"{run_name(method, seed)} task{i:0{index_width(len(cfg['tasks']))}d}-{task}",
         "tags": {
             "kind": "train",
             "benchmark": cfg["benchmark"],
@@ -484,7 +557,7 @@ def row_run(cfg: dict, method: str, seed: int | None, i: int) -> dict:
     return {
         "key": row_key(cfg, method, seed, i),
         "parent": (method, seed),
-        "name": f"row{i}",
+        "name": f"{run_name(method, seed)} row{i:0{index_width(len(cfg['tasks']))}d}",
         "tags": {
             "kind": "row",
             "benchmark": cfg["benchmark"],
@@ -503,9 +576,10 @@ def rounded(value: float) -> float:
     return round(float(value), DECIMALS)
 
 
-def cell_metric(cell: dict) -> dict:
-    """A cell as a metric of its row's run: ``A_<i>_<j>``, its accuracy."""
-    return {f"A_{cell['i']}_{cell['j']}": rounded(cell["accuracy"])}
+def cell_metric(cfg: dict, cell: dict) -> dict:
+    """A cell A[i, j] as a metric of row i's run: ``Accuracy/<j>_<task>``, its accuracy (one column per
+    task j across the rows' runs: the runs table of a run's rows is its matrix)."""
+    return {f"Accuracy/{config_task_labels(cfg)[cell['j'] - 1]}": rounded(cell["accuracy"])}
 
 
 def cell_seconds(cell: dict) -> float:
@@ -517,9 +591,9 @@ def row_seconds(cells: list[dict]) -> dict:
     return {"seconds": rounded(sum(cell_seconds(cell) for cell in cells))}
 
 
-def row_metrics(cells: list[dict]) -> dict:
+def row_metrics(cfg: dict, cells: list[dict]) -> dict:
     """A row's metrics: its cells and the seconds they took."""
-    return {name: value for cell in cells for name, value in cell_metric(cell).items()} | row_seconds(cells)
+    return {name: value for cell in cells for name, value in cell_metric(cfg, cell).items()} | row_seconds(cells)
 
 
 def row_settings(cells: list[dict]) -> str:

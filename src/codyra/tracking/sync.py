@@ -4,6 +4,10 @@ Idempotent: a run whose key is already present, complete and tagged with the set
 fingerprint its file records is left alone; an incomplete one (its job died while logging)
 or a stale one (the file was rewritten with other settings while tracking was down) is
 replaced by a run rebuilt from the files. Running sync twice creates nothing the second time.
+
+Each method also gets a summary run (kind ``summary``, ``codyra (3 seeds)``) once every seed of the
+config has its matrix: the mean and std over seeds of the tables' metrics, so the runs table compares
+methods without grouping (MLflow's group rows average without a spread and print every digit).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+
+import numpy as np
 
 from codyra.family import family_of
 from codyra.store.cells import read_cell
@@ -29,16 +35,20 @@ from codyra.store.paths import (
 from codyra.tracking.mirror import (
     COMPLETE,
     KEY,
+    RUN_COLOR,
     SETTINGS,
     TIME,
     Store,
     cell_seconds,
     flatten,
+    method_color,
+    parent_params,
     provenance,
     rounded,
     row_metrics,
     row_run,
     row_settings,
+    task_labels,
     tracking_uri,
     train_final_metrics,
     train_run,
@@ -62,24 +72,32 @@ TASKS_TAG, METHODS_TAG = "codyra.tasks", "codyra.methods"
 MATRIX_TABLE, MATRIX_IMAGE = "A.json", "A_heatmap"
 
 
-def parent_metric_rows(matrix: dict) -> list[dict]:
-    """A (method, seed) run's metrics, rounded: at step 0 (one value: a bar per run in the UI) the summary as
-    Table 1 names it (Transfer, Average, Last, Forgetting, BWT, OP) and per task j as
-    ``<name>/<task>`` (one column each in ``mlflow.search_runs``, so Table 1 is a group-by; one
-    chart section each in the UI); and ``Accuracy/<task>`` at step i = 0..N, the accuracy on
-    the task after training task i (a curve over the run's progress: row i of A)."""
-    metrics, tasks, A = matrix["metrics"], matrix["tasks"], matrix["A"]
-    final = {SUMMARY_NAMES[k]: rounded(v) for k, v in metrics.items() if k in SUMMARY_NAMES and v is not None}
-    final.update(
-        {
-            f"{SUMMARY_NAMES[name]}/{task}": rounded(values[j])
-            for name, values in metrics["per_task"].items()
-            for j, task in enumerate(tasks)
-            if values[j] is not None
-        }
-    )
+def metric_rows(matrices: list[dict], spread: bool = False) -> list[dict]:
+    """The metrics of runs with these matrices (one: a (method, seed) run; a method's seeds: its summary
+    run), each the mean over the matrices, rounded: at step 0 (one value: a bar per run in the UI) the
+    summary as the tables name it (Transfer, Average, Last, Forgetting, BWT, OP; with ``spread`` also
+    ``<name> std``, the sample std over the matrices as the tables print it) and per task j as
+    ``<name>/<j>_<task>`` (one column each in ``mlflow.search_runs``; one chart section each in the UI);
+    and ``Accuracy/<j>_<task>`` at step i = 0..N, the accuracy on the task after training task i (a
+    curve over the run's progress: row i of A). A metric undefined in any matrix is left out."""
+    labels = task_labels(matrices[0]["tasks"])
+    final = {}
+    for key, name in SUMMARY_NAMES.items():
+        values = [m["metrics"][key] for m in matrices]
+        if None not in values:
+            final[name] = rounded(np.mean(values))
+            if spread:
+                final[f"{name} std"] = rounded(np.std(values, ddof=1) if len(values) > 1 else 0.0)
+    for key, name in SUMMARY_NAMES.items():
+        if key in matrices[0]["metrics"]["per_task"]:
+            for j, label in enumerate(labels):
+                values = [m["metrics"]["per_task"][key][j] for m in matrices]
+                if None not in values:
+                    final[f"{name}/{label}"] = rounded(np.mean(values))
+    A = np.mean([m["A"] for m in matrices], axis=0)
     rows = [
-        {"step": i, **{f"Accuracy/{task}": rounded(row[j]) for j, task in enumerate(tasks)}} for i, row in enumerate(A)
+        {"step": i, **{f"Accuracy/{label}": rounded(v) for label, v in zip(labels, row, strict=True)}}
+        for i, row in enumerate(A)
     ]
     rows[0].update(final)
     return rows
@@ -122,6 +140,7 @@ def log_parent_results(store: Store, cfg: dict, method: str, seed: int) -> None:
         existing.update(store.runs_by_key(f"{kind}/{cfg['benchmark']}/{method}/seed{seed}/"))
     fill_runs(store, records, existing, parent_starts(records))
     log_parent_metrics(store, cfg, method, seed)
+    log_summary(store, cfg, method)
 
 
 def log_parent_metrics(store: Store, cfg: dict, method: str, seed: int) -> None:
@@ -134,7 +153,7 @@ def log_parent_metrics(store: Store, cfg: dict, method: str, seed: int) -> None:
     matrix = read_json(matrix_path)
     logged = fingerprint(matrix["A"])
     if store.client.get_run(parent).data.tags.get(SUMMARY_METRICS_TAG) != logged:  # log each matrix once
-        store.log_metrics(parent, parent_metric_rows(matrix))
+        store.log_metrics(parent, metric_rows([matrix]))
         log_matrix(store, parent, matrix, directory / HEATMAP_FILE)
         store.client.set_experiment_tag(store.experiment_id, TASKS_TAG, json.dumps(matrix["tasks"]))
         store.client.set_experiment_tag(store.experiment_id, METHODS_TAG, json.dumps(cfg["methods"]))
@@ -143,6 +162,53 @@ def log_parent_metrics(store: Store, cfg: dict, method: str, seed: int) -> None:
         if path.is_file():
             store.client.log_artifact(parent, str(path))
     store.end_parent(parent)
+
+
+def summary_name(method: str, seeds: list[int]) -> str:
+    return f"{method} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})"
+
+
+def log_summary(store: Store, cfg: dict, method: str) -> None:
+    """The method's summary run, once every seed of the config has its matrix (``metric_rows`` over
+    the seeds; a run per method, in its colour, with its hyperparameters); rebuilt when a matrix
+    changes. None while the seeds' cells were computed with different settings (the tables refuse
+    to combine them too, naming the stale cells)."""
+    paths = [run_dir(cfg, method, seed) / MATRIX_FILE for seed in cfg["seeds"]]
+    if not all(path.is_file() for path in paths):
+        return
+    matrices = [read_json(path) for path in paths]
+    seeds = ",".join(map(str, cfg["seeds"]))
+    key = f"summary/{cfg['benchmark']}/{method}/seeds{seeds}"  # configs over other seeds: summaries of their own
+    logged = fingerprint([[m["A"], m.get("settings")] for m in matrices])
+    run = store.find(key)
+    if run is not None and run.data.tags.get(SUMMARY_METRICS_TAG) == logged:
+        return
+    if run is not None:
+        store.client.delete_run(run.info.run_id)
+    if len({json.dumps(m.get("settings")) for m in matrices}) > 1:
+        log.warning(
+            "MLflow: no summary run of %s: its seeds' cells were computed with different settings "
+            "(`codyra tables` names the stale cells)",
+            method,
+        )
+        return
+    tags = {
+        KEY: key,
+        "kind": "summary",
+        "benchmark": cfg["benchmark"],
+        "method": method,
+        "seeds": seeds,
+        RUN_COLOR: method_color(cfg, method),
+        SUMMARY_METRICS_TAG: logged,
+        **provenance(),
+    }
+    run_id = store.client.create_run(
+        store.experiment_id, tags=tags, run_name=summary_name(method, cfg["seeds"])
+    ).info.run_id
+    store.log_params(run_id, parent_params(cfg, method))
+    store.log_metrics(run_id, metric_rows(matrices, spread=True))
+    store.complete(run_id)
+    store.find(key)  # two processes that summarized at once: one run survives
 
 
 def log_tables(store: Store, tables_dir: Path) -> None:
@@ -178,7 +244,7 @@ def row_record(cfg: dict, method: str, seed: int | None, i: int) -> dict | None:
         "spec": row_run(cfg, method, seed, i),
         "settings": row_settings(cells),
         "span": (min(start for start, _ in spans), max(end for _, end in spans)),
-        "rows": [{"step": 0, **row_metrics(cells)}],
+        "rows": [{"step": 0, **row_metrics(cfg, cells)}],
         "whole": len(found) == n,
     }
 
@@ -289,6 +355,8 @@ def sync_mlflow(cfg: dict, tables_dir: Path | None = None, store: Store | None =
         for seed in cfg["seeds"]:
             if run_dir(cfg, method, seed).is_dir():
                 log_parent_metrics(store, cfg, method, seed)
+        log_summary(store, cfg, method)
+    store.describe(store.experiment_id)  # as this code writes them: a store made by earlier code gets them too
     if tables_dir is not None and tables_dir.is_dir():
         log_tables(store, tables_dir)
     log.info("MLflow sync of %s (%s): %s", cfg["benchmark"], store.uri, counts)

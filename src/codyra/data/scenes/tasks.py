@@ -8,7 +8,7 @@ pretraining captions (see ``codyra.data.scenes.corpus``).
 Stream tasks draw their images from a domain of their own (small objects on plain grey, tiny
 objects on textures, large centred shapes, ...), as MTIL's datasets differ from each other:
 when every task showed the same random scenes, training one attribute erased every other one
-and no method kept anything of earlier tasks (README, "The mini benchmark").
+and no method kept anything of earlier tasks (docs/mini.md, "The CLIP mini").
 """
 
 from __future__ import annotations

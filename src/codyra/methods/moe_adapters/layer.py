@@ -108,7 +108,7 @@ def balance_loss(gates: torch.Tensor, load: torch.Tensor) -> torch.Tensor:
 
 
 def mixture(x: torch.Tensor, gates: torch.Tensor, experts: nn.ModuleList) -> torch.Tensor:
-    """sum_e gates[b, e] * experts[e](x[b]) for x (B, ..., D); experts with no sample are not run."""
+    """``sum_e gates[b, e] * experts[e](x[b])`` for x (B, ..., D); experts with no sample are not run."""
     out = torch.zeros_like(x)
     for e in gates.sum(0).nonzero().flatten().tolist():
         rows = gates[:, e].nonzero().flatten()

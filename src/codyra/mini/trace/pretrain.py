@@ -16,7 +16,7 @@
    rows of the tokens only the benchmark's prompts use ("Stance:", "Summary:", "Simplified:")
    get nothing but the same softmax push during pretraining and end up one vector (cosine
    0.98 to 0.99): a LoRA could not tell the tasks' cues apart, so each task rewrote the answer
-   format of every earlier one (lora-r16-all OP 20.5 tied, 46.4 untied; seed 0, README).
+   format of every earlier one (lora-r16-all OP 20.5 tied, 46.4 untied; seed 0; docs/mini.md, "The mini TRACE").
 
 The output is a Hugging Face model folder (``config.json``, ``model.safetensors``, tokenizer
 JSON files), written to a temporary folder and renamed into place, so ``model.safetensors``
