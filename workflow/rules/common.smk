@@ -18,7 +18,7 @@ from codyra.analysis.registry import outputs
 from codyra.evaluation.tables import TABLE_FORMATS
 from codyra.methods import method_of, reference_readers
 from codyra.methods.lora import norm_references
-from codyra.store.paths import CELL, EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST, FIGURES_DIR, HELDOUT, PROBE, ROW0_CELL, ROW0_HELDOUT, RUN_DIR, TABLES_DIR, eval_cache_dir
+from codyra.store.paths import CELL, EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST, FAILED_JOBS_DIR, FIGURES_DIR, HELDOUT, LOGS_DIR, PROBE, ROW0_CELL, ROW0_HELDOUT, RUN_DIR, TABLES_DIR, eval_cache_dir
 
 # One gpu_slot per group job, so its GPU members run in series on one member's resources; here, not
 # in a profile, as a submitted job reads none (docs/architecture-snakemake.md, "Group jobs").
@@ -86,7 +86,6 @@ RESULTS, BENCHMARK = CFG["results"], CFG["benchmark"]
 N = len(CFG["tasks"])
 TASK_NAMES = [t["name"] for t in CFG["tasks"]]
 TASKS = range(1, N + 1)
-LOGS = f"{RESULTS}/logs/{BENCHMARK}"
 # Path patterns with {method}, {seed}, {i}, {j} left as Snakemake wildcards.
 _fixed = dict(results=RESULTS, benchmark=BENCHMARK)
 RUN = RUN_DIR.format(**_fixed, method="{method}", seed="{seed}")
@@ -94,12 +93,13 @@ CELL_PATTERN = CELL.format(**_fixed, method="{method}", seed="{seed}", i="{i}", 
 ROW0_FILES = [ROW0_CELL.format(**_fixed, j=j) for j in TASKS]
 TABLES = TABLES_DIR.format(**_fixed)
 FIGURES = FIGURES_DIR.format(**_fixed)
+LOGS = LOGS_DIR.format(**_fixed)
 PRETRAINED_WEIGHTS = own_pretraining(CFG)  # the mini benchmarks pretrain their own theta_0
 TRACKING = CFG["tracking"]["enabled"]
 JOB_GROUP = job_group(CFG)  # one SLURM job per CLIP run, per LM task (codyra.experiment.jobs.job_group)
 ROW_GROUP = row_group(CFG)  # a CLIP row in its run's job; an LM row in a 1-GPU job of its own
 MLFLOW_MARKER = f"{RESULTS}/{BENCHMARK}/mlflow.ready.json"
-FAILED_JOBS = f"{LOGS}/failed-jobs"  # failure records of submitted jobs whose retry would fail again
+FAILED_JOBS = FAILED_JOBS_DIR.format(**_fixed)  # failure records of submitted jobs whose retry would fail again
 CACHED = cached_datasets(CFG)  # datasets whose test sets rows read from an evaluation cache (eval.smk)
 
 

@@ -38,6 +38,8 @@ from codyra.experiment.fingerprints import (
 )
 from codyra.methods import method_of
 from codyra.store.paths import (
+    FAILED_JOBS_DIR,
+    LOGS_DIR,
     MATRIX_FILE,
     PRETRAINED,
     SUMMARY_FILE,
@@ -53,8 +55,6 @@ from codyra.tracking.mirror import cell_seconds
 DONE, STALE, MISSING = "done", "stale", "missing"
 TRAINING, ROW = "training", "row"  # the kinds of job whose time left is estimated
 MATRIX = "matrix"
-LOGS = "{results}/logs/{benchmark}"
-FAILED_JOBS = LOGS + "/failed-jobs"  # the workflow's failure records (workflow/rules/common.smk)
 # a run's job logs: <stage>/<method>/seed<seed>.log or <stage>/<method>/seed<seed>/<name>.log
 RUN_LOG = re.compile(r"(?P<stage>[^/]+)/(?P<method>[^/]+)/seed(?P<seed>\d+)(?:/(?P<name>[^/]+))?\.log")
 # the jobs whose outputs tell a started job from a finished one: training task i, row i, the matrix
@@ -215,9 +215,9 @@ def log_error(path: Path) -> str | None:
 
 def job_logs(cfg: dict, runs: dict[tuple[str, int], RunState], row0: str) -> tuple[list[Job], list[Job]]:
     """The failed jobs (from their logs and failure records) and the started, unfinished ones."""
-    logs = results_path(cfg, LOGS)
+    logs = results_path(cfg, LOGS_DIR)
     records = {}
-    for record in sorted(results_path(cfg, FAILED_JOBS).glob("*.json")):
+    for record in sorted(results_path(cfg, FAILED_JOBS_DIR).glob("*.json")):
         failure = read_result(record)
         if failure and "log" in failure:
             records[os.path.abspath(failure["log"])] = (str(failure.get("error") or "").splitlines() or [""])[0]
