@@ -25,7 +25,8 @@ def test_a_run_ends_with_its_headline_table_where_the_tables_are_and_the_links(t
     (tables_dir(cfg) / f"{HEADLINE_TABLE}.md").write_text(TABLE)
     said = findings(cfg)
     assert TABLE.strip() in said and f"{tables_dir(cfg)}/forgetting.md" in said.splitlines()[0]
-    assert f"Tables: {tables_dir(cfg)}/" in said and f"heatmaps: {figures_dir(cfg)}/" in said
+    assert f"Tables: {tables_dir(cfg)}/" in said
+    assert f"figures (heatmaps, the methods compared): {figures_dir(cfg)}/" in said
     # no store yet: it is not created here, and the fix is named
     assert "holds no experiment codyra/tiny or does not answer; `codyra sync-mlflow" in said
     assert not (tables_dir(cfg).parents[1] / "mlflow.db").exists()

@@ -29,7 +29,7 @@ def findings(cfg: dict) -> str:
             f"== What the grid of {cfg['benchmark']} found ({table}, written {written}) ==",
             table.read_text().strip(),
             "",
-            f"{where}; heatmaps: {figures}/",
+            f"{where}; figures (heatmaps, the methods compared): {figures}/",
         ]
     else:
         lines = [f"No tables of {cfg['benchmark']} yet: `snakemake all_tables` writes them to {tables}/"]
