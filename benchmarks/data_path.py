@@ -12,7 +12,7 @@ keys, as the training loop's sampler draws them, from the files and from the dec
 the augmented images are checked to be equal. Each rate excludes the worker's start-up.
 
     .venv/bin/python benchmarks/data_path.py
-    .venv/bin/python benchmarks/data_path.py --gpu-record docs/results/gpu/gpu_costs-nvidia-h200-2026-11-27.json
+    .venv/bin/python benchmarks/data_path.py --gpu-record docs/results/gpu/gpu_costs-nvidia-h200-2026-11-29.json
 """
 
 from __future__ import annotations

@@ -35,11 +35,14 @@ Sections (``--sections``, default all of them, in this order):
   (``codyra.store.model_states.merge_as``: fp32 sums, rounded to bf16 once), in seconds.
 
 Every section writes its figures to ``--out`` as soon as it ends, so a failure or a timeout keeps
-what came before; a failed section records its error. ``--smoke`` runs tiny models and sizes on
+what came before; a failed section records its error. With ``--update``, the sections already in
+``--out`` that this run does not measure are kept (each section says when it was measured): one
+section rerun after a change, the others as they were. ``--smoke`` runs tiny models and sizes on
 any device, to check the script (its figures mean nothing).
 
-    python benchmarks/gpu_costs.py                               # about 5 minutes on an H100
+    python benchmarks/gpu_costs.py                               # about 7 minutes on an H200
     python benchmarks/gpu_costs.py --sections clip_train,clip_eval
+    python benchmarks/gpu_costs.py --sections clip_eval --update --out docs/results/gpu/RECORD.json
     python benchmarks/gpu_costs.py --smoke --device cpu
 """
 
@@ -54,6 +57,7 @@ import sys
 import tempfile
 import time
 import traceback
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -87,8 +91,9 @@ def peaks(device: torch.device) -> dict | None:
 
 
 def mfu(flops: float, seconds: float, device: torch.device, precision: str) -> float | None:
+    """Model FLOP utilisation against the datasheet peak of ``precision`` (tf32: its tensor-core peak)."""
     peak = peaks(device)
-    return None if peak is None else flops / seconds / peak["bf16" if precision == "bf16" else "fp32"]
+    return None if peak is None else flops / seconds / peak[precision if precision in peak else "fp32"]
 
 
 def sync(device: torch.device) -> None:
@@ -567,8 +572,15 @@ def section_generate(args, device: torch.device) -> dict:
         path: len(some) * args.gen_new_tokens / seconds[path]
         for path, some in (("budget", prompts), ("batched", prompts), ("single", single))
     }
-    agree = statistics.mean(a == b for a, b in zip(answers["budget"], answers["batched"], strict=True))
-    print(f"generate: {rates} generated tokens/s; budget and fixed batches agree on {agree:.1%}", flush=True)
+    pairs = list(zip(answers["budget"], answers["batched"], strict=True))
+    agree = statistics.mean(a == b for a, b in pairs)
+    # how far into an answer the two agree: random weights make near-ties common, so whole answers rarely match
+    shared = statistics.mean(len(os.path.commonprefix([a, b])) / max(len(a), len(b), 1) for a, b in pairs)
+    print(
+        f"generate: {rates} generated tokens/s; budget and fixed batches agree on {agree:.1%} of answers, "
+        f"on their first {shared:.1%} on average",
+        flush=True,
+    )
     out = {
         "shape": shape,
         "vocab": len(tokenizer),
@@ -583,6 +595,7 @@ def section_generate(args, device: torch.device) -> dict:
         "budget_speedup": rates["budget"] / rates["batched"],
         "counters": {path: counts[path].as_dict() for path in seconds},
         "greedy_answers_agree_budget_vs_batched": agree,
+        "greedy_answers_shared_prefix_budget_vs_batched": shared,
     }
     out["row_build_s"] = row_build_seconds(model, device, args.rank_tasks)
     return out
@@ -614,6 +627,21 @@ def row_build_seconds(model, device: torch.device, tasks: int) -> float:
     seconds = timed(device, lambda: merge_as(model, updates, torch.bfloat16))
     print(f"row build: {tasks} updates merged in {seconds:.1f} s", flush=True)
     return seconds
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def updated(earlier: dict, figures: dict) -> dict:
+    """``figures`` of this run with the sections of the ``earlier`` record it did not measure, each kept
+    section dated (its own ``measured``, else the earlier record's) and its run's config kept beside it."""
+    kept = {
+        name: {"measured": earlier["measured"], "config": earlier["config"], **earlier[name]}
+        for name in SECTIONS
+        if name in earlier and name not in figures
+    }
+    return {**kept, **figures}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -651,6 +679,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--gen-new-tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks/gpu_costs.json"))
+    parser.add_argument("--update", action="store_true", help="keep the sections of --out this run does not measure")
     args = parser.parse_args(argv)
     unknown = set(args.sections.split(",")) - set(SECTIONS)
     if unknown:
@@ -672,6 +701,7 @@ def main(argv=None) -> dict:
     load_before = os.getloadavg()[0]
     figures: dict = {"config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
     functions = {name: globals()[f"section_{name}"] for name in SECTIONS}
+    earlier = json.loads(args.out.read_text()) if args.update and args.out.is_file() else None
     record = {}
     for name in args.sections.split(","):
         began = time.perf_counter()
@@ -680,8 +710,9 @@ def main(argv=None) -> dict:
         except Exception as err:  # noqa: BLE001 - a failed section records its error, the others' figures stay
             traceback.print_exc()
             figures[name] = {"error": f"{type(err).__name__}: {err}"}
-        figures[name]["section_seconds"] = time.perf_counter() - began
-        record = write_record(args.out, figures, load_before, {"torch": torch.__version__})
+        figures[name] |= {"section_seconds": time.perf_counter() - began, "measured": now()}
+        kept = figures if earlier is None else updated(earlier, figures)
+        record = write_record(args.out, kept, load_before, {"torch": torch.__version__})
     print(f"figures -> {args.out}")
     return record
 

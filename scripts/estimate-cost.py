@@ -14,6 +14,8 @@ no data is needed); each job's units from the validated config:
   the test set is there to measure; ``llm.max_new_tokens`` otherwise (``--answer-tokens`` for all).
   The bound, every answer running to ``llm.max_new_tokens``, is shown beside it: it sizes the
   rows' runtimes (:mod:`codyra.experiment.resources`);
+- **theta_i build**: a causal-LM row of a trained method merging its i updates into theta_0 on its
+  GPU, at the record's measured merge (each delta made on the CPU, the GPU held meanwhile);
 - **start-up**: one process per submitted unit (a CLIP run's group job, a causal-LM task's training
   and each of its rows, any other job), each paying the imports a job makes; the local rules run in
   Snakemake's process.
@@ -66,7 +68,8 @@ PAPER_CONFIGS = (
     "blip_xtail_16shot.yaml",
     "trace.yaml",
 )
-PARTS = ("train", "eval", "generation", "start-up")
+PARTS = ("train", "eval", "generation", "theta_i build", "start-up")
+UNFLOORED = ("theta_i build", "start-up")  # CPU work and imports while the GPU is held: no FLOP floor
 ROW_RULES = {"eval_row", "eval_row0", "heldout", "heldout_row0", "single_task_eval", "single_task_row0", "probe"}
 GROUPED = {"train_task", "eval_row", "train_lm_task", "eval_lm_row"}  # one process per group job on a cluster
 
@@ -158,6 +161,7 @@ def estimate(
     from codyra.experiment.config import config_from_files, load_config, resolve_job, single_task_config
     from codyra.experiment.model_shapes import model_shape
     from codyra.family import family_of
+    from codyra.methods import method_of
 
     cfg = load_config(config_from_files([configfile], {"check_data": False}))
     lm = not family_of(cfg).classifies
@@ -214,6 +218,10 @@ def estimate(
             flops = tokens * 2 * costs.measured_lm_params * scale
             est.generation_bound += bound * costs.generated_token_s() * scale
             est.units["tokens generated (expected)"] += tokens
+            if rule == "eval_lm_row" and method_of(cfg, w["method"]).trains:
+                build = costs.theta_build_s(int(w["i"])) * scale
+                est.seconds["theta_i build"] += build
+                est.chains[run] += build
         elif rule in ROW_RULES:
             if rule.startswith("heldout"):
                 names = job_cfg["heldout_tasks"]
@@ -250,7 +258,7 @@ def table(est: Estimate, gpus: int) -> list[str]:
         "|---|---|---|---|",
     ]
     for part in PARTS:
-        floor = "-" if part == "start-up" else hours(est.floor[part])
+        floor = "-" if part in UNFLOORED else hours(est.floor[part])
         lines.append(f"| {part} | {hours(est.seconds[part])} | {100 * est.seconds[part] / total:.0f} % | {floor} |")
     lines.append(f"| **total** | **{hours(est.total)}** | 100 % | {hours(sum(est.floor.values()))} |")
     units = ", ".join(f"{v:,} {k}" for k, v in sorted(est.units.items()))

@@ -30,13 +30,25 @@ def ratio(q: dict) -> str:
     return f"{q['median']:.3f} ({q['q1']:.3f} to {q['q3']:.3f}; range {q['min']:.3f} to {q['max']:.3f})"
 
 
-# the train steps a record may hold, in the order shown: label -> how the table names it
+# the train steps a record may hold, in the order shown: label -> (how the table names it, its precision)
 CLIP_STEPS = {
-    "fp32": "fp32",
-    "tf32": "tf32",
-    "bf16": "bf16",
-    "bf16_compiled": "bf16, compiled",
+    "fp32": ("fp32", "fp32"),
+    "tf32": ("tf32", "tf32"),
+    "bf16": ("bf16", "bf16"),
+    "bf16_compiled": ("bf16, compiled", "bf16"),
 }
+SECTIONS = ("device", "startup", "clip_train", "clip_eval", "llm_train", "generate")
+
+
+def dates(record: dict) -> str:
+    """When the record's sections were measured: one date, or each section's where a rerun updated some."""
+    when = {name: record[name].get("measured", record["measured"]) for name in SECTIONS if name in record}
+    if len(set(when.values())) <= 1:
+        return f"Measured {record['measured']}"
+    runs: dict[str, list[str]] = {}
+    for name, measured in when.items():
+        runs.setdefault(measured, []).append(f"`{name}`")
+    return "Measured in " + "; ".join(f"{', '.join(names)} at {measured}" for measured, names in sorted(runs.items()))
 
 
 def render(record: dict, source: str, code: str | None) -> list[str]:
@@ -45,7 +57,7 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
         "# GPU figures",
         "",
         (
-            f"Measured {record['measured']} on one {dev['name']} ({dev['memory_gib']:.0f} GiB, "
+            f"{dates(record)} on one {dev['name']} ({dev['memory_gib']:.0f} GiB, "
             f"{dev['multiprocessors']} multiprocessors, CUDA {dev['cuda']}, torch {dev['torch']}, "
             f"{record['cpu_count']} CPU cores) by `benchmarks/gpu_costs.py`, random weights; rendered by "
             f"`scripts/render-gpu-figures.py` from `{source}`."
@@ -53,6 +65,7 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
         (
             "MFU: the FLOPs `torch.utils.flop_counter` counts in the step, per second, over the datasheet peak of the "
             f"precision ({dev['datasheet_peak_flops']['bf16'] / 1e12:.0f} TFLOP/s bf16, "
+            f"{dev['datasheet_peak_flops']['tf32'] / 1e12:.0f} TFLOP/s tf32, "
             f"{dev['datasheet_peak_flops']['fp32'] / 1e12:.1f} TFLOP/s fp32 without TF32)."
         ),
     ]
@@ -100,17 +113,19 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
         ]
         measured = [label for label in CLIP_STEPS if label in clip]
         for label in measured:
+            name, precision = CLIP_STEPS[label]
+            peak = dev["datasheet_peak_flops"][precision]
             for phase, p in clip[label]["phases"].items():
                 s = p["step_s_median"]
                 lines.append(
-                    f"| {CLIP_STEPS[label]} | {phase} | {1e3 * s['lora']:.1f} | {1e3 * s['codyra']:.1f} | "
-                    f"{ratio(p['paired_ratio'])} | {pct(p['lora_mfu'])} |"
+                    f"| {name} | {phase} | {1e3 * s['lora']:.1f} | {1e3 * s['codyra']:.1f} | "
+                    f"{ratio(p['paired_ratio'])} | {pct(clip[label]['lora_step_flops'] / s['lora'] / peak)} |"
                 )
         speedups = clip.get("speedup_over_fp32_lora", {"bf16": clip["bf16_speedup_lora"]})
         lines += [
             "",
             "LoRA's step against fp32's: "
-            + ", ".join(f"{CLIP_STEPS[label]} {speedups[label]:.2f}x" for label in measured if label != "fp32")
+            + ", ".join(f"{CLIP_STEPS[label][0]} {speedups[label]:.2f}x" for label in measured if label != "fp32")
             + ".",
         ]
     ev = record.get("clip_eval", {})
@@ -184,9 +199,17 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
                     f"In batches of {gen['batch_tokens']:,} tokens (`eval.batch_tokens`, rows leaving as their answer "
                     f"ends): {gen['tokens_per_s']['budget']:,.0f} generated tokens/s ({gen['budget_speedup']:.1f}x the "
                     f"batches of {gen['batch']}); their greedy answers agree with those batches' on "
-                    f"{100 * gen['greedy_answers_agree_budget_vs_batched']:.1f} % of the prompts (bf16: another batch "
-                    f"composition can move a near-tie). A row's theta_i ({record['config']['rank_tasks']} tasks' "
-                    f"rank-16 updates on every matrix, merged on the GPU): {gen['row_build_s']:.1f} s."
+                    f"{100 * gen['greedy_answers_agree_budget_vs_batched']:.1f} % of the prompts"
+                    + (
+                        f", and on the first {100 * gen['greedy_answers_shared_prefix_budget_vs_batched']:.1f} % of an "
+                        "answer on average"
+                        if "greedy_answers_shared_prefix_budget_vs_batched" in gen
+                        else ""
+                    )
+                    + " (bf16: another batch composition can move a near-tie; random weights make near-ties common, "
+                    f"trained ones rarer). A row's theta_i ({record['config']['rank_tasks']} tasks' "
+                    "rank-16 updates on every matrix, each delta made on the CPU as the rebuild makes it, summed on "
+                    f"the GPU): {gen['row_build_s']:.1f} s."
                 ),
             ]
     failed = [name for name, section in record.items() if isinstance(section, dict) and "error" in section]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from codyra.data.catalog import EXPECTED
+from codyra.experiment.costs import DEFAULT_RECORD
 
 from .conftest import ROOT, TINY, load_benchmark, load_script, write_yaml
 
@@ -82,7 +83,7 @@ def test_the_estimate_counts_the_units_of_every_job(tmp_path):
 
 def test_the_gpu_page_names_the_device_the_date_and_the_code(tmp_path):
     script = load_script("render-gpu-figures")
-    record = json.loads(next((Path(ROOT) / "docs" / "results" / "gpu").glob("gpu_costs-*.json")).read_text())
+    record = json.loads((Path(ROOT) / DEFAULT_RECORD).read_text())
     page = "\n".join(script.render(record, "record.json", "a commit of yesterday"))
     assert record["device"]["name"] in page and record["measured"] in page
     assert "**Code measured:** a commit of yesterday" in page
@@ -236,7 +237,8 @@ def test_a_causal_lm_row_generates_its_expected_answers_in_a_job_of_its_own(tmp_
     }
     record = {
         **RECORD,
-        "generate": {"tokens_per_s": {"batched": 100.0}},
+        "generate": {"tokens_per_s": {"batched": 100.0}, "row_build_s": 8.0},  # 1 s per update of the model
+        "config": {"rank_tasks": 8},
         "llm_train": {
             "shape": {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128, "num_attention_heads": 4},
             "vocab": 400,
@@ -259,6 +261,8 @@ def test_a_causal_lm_row_generates_its_expected_answers_in_a_job_of_its_own(tmp_
     assert est.units["tokens generated (expected)"] == round(rows * 10 * (fomc + 8))
     assert est.seconds["generation"] == pytest.approx(rows * 10 * (fomc + 8) / 100.0, rel=1e-3)
     assert est.generation_bound == pytest.approx(rows * 10 * 2 * 8 / 100.0)
+    # theta_i of lora's rows 1 and 2 merges 1 and 2 updates (row 0 none): the measured model is this one
+    assert est.seconds["theta_i build"] == pytest.approx((1 + 2) * 1.0)
     # a process per training task and one per row: a row never runs in its task's multi-GPU job
     trained = 2
     assert est.units["processes"] == 1 + trained + rows  # the mini's pretraining, tasks 1-2, rows 0-2
@@ -266,19 +270,41 @@ def test_a_causal_lm_row_generates_its_expected_answers_in_a_job_of_its_own(tmp_
 
 def test_the_gpu_page_shows_every_precision_and_the_token_budget_a_record_holds():
     script = load_script("render-gpu-figures")
-    record = json.loads(next((Path(ROOT) / "docs" / "results" / "gpu").glob("gpu_costs-*.json")).read_text())
+    record = json.loads((Path(ROOT) / DEFAULT_RECORD).read_text())
     clip = record["clip_train"]
     clip["tf32"], clip["bf16_compiled"] = copy.deepcopy(clip["fp32"]), copy.deepcopy(clip["bf16"])
     clip["speedup_over_fp32_lora"] = {"tf32": 1.25, "bf16": 1.5, "bf16_compiled": 3.0}
     gen = record["generate"]
     gen["tokens_per_s"]["budget"], gen["batch_tokens"], gen["budget_speedup"] = 9000.0, 65536, 20.0
     gen["greedy_answers_agree_budget_vs_batched"], gen["row_build_s"] = 0.984, 12.5
+    gen["greedy_answers_shared_prefix_budget_vs_batched"] = 0.9912
     record["config"] = {"rank_tasks": 8}
     page = "\n".join(script.render(record, "record.json", None))
     assert "| tf32 | sparse |" in page and "| bf16, compiled | dense |" in page
     assert "LoRA's step against fp32's: tf32 1.25x, bf16 1.50x, bf16, compiled 3.00x." in page
     assert "In batches of 65,536 tokens" in page and "9,000 generated tokens/s (20.0x" in page
-    assert "agree with those batches' on 98.4 % of the prompts" in page and "merged on the GPU): 12.5 s." in page
+    assert "agree with those batches' on 98.4 % of the prompts, and on the first 99.1 % of an answer" in page
+    assert "summed on the GPU): 12.5 s." in page
+
+
+def test_the_gpu_page_dates_each_run_and_rates_a_step_against_its_own_precisions_peak():
+    script = load_script("render-gpu-figures")
+    record = json.loads((Path(ROOT) / DEFAULT_RECORD).read_text())
+    record["measured"] = "2026-01-02T00:00:00+00:00"
+    record["clip_eval"]["measured"] = record["generate"]["measured"] = record["measured"]
+    for name in ("device", "startup", "clip_train", "llm_train"):
+        record[name]["measured"] = "2026-01-01T00:00:00+00:00"
+    tf32 = record["clip_train"]["tf32"]
+    tf32["lora_step_flops"], tf32["phases"]["sparse"]["step_s_median"]["lora"] = 2.0e13, 0.2
+    record["device"]["datasheet_peak_flops"]["tf32"] = 4.0e14  # 1e14 FLOP/s of 4e14: 25 %
+    page = "\n".join(script.render(record, "record.json", None))
+    assert (
+        "Measured in `device`, `startup`, `clip_train`, `llm_train` at 2026-01-01T00:00:00+00:00; "
+        "`clip_eval`, `generate` at 2026-01-02T00:00:00+00:00 on one NVIDIA H200"
+    ) in page
+    assert "| tf32 | sparse | 200.0 |" in page
+    row = next(line for line in page.splitlines() if line.startswith("| tf32 | sparse |"))
+    assert row.endswith("| 25.0 % |")
 
 
 def test_a_test_set_without_a_measured_ratio_is_refused_by_name(tmp_path):

@@ -33,3 +33,24 @@ def test_the_gpu_smoke_script_runs_every_section_on_the_cpu(tmp_path):
     row = sections["clip_row"]
     assert row["cells_agree"] and len(row["cache"]["cells"]) == 11  # MTIL's 11 test sets, cache = JPEGs
     assert json.loads(Path(sections["gpu_costs"]["record"]).read_text())["device"]
+
+
+def test_an_updated_record_keeps_the_sections_a_rerun_did_not_measure_with_their_dates_and_config():
+    from .conftest import load_benchmark
+
+    script = load_benchmark("gpu_costs")
+    earlier = {
+        "measured": "2026-01-01T00:00:00+00:00",
+        "config": {"clip_batch": 64},
+        "device": {"name": "GPU"},
+        "clip_eval": {"images_per_s": 1.0, "measured": "2025-12-31T00:00:00+00:00", "config": {"workers": 8}},
+        "generate": {"tokens_per_s": 1.0},
+    }
+    rerun = {"config": {"clip_batch": 32}, "generate": {"tokens_per_s": 2.0, "measured": "2026-01-02T00:00:00+00:00"}}
+    record = script.updated(earlier, rerun)
+    assert record["generate"] == rerun["generate"] and record["config"] == {"clip_batch": 32}
+    # kept: dated by the earlier record unless a section carries its own date and config
+    assert record["device"] == {"name": "GPU", "measured": "2026-01-01T00:00:00+00:00", "config": {"clip_batch": 64}}
+    assert record["clip_eval"]["measured"] == "2025-12-31T00:00:00+00:00"
+    assert record["clip_eval"]["config"] == {"workers": 8}
+    assert set(record) == {"config", "device", "clip_eval", "generate"}

@@ -144,7 +144,7 @@ def test_profile_resources_overlay_the_rule_on_the_defaults():
     assert train["gpu"] == 1 and train["gpu_model"] == "h100" and train["runtime"] == 45 and train["nodes"] == 1
     assert cell["runtime"] == 30 and cell["mem_mb"] == 32000 and cell["slurm_partition"] == train["slurm_partition"]
     row = profile_resources(f"{ROOT}/profiles/slurm", "eval_lm_row")
-    assert row["runtime"] == 60 and row["gpu"] == 1  # generation on one GPU, in a job of its own
+    assert row["runtime"] == 30 and row["gpu"] == 1  # generation on one GPU, in a job of its own
     lm = profile_resources(f"{ROOT}/profiles/slurm", "train_lm_task")
     assert lm["gpu"] == 4 and "tasks" not in lm
 

@@ -102,6 +102,18 @@ def test_a_truncated_file_is_refused_on_opening(dtd):
         open_eval_cache(cache, view.samples, view.transform)
 
 
+def test_a_file_cut_short_after_opening_fails_the_read_naming_the_image(dtd):
+    view, cache = dtd
+    cached = open_eval_cache(cache, view.samples, view.transform)
+    cached.read([0])  # the map is open: the shape checks passed
+    path = cache / EVAL_CACHE_IMAGES
+    with open(path, "r+b") as file:
+        file.truncate(path.stat().st_size - 3 * 32 * 32)  # the last image gone
+    last = len(view) - 1
+    with pytest.raises(EvalCacheError, match=f"ends before image {last} .*truncated"):
+        cached.read(list(range(last - 1, last + 1)))
+
+
 def test_an_image_edited_since_the_build_is_refused(dtd):
     view, cache = dtd
     edited = view.samples.images.root / view.samples.keys[2]

@@ -129,7 +129,7 @@ def test_trace_llama_2_7b_submits_its_4_gpu_task_jobs_and_1_gpu_rows_then_leaves
     assert job["NumCPUs"] == "3"  # 2 ranks x train.threads 1 and the launcher
     assert megabytes(job["MinMemoryNode"]) == 330000 and job["TimeLimit"] == "00:30:00"
     row = slurm_job(jobs[rows[0]][0])
-    assert (row["TresPerJob"], row["TimeLimit"]) == ("gres:gpu:h100:1", "01:00:00")
+    assert (row["TresPerJob"], row["TimeLimit"]) == ("gres:gpu:h100:1", "00:30:00")
 
     cfg = check_tables(folder, run("trace.yaml", folder, "backbone=llama-2-7b-chat"))
     assert set(cfg["left_out"]) == {"ewc", "gem"} and not set(cfg["left_out"]) & set(cfg["methods"])

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+STAT_CHUNK = 256  # files one thread stats per task: a future per file costs more than its stat
+
 
 class ImageSource(Protocol):
     def load(self, key) -> Image.Image: ...
@@ -72,12 +74,13 @@ class ImageFiles:
         """Each file's size and modification time (nanoseconds): a stat per file, in threads, as a
         cluster file system answers many at once; the bytes are not read."""
 
-        def stat(key: str) -> tuple[int, int]:
-            info = os.stat(self.root / key)
-            return info.st_size, info.st_mtime_ns
+        def stat(chunk) -> list[tuple[int, int]]:
+            return [(info.st_size, info.st_mtime_ns) for info in (os.stat(self.root / key) for key in chunk)]
 
+        keys = list(keys)
+        chunks = [keys[k : k + STAT_CHUNK] for k in range(0, len(keys), STAT_CHUNK)]
         with ThreadPoolExecutor(max_workers=16) as pool:
-            stats = list(pool.map(stat, keys))
+            stats = [entry for chunk in pool.map(stat, chunks) for entry in chunk]
         return hashlib.sha256(json.dumps([list(keys), stats], separators=(",", ":")).encode()).hexdigest()
 
 

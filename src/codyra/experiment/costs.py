@@ -17,7 +17,7 @@ from pathlib import Path
 from codyra.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
-DEFAULT_RECORD = Path("docs") / "results" / "gpu" / "gpu_costs-nvidia-h200-2026-11-27.json"  # under the repository
+DEFAULT_RECORD = Path("docs") / "results" / "gpu" / "gpu_costs-nvidia-h200-2026-11-29.json"  # under the repository
 # Examples per TRACE task where the task folders are not there to count, by the release data.root names:
 # TRACE samples 5,000 training and 2,000 test examples (TRACE's paper, section 3.1); the 500-example release
 # TreeLoRA trains on (ZinYY/TreeLoRA data/LLM-CL-Benchmark/LLM-CL-Benchmark_500.tar.xz) holds 500 and 100,
@@ -133,6 +133,16 @@ class UnitCosts:
 
     def startup_s(self) -> float:
         return self.record["startup"]["median_s"]
+
+    def theta_build_s(self, updates: int) -> float:
+        """Seconds a row of the measured causal LM spends building theta_i from ``updates`` stored updates,
+        its GPU held: the measured merge of ``rank_tasks`` rank-16 updates, per update (scale other models
+        with :meth:`lm_scale`). Its deltas are made on the CPU, as the rebuild makes them, so no GPU ratio
+        applies; 0 for a record that did not measure it."""
+        gen = self.record["generate"]
+        if "row_build_s" not in gen:
+            return 0.0
+        return gen["row_build_s"] / gen.get("config", self.record["config"])["rank_tasks"] * updates
 
     def lm_activation_bytes(self) -> float:
         """Activation memory of the measured LoRA training step per token, layer and unit of width (bf16

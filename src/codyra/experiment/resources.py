@@ -330,7 +330,9 @@ class Estimator:
         }
         answers = sum(evaluated_examples(cfg, t) for t in self._tested(cfg, job))
         seconds = answers * llm["max_new_tokens"] * self.costs.generated_token_s()
-        seconds *= self.costs.lm_scale(shape.params, shape.name) * self.costs.to_gpu(self.gpu, "bandwidth")
+        seconds *= self.costs.to_gpu(self.gpu, "bandwidth")
+        seconds += self.costs.theta_build_s(job.task if trains else 0)
+        seconds *= self.costs.lm_scale(shape.params, shape.name)
         return Need(host, gpu, seconds + self.startup, job_threads(cfg, job.rule), 1)
 
     @staticmethod

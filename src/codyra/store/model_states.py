@@ -56,7 +56,7 @@ def merge_as(model: torch.nn.Module, updates: Iterable[TaskUpdate], dtype: torch
     params = dict(model.named_parameters())
     sums: dict[str, torch.Tensor] = {}
     for update in updates:  # one at a time: full fine-tuning deltas are model-sized
-        for name, (param_name, rows, delta) in sorted(update.dense_deltas().items()):
+        for name, (param_name, rows, delta) in update.merge_order():
             check_entry(params, name, param_name, rows, delta)
             if param_name not in sums:
                 sums[param_name] = params[param_name].data.float()

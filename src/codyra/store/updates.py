@@ -56,14 +56,21 @@ class TaskUpdate:
 
     def dense_deltas(self) -> dict[str, tuple[str, tuple[int, int] | None, torch.Tensor]]:
         """target or parameter name -> (parameter, row block, dense fp32 delta)."""
-        if self.kind == "lora":
-            out = {}
-            for name, where in self.targets.items():
-                t = self.tensors
-                rows = tuple(where["rows"]) if where["rows"] is not None else None
-                out[name] = (where["param"], rows, delta_from_factors(t[f"{name}.A"], t[f"{name}.B"], t[f"{name}.w"]))
-            return out
-        return {name: (name, None, delta.float()) for name, delta in self.tensors.items()}
+        names = self.targets if self.kind == "lora" else self.tensors
+        return {name: self.dense_delta(name) for name in names}
+
+    def merge_order(self):
+        """(name, (parameter, row block, dense fp32 delta)) in name order, one delta made at a time: what
+        merging reads (a 7B model's deltas of every matrix are 26 GB in fp32 all at once)."""
+        for name in sorted(self.targets if self.kind == "lora" else self.tensors):
+            yield name, self.dense_delta(name)
+
+    def dense_delta(self, name: str) -> tuple[str, tuple[int, int] | None, torch.Tensor]:
+        if self.kind != "lora":
+            return name, None, self.tensors[name].float()
+        where, t = self.targets[name], self.tensors
+        rows = tuple(where["rows"]) if where["rows"] is not None else None
+        return where["param"], rows, delta_from_factors(t[f"{name}.A"], t[f"{name}.B"], t[f"{name}.w"])
 
     def num_stored(self) -> int:
         return sum(t.numel() for t in self.tensors.values())
@@ -99,7 +106,7 @@ def param_block(param: torch.nn.Parameter, rows) -> torch.Tensor:
 @torch.no_grad()
 def apply_update(model: torch.nn.Module, update: TaskUpdate) -> None:
     params = dict(model.named_parameters())
-    for name, (param_name, rows, delta) in sorted(update.dense_deltas().items()):
+    for name, (param_name, rows, delta) in update.merge_order():
         check_entry(params, name, param_name, rows, delta)
         block = param_block(params[param_name], rows)
         block.copy_((block.float().cpu() + delta).to(block.dtype))
