@@ -633,15 +633,30 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+RUN_FACTS = ("measured", "config", "machine", "torch")  # what a kept section keeps of the run that measured it
+
+
 def updated(earlier: dict, figures: dict) -> dict:
     """``figures`` of this run with the sections of the ``earlier`` record it did not measure, each kept
-    section dated (its own ``measured``, else the earlier record's) and its run's config kept beside it."""
+    section with its run's facts (its own where it has them, else the earlier record's)."""
     kept = {
-        name: {"measured": earlier["measured"], "config": earlier["config"], **earlier[name]}
+        name: {**{fact: earlier[fact] for fact in RUN_FACTS if fact in earlier}, **earlier[name]}
         for name in SECTIONS
         if name in earlier and name not in figures
     }
     return {**kept, **figures}
+
+
+def earlier_record(path: Path) -> dict:
+    """The record ``--update`` adds to, read before any section runs; exits naming the file if it is not one."""
+    fix = "name a gpu_costs.py record with --out, or drop --update"
+    try:
+        record = json.loads(path.read_text())
+    except ValueError as err:
+        raise SystemExit(f"--update: {path} is not JSON ({err}); {fix}") from None
+    if not isinstance(record, dict) or "measured" not in record:
+        raise SystemExit(f"--update: {path} is not a gpu_costs.py record (it has no 'measured'); {fix}")
+    return record
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -701,7 +716,7 @@ def main(argv=None) -> dict:
     load_before = os.getloadavg()[0]
     figures: dict = {"config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
     functions = {name: globals()[f"section_{name}"] for name in SECTIONS}
-    earlier = json.loads(args.out.read_text()) if args.update and args.out.is_file() else None
+    earlier = earlier_record(args.out) if args.update and args.out.is_file() else None
     record = {}
     for name in args.sections.split(","):
         began = time.perf_counter()

@@ -41,6 +41,9 @@ def test_an_updated_record_keeps_the_sections_a_rerun_did_not_measure_with_their
     script = load_benchmark("gpu_costs")
     earlier = {
         "measured": "2026-01-01T00:00:00+00:00",
+        "machine": "CPU A",
+        "torch": "2.11.0",
+        "cpu_count": 16,
         "config": {"clip_batch": 64},
         "device": {"name": "GPU"},
         "clip_eval": {"images_per_s": 1.0, "measured": "2025-12-31T00:00:00+00:00", "config": {"workers": 8}},
@@ -49,8 +52,25 @@ def test_an_updated_record_keeps_the_sections_a_rerun_did_not_measure_with_their
     rerun = {"config": {"clip_batch": 32}, "generate": {"tokens_per_s": 2.0, "measured": "2026-01-02T00:00:00+00:00"}}
     record = script.updated(earlier, rerun)
     assert record["generate"] == rerun["generate"] and record["config"] == {"clip_batch": 32}
-    # kept: dated by the earlier record unless a section carries its own date and config
-    assert record["device"] == {"name": "GPU", "measured": "2026-01-01T00:00:00+00:00", "config": {"clip_batch": 64}}
+    # kept: the earlier run's facts unless a section carries its own; its other top-level keys are not sections
+    assert record["device"] == {
+        "name": "GPU",
+        "measured": "2026-01-01T00:00:00+00:00",
+        "config": {"clip_batch": 64},
+        "machine": "CPU A",
+        "torch": "2.11.0",
+    }
     assert record["clip_eval"]["measured"] == "2025-12-31T00:00:00+00:00"
     assert record["clip_eval"]["config"] == {"workers": 8}
     assert set(record) == {"config", "device", "clip_eval", "generate"}
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"figures": 1}'])
+def test_update_refuses_a_file_that_is_not_a_record_before_measuring(tmp_path, text):
+    from .conftest import load_benchmark
+
+    out = tmp_path / "record.json"
+    out.write_text(text)
+    with pytest.raises(SystemExit, match=f"--update: {out} is not .*drop --update"):
+        load_benchmark("gpu_costs").main(["--smoke", "--device", "cpu", "--update", "--out", str(out)])
+    assert out.read_text() == text  # nothing measured, nothing written

@@ -81,7 +81,7 @@ class ImageFiles:
         chunks = [keys[k : k + STAT_CHUNK] for k in range(0, len(keys), STAT_CHUNK)]
         with ThreadPoolExecutor(max_workers=16) as pool:
             stats = [entry for chunk in pool.map(stat, chunks) for entry in chunk]
-        return hashlib.sha256(json.dumps([list(keys), stats], separators=(",", ":")).encode()).hexdigest()
+        return hashlib.sha256(json.dumps([keys, stats], separators=(",", ":")).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -293,7 +294,7 @@ def duration(seconds: float) -> str:
 def render(state: GridState) -> str:
     """The table a cluster user reads every morning: a line per method and seed, a totals line, the
     failures with their logs, the compute left."""
-    failed, started = count_by_run(state.failed), count_by_run(state.started)
+    failed, started = Counter(j.run for j in state.failed), Counter(j.run for j in state.started)
     header = ("method", "seed", "trained", "cells", "matrix", "failed", "started")
     rows = [
         (r.method, str(r.seed), *counts([r], state.n_tasks), {DONE: "yes", STALE: "stale", MISSING: "-"}[r.matrix])
@@ -340,13 +341,6 @@ def counted(done: int, total: int, stale: int) -> str:
 
 def run_label(run: RunState) -> str:
     return f"{run.method} seed {run.seed}"
-
-
-def count_by_run(jobs: list[Job]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for job in jobs:
-        counts[job.run] = counts.get(job.run, 0) + 1
-    return counts
 
 
 def eta_line(eta: dict) -> str:

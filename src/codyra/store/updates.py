@@ -56,14 +56,18 @@ class TaskUpdate:
 
     def dense_deltas(self) -> dict[str, tuple[str, tuple[int, int] | None, torch.Tensor]]:
         """target or parameter name -> (parameter, row block, dense fp32 delta)."""
-        names = self.targets if self.kind == "lora" else self.tensors
-        return {name: self.dense_delta(name) for name in names}
+        return {name: self.dense_delta(name) for name in self.entries}
 
     def merge_order(self):
         """(name, (parameter, row block, dense fp32 delta)) in name order, one delta made at a time: what
         merging reads (a 7B model's deltas of every matrix are 26 GB in fp32 all at once)."""
-        for name in sorted(self.targets if self.kind == "lora" else self.tensors):
+        for name in sorted(self.entries):
             yield name, self.dense_delta(name)
+
+    @property
+    def entries(self):
+        """The names an update changes: its targets (``lora``), else its tensors (one per parameter)."""
+        return self.targets if self.kind == "lora" else self.tensors
 
     def dense_delta(self, name: str) -> tuple[str, tuple[int, int] | None, torch.Tensor]:
         if self.kind != "lora":
