@@ -1,12 +1,13 @@
 # The two commands, on a fresh clone as on a working one:
 #   make run    # the embedded default, end to end -> results/tables/mini/
-#   make test   # the test suite
+#   make test   # the test suite's fast tier; `make test-all` runs every test, as CI does
 # Each first makes sure the virtual environment .venv is there and current: it is created when
 # missing, reinstalled when pyproject.toml or constraints.txt changed since it was installed
 # (their checksum is kept in .venv/.codyra-env) and created again when it is another checkout's
 # (a copied or moved project); otherwise nothing is installed.
 #   make run SNAKEMAKE_ARGS="--configfile config/mini_trace.yaml"    # another config, more options
-#   make test PYTEST_ARGS="tests/test_config.py -x"                   # a part of the suite
+#   make test PYTEST_ARGS="tests/test_config.py -x"                   # a part of the fast tier
+#   make test-all PYTEST_ARGS="tests/workflow"                        # a part of the whole suite
 # torch comes from the machine's wheels (pip's find-links on the reference machine); the rest is
 # pinned by constraints.txt. A cluster uses conda instead: environment.yml (docs/cluster.md).
 
@@ -19,6 +20,9 @@ CORES ?= 2
 TARGET ?= all_tables
 SNAKEMAKE_ARGS ?=
 PYTEST_ARGS ?=
+# the fast tier leaves out the tests marked slow (Snakemake grids, several trained tasks, SLURM,
+# QEMU, DeepSpeed): pyproject.toml's markers
+FAST_TIER ?= not slow
 
 STAMP := $(VENV)/.codyra-env
 ENV_KEY = $(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1-2) [$(EXTRAS)] $(TORCH)
@@ -34,7 +38,7 @@ FOREIGN = $(VENV)/bin/python -c 'import codyra; print(codyra.__file__)' 2>/dev/n
 	|| head -n2 $(VENV)/bin/$$launcher | grep -qF -e "\#!$(BIN)/" -e "'exec' \"$(BIN)/" \
 	|| echo "bin/$$launcher starts $$(head -n1 $(VENV)/bin/$$launcher | cut -c3-)"; done
 
-.PHONY: env run test
+.PHONY: env run test test-all
 
 env:
 	@foreign="$$($(FOREIGN))"; \
@@ -58,4 +62,7 @@ run: env
 	PATH="$(BIN):$$PATH" snakemake --cores $(CORES) $(TARGET) $(SNAKEMAKE_ARGS)
 
 test: env
+	PATH="$(BIN):$$PATH" pytest -m "$(FAST_TIER)" $(PYTEST_ARGS)
+
+test-all: env
 	PATH="$(BIN):$$PATH" pytest $(PYTEST_ARGS)

@@ -29,6 +29,9 @@ TINY = {
         "codyra": {"kind": "codyra", "rank": 4, "dense_ratio": 0.5, "kappa_max": 0.05},
         "full-ft": {"kind": "full", "train": {"lr": 0.0005}},
     },
+    # no MLflow store: a 6-step training job takes a fraction of a second without a fresh SQLite
+    # store and seconds with one; the tests of the mirror turn it on
+    "tracking": {"enabled": False},
     "mini": {
         "corpus_size": 256,
         "pretrain_steps": 4,

@@ -279,6 +279,7 @@ def test_step_metrics_count_the_surviving_gates_of_every_adapter():
     assert total == sum(a.active_rank() for a in adapters)  # the per-adapter count agrees
 
 
+@pytest.mark.slow
 def test_vit_b16_rank16_parameter_count_and_all_144_adapters_reach_the_output():
     model = open_clip.create_model("ViT-B-16", pretrained=None)
     method = build_method({"kind": "codyra", "rank": 16})

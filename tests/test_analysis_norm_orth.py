@@ -201,6 +201,7 @@ def test_trace_skips_the_clip_only_analyses_with_the_reason(tmp_path, caplog):
     assert "analysis conflict skipped for mini-trace" in caplog.text and not any(tmp_path.rglob("*"))
 
 
+@pytest.mark.slow
 def test_training_at_a_matched_norm_reads_the_references_and_pulls_the_norm(tiny_run):
     from codyra.experiment.train_job import train_task
 

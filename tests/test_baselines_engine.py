@@ -34,6 +34,7 @@ def stored(cfg, method, task):
     return load_file(str(folder / UPDATE_FILE)), (load_file(str(state)) if state.is_file() else {})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(BASELINES))
 def test_baseline_trains_two_tasks_from_stored_files(baselines_run, method):
     first = train_task(baselines_run, method, 0, 1).summary

@@ -198,6 +198,7 @@ def test_lora_and_codyra_adapt_every_target_and_the_merge_reproduces_the_adapted
     assert summary["active_rank_total"] == 2 * LAYERS * 6 * RANK - (1 if method.gated else 0)
 
 
+@pytest.mark.slow
 def test_codyra_rail_and_the_dagger_train_and_evaluate_through_the_real_loop(tmp_path, tiny_blip):
     from codyra.blip.family import BLIP
     from codyra.evaluation.evaluate import evaluate_row

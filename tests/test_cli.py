@@ -27,6 +27,7 @@ def test_help_imports_no_torch():
     assert out.strip() == "False"
 
 
+@pytest.mark.slow
 def test_stream_through_the_installed_entry_point(tiny_yaml, tmp_path):
     path, cfg = tiny_yaml
     log = tmp_path / "logs" / "run.log"
@@ -82,6 +83,7 @@ def test_single_commands_and_set_overrides(tiny_yaml):
     assert main(["cell", "--config", path, "--method", "pretrained", "--i", "0", "--j", "2"]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv, message",
     [

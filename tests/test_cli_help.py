@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from codyra.analysis.registry import ANALYSES, available, outputs
-from codyra.cli import build_parser, git_commit, main, version_text
+from codyra.checkout import git_commit
+from codyra.cli import build_parser, main, version_text
 from codyra.experiment.config import load_config
 from codyra.store.paths import run_dir
 

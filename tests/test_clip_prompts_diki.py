@@ -243,6 +243,7 @@ def test_prompted_blocks_beyond_the_model_are_refused():
         diki.attach_training(model, options, torch.Generator().manual_seed(0), torch.device("cpu"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(SPECS))
 def test_each_runs_through_the_loop_and_the_evaluation(tmp_path, tiny_cfg_dict, tiny_pretrained, method):
     cfg = copy.deepcopy(tiny_cfg_dict)

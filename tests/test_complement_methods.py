@@ -130,6 +130,7 @@ def test_moe_adapters_zero_shot_route_is_the_pretrained_model(tiny_run, monkeypa
     assert all(c["routing"]["to_zero_shot"] == 100.0 for c in routed)
 
 
+@pytest.mark.slow
 def test_codyra_rail_fits_rail_on_theta_i_and_keeps_codyras_transfer(tiny_run):
     from codyra.clip.features import task_feature_batches
     from codyra.clip.rebuild import rebuild_clip

@@ -109,6 +109,7 @@ def test_the_environment_is_the_one_the_golden_numbers_were_recorded_with():
     )
 
 
+@pytest.mark.slow
 def test_the_kernels_compute_the_golden_numbers(tmp_path):
     assert not _differences(_golden("ops"), _fingerprints("ops", out=tmp_path / "ops.json"))
 
@@ -119,6 +120,7 @@ def test_a_tiny_pretraining_and_training_compute_the_golden_numbers(tmp_path):
     assert not _differences(_golden("pipeline"), _fingerprints("pipeline", out=tmp_path / "pipeline.json"))
 
 
+@pytest.mark.slow
 @needs_qemu
 @pytest.mark.parametrize("cpu", EMULATED_CPUS)
 def test_another_vendors_cpu_computes_the_golden_kernel_numbers(cpu, tmp_path):

@@ -16,6 +16,7 @@ from codyra.experiment.config import ConfigError, load_config
 from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
 
 from .conftest import ROOT, write_yaml
+from .method_contract import contract_problems
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 
@@ -39,6 +40,10 @@ def example_yaml(tmp_path, tiny_cfg_dict, tiny_pretrained, example_kind):
         return write_yaml(tmp_path / f"strength-{strength}.yaml", cfg), cfg
 
     return write
+
+
+def test_the_example_keeps_the_method_contract(example_kind):
+    assert contract_problems(codyra.methods.method_class(example_kind)) == []
 
 
 def test_penalty_and_its_gradient_by_hand(example_kind):
@@ -69,6 +74,7 @@ def test_the_example_trains_and_evaluates_through_the_command_line(example_yaml)
     assert 0.0 <= cell["accuracy"] <= 100.0
 
 
+@pytest.mark.slow
 def test_a_strong_pull_keeps_the_update_small(example_yaml):
     norms = {}
     for strength in (0.0, 1e4):

@@ -109,6 +109,7 @@ def broken_links(site: Path, pages: dict[Path, Page]) -> list[str]:
     return broken
 
 
+@pytest.mark.slow
 def test_the_worked_example_s_code_is_on_its_page(site, pages):
     code = (ROOT / "docs" / "examples" / "l2_anchor.py").read_text(encoding="utf-8").strip()
     blocks = [block.strip() for block in pages[site / "adding-a-method" / "index.html"].code_blocks]

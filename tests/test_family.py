@@ -116,6 +116,7 @@ def test_each_mini_benchmark_pretrains_its_own_theta0(tmp_path, monkeypatch):
         pretrain_own({**common, "model": {"family": "clip", "pretrained": "openai"}, "data": {"kind": "mtil"}})
 
 
+@pytest.mark.slow
 def test_a_computed_cell_records_the_code_version(tiny_run):
     cell = evaluate_row0(tiny_run, 1)
     assert cell["codyra_version"] == __version__

@@ -85,6 +85,7 @@ def soft_ce(teacher, student, t):
     return -(F.softmax(teacher / t, dim=1) * F.log_softmax(student / t, dim=1)).sum(dim=1).mean() * t**2
 
 
+@pytest.mark.slow
 def test_icarl_trains_three_tasks_with_its_memory(tiny_run):
     """40 exemplars, batches of 16; the tiny stream: colour, digits (its whole training pool), count."""
     tiny_run["method_configs"]["icarl"] = {

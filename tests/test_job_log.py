@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 # A fresh process (pytest's own root handlers would hide the effect): a scheduler logger that
 # prints through its own handler and propagates, as Snakemake's does; a job thread that builds
 # an open_clip model (open_clip logs through the module-level logging functions) under job_log;
@@ -30,6 +32,7 @@ scheduler.info("Finished jobid: 1")
 """
 
 
+@pytest.mark.slow
 def test_a_jobs_library_logs_go_to_its_log_and_the_schedulers_lines_print_once(tmp_path):
     log = tmp_path / "job.log"
     result = subprocess.run([sys.executable, "-c", SCRIPT, str(log)], capture_output=True, text=True, check=True)

@@ -243,6 +243,7 @@ def test_cell_through_submitit_debug_executor(tmp_path, tiny_cfg_dict, tiny_pret
     assert cell["task"] == "digits"
 
 
+@pytest.mark.slow
 def test_train_through_submitit_local_executor(tmp_path, tiny_cfg_dict, tiny_pretrained):
     """A separate process (submitit's LocalExecutor) trains and stores the update."""
     tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)

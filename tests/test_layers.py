@@ -1,4 +1,5 @@
-"""The import rules of the layers (docs/architecture.md), checked on the source's import graph.
+"""The import rules of the layers (docs/architecture.md), checked on the source's import graph,
+and the order in which that page lists the layers.
 
 Every ``import`` and ``from ... import`` of a codyra module counts: inside functions, under
 ``if TYPE_CHECKING:``, relative or absolute. A package is a first-level folder of codyra
@@ -9,11 +10,13 @@ of its own.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "codyra"
+ARCHITECTURE = SRC.parents[1] / "docs" / "architecture.md"
 FAMILIES = ("clip", "llm", "blip")
 
 
@@ -120,6 +123,26 @@ def violations(edges: dict[str, set[str]]) -> dict[str, list[str]]:
     return found
 
 
+def documented_layers(page: str) -> dict[str, int]:
+    """Each package (``store/``) or top-level module (``errors``) of the page's layer table, by its
+    row: 0 is the lowest layer."""
+    table = page.split("## The layers", 1)[1].split("\n|---", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[2] for line in table.splitlines()[1:]]
+    return {name: k for k, cell in enumerate(rows) for name in re.findall(r"`(\w+)/?`", cell)}
+
+
+def against_the_order(edges: dict[str, set[str]], layers: dict[str, int]) -> list[str]:
+    """The imports of a layer from one the page lists after it, and each package or top-level
+    module the page does not list (the package root ``codyra`` aside)."""
+    nodes = {node(m) for m in edges} | {node(b) for bs in edges.values() for b in bs}
+    found = [f"{n} is not in the table" for n in sorted(nodes - set(layers) - {"codyra"})]
+    for a, targets in sorted(edges.items()):
+        for b in sorted(targets):
+            if layers.get(node(b), -1) > layers.get(node(a), len(layers)):
+                found.append(f"{a} -> {b}")
+    return found
+
+
 def write_package(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / "codyra" / name
@@ -223,3 +246,23 @@ GRAPH = import_graph(SRC)
 def test_the_source_keeps_the_import_rules(rule):
     broken = violations(GRAPH)[rule]
     assert not broken, f"{rule}; broken by:\n" + "\n".join(broken)
+
+
+def test_the_order_check_names_an_upward_import_and_an_unlisted_package():
+    page = (
+        "## The layers\n\n| layer | package | what |\n|---|---|---|\n"
+        "| low | `errors` (top-level) | x |\n| data | `data/`, `trace/` | y |\n| top | `cli` | z |\n\nmore text"
+    )
+    layers = documented_layers(page)
+    assert layers == {"errors": 0, "data": 1, "trace": 1, "cli": 2}
+    edges = {
+        "codyra.data.x": {"codyra.trace.y", "codyra.errors"},  # within a row, and downwards
+        "codyra.errors": {"codyra.data.x"},
+        "codyra.cli": {"codyra.store.io"},
+    }
+    assert against_the_order(edges, layers) == ["store is not in the table", "codyra.errors -> codyra.data.x"]
+
+
+def test_the_architecture_page_lists_every_layer_in_an_order_the_imports_keep():
+    broken = against_the_order(GRAPH, documented_layers(ARCHITECTURE.read_text()))
+    assert not broken, "docs/architecture.md, The layers, against the imports:\n" + "\n".join(broken)

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_EXTRA = ("snakemake", "mlflow", "submitit")
 BLOCK = f"import sys\nfor name in {WORKFLOW_EXTRA!r}:\n    sys.modules[name] = None\n"
@@ -31,6 +33,7 @@ def test_the_blocking_works():
     assert result.returncode != 0 and "import of mlflow halted" in result.stderr
 
 
+@pytest.mark.slow
 def test_every_module_but_the_snakefile_helper_imports():
     result = without_workflow_extra(
         """

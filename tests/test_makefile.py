@@ -129,7 +129,22 @@ def test_ci_runs_the_readmes_test_command():
     readme = (ROOT / "README.md").read_text()
     block = readme.split("## The two commands", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     commands = [line.split("#")[0].strip() for line in block.splitlines()]
-    assert commands == ["make run", "make test"]
-    assert "make test" in (ROOT / ".ci" / "run").read_text().splitlines()
-    targets = re.findall(r"^([a-z]+):", (ROOT / "Makefile").read_text(), re.MULTILINE)
-    assert {"run", "test", "env"} <= set(targets)
+    assert commands == ["make run", "make test", "make test-all"]
+    assert "make test-all" in (ROOT / ".ci" / "run").read_text().splitlines()
+    targets = re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert {"run", "test", "test-all", "env"} <= set(targets)
+
+
+def test_make_test_runs_the_fast_tier_and_test_all_every_test():
+    def pytest_line(target: str) -> str:
+        lines = subprocess.run(
+            ["make", "-n", target, "PYTEST_ARGS=tests/test_config.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        return lines[-1]
+
+    assert pytest_line("test").endswith('pytest -m "not slow" tests/test_config.py')
+    assert pytest_line("test-all").endswith("pytest tests/test_config.py")

@@ -12,6 +12,8 @@ from codyra.experiment.config import ConfigError, load_config
 from codyra.methods import available_kinds, build_method, method_class
 from codyra.methods.options import MethodOptions, option, option_errors, parse_options
 
+from .method_contract import contract_problems
+
 
 @dataclass(frozen=True)
 class ToyOptions(MethodOptions):
@@ -69,13 +71,6 @@ def test_rules_between_fields_come_from_check():
     assert parse_options(ToyOptions, {"flag": True, "steps": 4}, kind="toy").steps == 4
 
 
-def test_every_method_kind_declares_typed_options():
-    for kind in available_kinds():
-        options = method_class(kind).Options
-        assert issubclass(options, MethodOptions)
-        assert build_method({"kind": kind}).options == options()  # every option has a default
-
-
 def test_methods_read_their_options_as_attributes():
     method = build_method({"kind": "codyra", "rank": 4, "kappa_max": 0.01, "train": {"lr": 0.1}})
     assert (method.options.rank, method.options.kappa_max, method.options.dense_ratio, method.options.alpha) == (
@@ -119,11 +114,30 @@ def test_config_validation_names_the_option_s_key_path(tiny_cfg_dict, where, opt
         load_config(cfg)
 
 
-def test_every_method_kind_declares_the_families_it_runs_on():
-    for kind in available_kinds():
-        cls = method_class(kind)
-        assert "families" in vars(cls), f"{kind} must declare families in its own class body"
-        assert cls.families and set(cls.families) <= {"clip", "causal_lm", "blip"}, (kind, cls.families)
+def test_every_method_kind_keeps_the_contract():
+    assert [p for kind in available_kinds() for p in contract_problems(method_class(kind))] == []
+
+
+def test_the_contract_names_what_a_kind_lacks():
+    class Bare(method_class("lora")):
+        kind = "bare"
+
+    class Odd(method_class("lora")):
+        kind = "odd"
+        families = ("clip", "vision")
+        paper_row = 3
+
+    assert contract_problems(Bare) == [
+        "bare must declare families in its own class body",
+        "bare must declare paper_row (its row in the paper's tables, or None)",
+    ]
+    assert contract_problems(Odd) == [
+        "odd: families ('clip', 'vision') must name some of ['blip', 'causal_lm', 'clip']",
+        "odd: paper_row must be a str or None, got 3",
+    ]
+
+
+def test_the_families_of_kinds_that_run_on_some_only():
     declared = {
         kind: method_class(kind).families for kind in ("codyra", "codyra_rail", "rail", "zscl", "icl", "l2p", "diki")
     }

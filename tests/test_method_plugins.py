@@ -17,6 +17,7 @@ from codyra.experiment.config import ConfigError, load_config
 from codyra.methods import available_kinds, method_class
 
 from .conftest import ROOT, TINY, clear_code_version_caches
+from .method_contract import contract_problems
 
 EXAMPLE = Path(ROOT) / "examples" / "codyra-mylora"
 
@@ -70,6 +71,7 @@ def test_a_plugin_kind_is_a_kind_of_the_registry_and_the_config(plugin, tmp_path
     assert "mylora" in available_kinds()
     cls = method_class("mylora")
     assert cls.__module__ == "codyra_mylora.method" and cls.kind == "mylora"
+    assert contract_problems(cls) == []
     assert cls({"kind": "mylora", "rank": 4}).options.alpha == 8.0  # alpha / rank * sqrt(rank): 4 * 2
     assert cls({"kind": "mylora", "rank": 16, "alpha": 2.0}).options.alpha == 8.0  # 2 * sqrt(16)
     cfg = load_config({**tiny_with({"kind": "mylora", "rank": 4}), "results": str(tmp_path / "results")})

@@ -19,6 +19,8 @@ from codyra.yaml_loader import load_yaml
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 CHEAP_MINI = {
     "corpus_size": 12000,
     "pretrain_steps": 500,

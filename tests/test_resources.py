@@ -65,6 +65,7 @@ def edited_profile(tmp_path: Path, old: str, new: str) -> Path:
 # --- model shapes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n, (family, _) in PAPER_BACKBONES.items() if family == "causal_lm"])
 def test_a_paper_causal_lm_has_the_parameters_transformers_builds(name):
     torch = pytest.importorskip("torch")
@@ -298,6 +299,7 @@ def test_a_gpu_without_a_declared_memory_is_refused(tmp_path):
         check_profile(load_config({**copy.deepcopy(TINY), "results": str(tmp_path)}), profile)
 
 
+@pytest.mark.slow
 def test_the_workflow_refuses_a_cluster_run_before_submitting_and_leaves_local_runs_alone(tmp_path):
     from .workflow.conftest import snakemake
 

@@ -2,13 +2,15 @@
 trainable parameters and the optimizer: ZSCL's weight ensemble, EWC's running
 Fisher, GEM's step count, OGD's collected gradients, AdaLoRA's importance EMAs and final pattern,
 DyLoRA's rank stream, TreeLoRA's accumulators, bandit and round counter (with and without a carried
-optimizer), LAE's offline PETs; LwF rebuilds its teacher from theta_{i-1}, iCaRL its teacher and memory stream,
+optimizer), LAE's offline PETs, MoE-Adapters' expert choice counts; LwF rebuilds its teacher from
+theta_{i-1}, iCaRL its teacher and memory stream,
 CL-LoRA and S-Prompts their attached modules; L2P's prompts and DIKI's prefixes, attached to the
 frozen CLIP, resume with the model's parameters (DIKI recomputes its task's Gaussian from theta_0).
 
 Each method trains tasks 1 and 2 of the tiny mini benchmark (6 steps, checkpoints at steps 2 and 4);
 task 2 is killed after step 5 and resumed after the process's RNG is scrambled, as a fresh process
 would find it. Its stored update, method state and history must equal those of an uninterrupted run.
+Every kind that keeps mid-task state (overrides ``checkpoint_state``) is among them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import torch
 from safetensors.torch import load_file
 
 from codyra.experiment.train_job import task_checkpoint_dir, train_task
+from codyra.methods import available_kinds, method_class
+from codyra.methods.base import Method
 from codyra.store.checkpoints import find_checkpoint, load_method_checkpoint
 from codyra.store.paths import HISTORY_FILE, METHOD_STATE_FILE, UPDATE_FILE, task_dir
 
@@ -46,6 +50,8 @@ METHODS = {
     # the offline PETs' EMA, over steps 4-6 past the frozen steps 1-3
     "lae": ({"kind": "lae", "rank": 2, "blocks": 2, "ema_decay": 0.5, "freeze_fraction": 0.5}, {"offline."}),
     "icarl": ({"kind": "icarl", "memory_size": 40}, set()),  # the memory's chunk of a step follows from the step
+    # each block's per-expert choice counts over the task's steps (its 2 top experts are frozen at the end)
+    "moe-adapters": ({"kind": "moe_adapters", "experts": 4, "bottleneck": 8, "ae_iterations": 6}, {".counts"}),
     # modules attached beside the frozen backbone: their parameters checkpoint as the model's; the teacher,
     # earlier branches and K-means centroids are rebuilt from task 1's stored state and the job's generator
     "cl-lora": ({"kind": "cl_lora"}, set()),
@@ -79,11 +85,17 @@ class Killed(Exception):
     pass
 
 
+def test_every_kind_with_mid_task_state_is_resumed_here():
+    keeping = {k for k in available_kinds() if method_class(k).checkpoint_state is not Method.checkpoint_state}
+    assert keeping - {spec["kind"] for spec, _ in METHODS.values()} == set()
+
+
 def kill_after_5(step):
     if step == 5:
         raise Killed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_killed_job_resumes_bit_identically(resume_run, tmp_path, method):
     train_task(resume_run, method, 0, 1)

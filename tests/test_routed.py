@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from codyra.evaluation import tables
+from codyra.evaluation import table_formats, tables
 from codyra.evaluation.evaluate import evaluate_row
 from codyra.experiment.train_job import train_task
 from codyra.methods import _routing as routing
@@ -24,6 +24,7 @@ def dagger_run(tiny_run):
     return tiny_run
 
 
+@pytest.mark.slow
 def test_dagger_routes_unlearned_domains_to_theta_i_and_learned_ones_to_theta_k(dagger_run, monkeypatch):
     cfg = dagger_run
     plain = {(i, j): evaluate_row(cfg, "codyra", 0, i, [j])[0]["accuracy"] for i in (1, 2) for j in (1, 2, 3)}
@@ -95,7 +96,7 @@ def test_tables_group_methods_and_mark_the_best_within_each_group():
     table = tables.forgetting_table(cfg, _runs(A))
     # paper order: reference, complementation, continually learned; the dagger on the routed method
     assert [label for _, label, _ in table.rows] == ["Zero-shot", "CoDyRA†", "CoDyRA", "LoRA (r=16)"]
-    md = tables.to_markdown(table).splitlines()
+    md = table_formats.to_markdown(table).splitlines()
     assert md[4] == "| ***Zero-shot reference*** |" + " |" * 5
     assert md[6] == "| ***Model complementation*** |" + " |" * 5
     assert md[8] == "| ***Model continually learned*** |" + " |" * 5
@@ -104,10 +105,10 @@ def test_tables_group_methods_and_mark_the_best_within_each_group():
     last = table.columns.index("Last")
     assert ("", "CoDyRA", last) in best and ("", "LoRA (r=16)", last) not in best
     assert not any(label == "CoDyRA†" for _, label, _ in best)  # a group of one has no best
-    csv = tables.to_csv(table).splitlines()
+    csv = table_formats.to_csv(table).splitlines()
     assert csv[0] == "block,group,row,method,column,mean,std,n_seeds,best"
     assert csv[1].startswith(",Zero-shot reference,Zero-shot,zeroshot,Forgetting,")
-    assert r"\multicolumn{6}{l}{\textbf{\textit{Model complementation}}} \\" in tables.to_latex(table, "b")
+    assert r"\multicolumn{6}{l}{\textbf{\textit{Model complementation}}} \\" in table_formats.to_latex(table, "b")
 
 
 def test_table2_groups_its_method_columns(monkeypatch):
@@ -119,7 +120,7 @@ def test_table2_groups_its_method_columns(monkeypatch):
     }
     table = tables.table2(cfg, _runs(A))
     assert table.columns == ["CoDyRA†", "CoDyRA", "LoRA (r=16)"]
-    md = tables.to_markdown(table).splitlines()
+    md = table_formats.to_markdown(table).splitlines()
     assert md[4] == "| *group* | Model complementation | Model continually learned | Model continually learned |"
     # OP: codyra 45.5 vs lora 50.5 within the continually learned group; the dagger is alone in its group
     assert table.best() == {("", "OP", 2), ("", "Forgetting", 1)}
@@ -144,8 +145,8 @@ def test_routing_table_averages_router_accuracy_over_learned_rows(tmp_path):
 def test_tables_without_complementation_methods_are_unchanged():
     cfg = _cfg(["zeroshot", "codyra"], ["zeroshot", "codyra"])
     table = tables.table1(cfg, _runs({"zeroshot": [[50, 40]] * 3, "codyra": [[50, 40], [70, 45], [68, 60]]}))
-    assert table.groups == {} and "***" not in tables.to_markdown(table)
-    assert tables.to_csv(table).splitlines()[0] == "block,row,method,column,mean,std,n_seeds,best"
+    assert table.groups == {} and "***" not in table_formats.to_markdown(table)
+    assert table_formats.to_csv(table).splitlines()[0] == "block,row,method,column,mean,std,n_seeds,best"
     assert [label for _, label, _ in table.rows[:2]] == ["Zero-shot", "CoDyRA"]
 
 
@@ -161,17 +162,17 @@ def test_the_zero_shot_reference_never_takes_the_bold_and_is_greyed_out():
     for column, winner in (("Last", "CoDyRA"), ("Forgetting", "CoDyRA")):
         assert {label for _, label, c in best if table.columns[c] == column} == {winner}
     assert table.reference == {"Zero-shot"}
-    latex = tables.to_latex(table, "b").splitlines()
+    latex = table_formats.to_latex(table, "b").splitlines()
     assert next(line for line in latex if "Zero-shot" in line).startswith(
         r"\textcolor{gray}{Zero-shot} & \textcolor{gray}{"
     )
-    assert '<th class="reference">Zero-shot</th><td class="reference">' in tables.to_html(table)
+    assert '<th class="reference">Zero-shot</th><td class="reference">' in table_formats.to_html(table)
 
 
 def test_latex_tables_are_labelled_per_benchmark_and_fit_the_page():
     cfg = _cfg(["zeroshot", "codyra", "codyra-dagger"], ["zeroshot", "codyra", "codyra_dagger"])
     A = {m: [[50, 40], [70, 45], [68, 60]] for m in cfg["methods"]}
-    latex = tables.to_latex(tables.table1(cfg, _runs(A)), "xtail-16shot").splitlines()
+    latex = table_formats.to_latex(tables.table1(cfg, _runs(A)), "xtail-16shot").splitlines()
     assert latex[0] == r"% needs \usepackage{booktabs}, \usepackage{adjustbox}, \usepackage{xcolor}"
     assert latex[1:9] == [
         r"\begin{table}[t]",
@@ -223,6 +224,7 @@ def _rail_states(cfg, options, upto):
     return states, feats
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["primal", "dual"])
 def test_rail_on_the_tiny_run_keeps_zero_shot_transfer_and_fits_the_joint_regression(tiny_run, variant):
     from codyra.clip.model import pretrained_clip
@@ -281,6 +283,7 @@ def test_rail_through_the_engine_stores_its_state_and_evaluates_routed(tiny_run)
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prompts, expected", [("rail", ("a photo of a {}.",)), ("dataset", None)])
 def test_rail_and_the_dagger_router_embed_every_class_with_rails_prompt_by_default(
     tiny_run, monkeypatch, prompts, expected
@@ -337,6 +340,7 @@ def test_router_prompts_reject_an_unknown_choice():
         space.with_template("a photo")
 
 
+@pytest.mark.slow
 def test_dagger_with_moe_adapters_selector_routes_each_test_batch_as_a_whole(tiny_run):
     """router: ddas, the other reading of "similar to MoE-Adapters": one autoencoder per task on
     theta_0's features; evaluation routes each batch of ddas_batch_size test images as a whole

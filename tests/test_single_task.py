@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from codyra.analysis.single_task import delta_plasticity, forgetting, run_cells
-from codyra.evaluation.tables import to_markdown
+from codyra.evaluation.table_formats import to_markdown
 from codyra.experiment.config import ConfigError, load_config, single_task_config
 from codyra.experiment.single_task import study_runs
 from codyra.experiment.sweeps import variants

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codyra.evaluation import tables
+from codyra.evaluation import table_formats, tables
 from codyra.experiment.config import config_from_files, load_config
 
 from .conftest import ROOT
@@ -47,16 +47,16 @@ def test_negative_numbers_carry_a_minus_sign_where_displayed_and_a_hyphen_in_the
     cfg, runs = grid
     table = tables.forgetting_table(cfg, runs)
     # CoDyRA: Forgetting ((50 - 60) + (70 - 65)) / 2 = -2.5, BWT (min(10, 0) + min(-5, 0) + 0) / 3 = -1.67
-    codyra = next(line for line in tables.to_markdown(table).splitlines() if line.startswith("| CoDyRA |"))
+    codyra = next(line for line in table_formats.to_markdown(table).splitlines() if line.startswith("| CoDyRA |"))
     assert [cell.strip("*") for cell in codyra.split(" | ")[1:3]] == ["\u22122.5 ± 0.0", "\u22121.7 ± 0.0"]
-    assert "<b>\u22122.5 ± 0.0</b>" in tables.to_html(table)  # bold: the least forgetting
-    latex = tables.to_latex(table, "tiny")
+    assert "<b>\u22122.5 ± 0.0</b>" in table_formats.to_html(table)  # bold: the least forgetting
+    latex = table_formats.to_latex(table, "tiny")
     assert r"CoDyRA & \textbf{$-$2.5 $\pm$ 0.0} & \textbf{$-$1.7 $\pm$ 0.0} & " in latex and "\u2212" not in latex
-    row = rows_of(tables.to_csv(table))["CoDyRA", "Forgetting"]
+    row = rows_of(table_formats.to_csv(table))["CoDyRA", "Forgetting"]
     assert (row["mean"], row["std"]) == ("-2.5", "0.0")
     # a mean that rounds to zero prints without a sign; hyphens inside names stay hyphens
-    assert tables._fmt((-0.04, 0.01, 3)) == "0.0 ± 0.0"
-    assert tables._tex("lora-r16, Llama-2-7b, 2026-11-29, -3.5 and (-0.5)") == (
+    assert table_formats._fmt((-0.04, 0.01, 3)) == "0.0 ± 0.0"
+    assert table_formats.tex_text("lora-r16, Llama-2-7b, 2026-11-29, -3.5 and (-0.5)") == (
         "lora-r16, Llama-2-7b, 2026-11-29, $-$3.5 and ($-$0.5)"
     )
 
@@ -99,8 +99,9 @@ def test_the_forgetting_table_defines_its_columns_and_drops_op_which_is_last(gri
         "Last (A[N,j]; its mean is TRACE's Overall Performance, OP)",
     ):
         assert definition in table.caption
-    assert r"\caption{Forgetting (the paper's: the mean over tasks j $<$ N of A[j,j] $-$ A[N,j]" in tables.to_latex(
-        table, "tiny"
+    assert (
+        r"\caption{Forgetting (the paper's: the mean over tasks j $<$ N of A[j,j] $-$ A[N,j]"
+        in table_formats.to_latex(table, "tiny")
     )
     # LoRA: Forgetting ((90 - 35) + (85 - 50)) / 2 = 45, Last (35 + 50 + 88) / 3 + seed 0, 1, 2
     lora = dict(zip(table.columns, next(s for _, label, s in table.stats() if label == "LoRA (r=4)"), strict=True))
@@ -111,26 +112,26 @@ def test_a_matrix_table_marks_no_best_and_heads_its_rows_as_models(grid):
     cfg, runs = grid
     table = tables.matrix_table(cfg, "codyra", "CoDyRA", runs["codyra"])
     assert table.best() == set()
-    md = tables.to_markdown(table).splitlines()
+    md = table_formats.to_markdown(table).splitlines()
     assert md[2] == "| Model | colour | digits | count |"
     assert md[4].startswith("| pretrained | 40.0 ± 0.0 |") and md[5].startswith("| after 1: colour | 51.0 ± 1.0 |")
     assert "**" not in "\n".join(md[2:])
-    latex = tables.to_latex(table, "tiny")
+    latex = table_formats.to_latex(table, "tiny")
     assert r"Model & colour & digits & count \\" in latex and r"\textbf" not in latex
-    html = tables.to_html(table)
+    html = table_formats.to_html(table)
     assert "<tr><th>Model</th><th>colour</th>" in html and "<td><b>" not in html
     # the method comparisons keep their bold and name their rows
-    assert r"Method & colour & digits & count & Average \\" in tables.to_latex(tables.table1(cfg, runs), "tiny")
+    assert r"Method & colour & digits & count & Average \\" in table_formats.to_latex(tables.table1(cfg, runs), "tiny")
     assert tables.forgetting_table(cfg, runs).best()
 
 
 def test_csv_values_are_rounded_without_float_noise(grid):
     cfg, runs = grid
     assert float(np.mean([29.4] * 3)) != 29.4  # the noise a plain mean leaves
-    rows = rows_of(tables.to_csv(tables.matrix_table(cfg, "zeroshot", "Zero-shot", runs["zeroshot"])))
+    rows = rows_of(table_formats.to_csv(tables.matrix_table(cfg, "zeroshot", "Zero-shot", runs["zeroshot"])))
     assert (rows["pretrained", "count"]["mean"], rows["pretrained", "count"]["std"]) == ("29.4", "0.0")
     # Last of LoRA: 173 / 3 + 1 = 58.666..., to the table's 1 decimal + 3
-    assert rows_of(tables.to_csv(tables.forgetting_table(cfg, runs)))["LoRA (r=4)", "Last"]["mean"] == "58.6667"
+    assert rows_of(table_formats.to_csv(tables.forgetting_table(cfg, runs)))["LoRA (r=4)", "Last"]["mean"] == "58.6667"
 
 
 def test_tables_with_a_column_per_task_have_a_table_star_form(grid):

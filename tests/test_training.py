@@ -19,6 +19,7 @@ def state(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["codyra", "lora-r4", "seqlora-r4", "full-ft"])
 def test_rebuilt_theta_equals_the_trained_model(tiny_run, method):
     for i in (1, 2):
@@ -60,6 +61,7 @@ class Killed(Exception):
     pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["codyra", "full-ft"])
 def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_run, tmp_path, method):
     def kill_at(step):
@@ -204,6 +206,7 @@ def test_the_per_epoch_cosine_is_torch_cosine_annealing_stepped_after_each_epoch
     assert reference[-1] > 0  # the last epoch still trains
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("schedule", "factors"),
     [("cosine", [0.75, 0.25, 0.0]), ("constant", [1.0, 1.0, 1.0]), ("cosine_per_epoch", [1.0, 0.5, 0.5])],

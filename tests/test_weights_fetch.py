@@ -316,6 +316,7 @@ def test_jobs_run_offline_unless_the_user_chose(monkeypatch):
     assert not hub.is_offline() and os.environ["HF_HUB_OFFLINE"] == "0"
 
 
+@pytest.mark.slow
 def test_the_dag_build_refuses_a_backbone_missing_from_the_weights_cache(tmp_path):
     from codyra.mini.trace.tasks import write_mini_trace
     from tests.workflow.conftest import snakemake

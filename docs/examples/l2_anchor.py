@@ -30,6 +30,9 @@ class L2AnchorOptions(FullOptions):
 
 class L2Anchor(FullFineTune):
     kind = "l2_anchor"
+    # tried on CLIP; on a causal LM its anchors would be a second fp32 copy of the model, which
+    # footprint() must declare before the family is added here
+    families = ("clip",)
     paper_row = None  # the paper has no such row
     Options = L2AnchorOptions
 

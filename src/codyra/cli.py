@@ -10,7 +10,6 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 
 from codyra.cli_options import add_set_option
 
@@ -324,31 +323,11 @@ def _fetch_configs(args) -> list[dict]:
     ]
 
 
-def git_commit(package_dir: Path) -> str | None:
-    """The commit of the git checkout ``package_dir`` (``<checkout>/src/codyra``) is in, with
-    ``+changes`` if tracked files differ from it; None for an installed copy or without git."""
-    import subprocess
-
-    def git(*argv: str) -> str:
-        return subprocess.run(
-            ["git", *argv], cwd=package_dir, capture_output=True, text=True, timeout=10, check=False
-        ).stdout.strip()
-
-    try:
-        top = git("rev-parse", "--show-toplevel")
-        if not top or Path(top).resolve() / "src" / "codyra" != package_dir.resolve():
-            return None  # not a checkout of codyra (e.g. an installed copy inside another repository)
-        commit = git("rev-parse", "--short=12", "HEAD")
-        changed = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):  # no git
-        return None
-    return (commit + ("+changes" if changed else "")) or None
-
-
 def version_text() -> str:
     from codyra import __version__
+    from codyra.checkout import git_commit
 
-    commit = git_commit(Path(__file__).resolve().parent)
+    commit = git_commit()
     return f"codyra {__version__}" + (f" (git {commit})" if commit else "")
 
 

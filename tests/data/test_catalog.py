@@ -1,4 +1,4 @@
-"""The protocol constants against shared/reference/protocols.md (no dataset files involved)."""
+"""The protocol constants against the numbers ZSCL's MTIL and RAIL's X-TAIL state (no dataset files involved)."""
 
 import pytest
 
@@ -14,7 +14,7 @@ from codyra.data.catalog import (
 )
 from codyra.data.templates import MTIL_TEMPLATES, XTAIL_TEMPLATES, templates
 
-# protocols.md, MTIL: template ensemble sizes, split sizes, 5-shot train sizes (order I).
+# MTIL (ZSCL): template ensemble sizes, split sizes, 5-shot train sizes (order I).
 MTIL_TEMPLATE_COUNTS = {
     "Aircraft": 2,
     "Caltech101": 34,

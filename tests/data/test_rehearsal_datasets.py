@@ -38,6 +38,7 @@ def paper_config(name: str, root: Path, results: Path) -> dict:
     return load_config(raw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PAPER_CONFIGS)
 def test_every_dataset_of_a_paper_config_is_written_complete(tmp_path, image_config, name):
     cfg = paper_config(name, tmp_path / "data", tmp_path / "results")

@@ -63,6 +63,7 @@ class Recorder(LoRA):
         return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(CASES))
 def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, monkeypatch):
     fixture, method = CASES[family]

@@ -27,6 +27,7 @@ def mtil_config(tmp_path, **data) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_missing_data_fails_the_dag_build_unless_the_dry_run_opts_out(tmp_path):
     unset = snakemake(tmp_path, mtil_config(tmp_path), "-n", "all_tables", check=False)
     assert unset.returncode != 0 and "config key data.root is not set" in unset.stderr + unset.stdout

@@ -119,6 +119,7 @@ def cells_cfg(tiny_cfg):
     return tiny_cfg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change, problem",
     [

@@ -105,6 +105,7 @@ def store_in_a(tiny_cfg, tmp_path):
     return cfg
 
 
+@pytest.mark.slow
 def test_a_copied_results_folder_writes_and_shows_only_its_own_files(store_in_a, tmp_path):
     shutil.copytree(tmp_path / "A", tmp_path / "B")
     before = snapshot(tmp_path / "A")
@@ -177,6 +178,7 @@ def test_a_run_s_metrics_tags_table_and_image(store_in_a):
     assert any(re.match(r"images/A_heatmap\+step\+3\+", path) for path in images)
 
 
+@pytest.mark.slow
 def test_the_docs_table1_example_prints_table1(store_in_a, monkeypatch, capsys):
     cfg = store_in_a
     write_matrix(cfg, "codyra", 1, [[v + 1.0 for v in row] for row in A])

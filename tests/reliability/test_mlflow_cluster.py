@@ -27,6 +27,7 @@ def test_a_job_on_a_node_writes_no_local_store_and_a_server_still_gets_its_runs(
     assert not local_store_refused("sqlite:////shared/project/results/mlflow.db")  # the workflow's own process
 
 
+@pytest.mark.slow
 def test_the_runs_of_jobs_on_the_nodes_come_from_their_files_when_their_run_is_summarized(tracked, monkeypatch):
     cfg = tracked
     store_file = mirror.artifact_root(cfg).parent / "mlflow.db"

@@ -81,6 +81,7 @@ train_task(json.loads(sys.argv[1]), "lora-r4", 0, 1, on_step=hard_kill)
 """
 
 
+@pytest.mark.slow
 def test_resumed_training_run_has_the_whole_curve(tracked):
     tiny_run = tracked
     killed = subprocess.run(
@@ -150,6 +151,7 @@ def tracking_server(tmp_path):
             server.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_artifacts_go_to_the_server_s_artifacts_destination(tiny_cfg, tracking_server, tmp_path):
     uri, destination = tracking_server
     cfg = {**tiny_cfg, "tracking": {"enabled": True, "uri": uri}}

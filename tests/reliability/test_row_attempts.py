@@ -69,6 +69,7 @@ def fail_then_retry(cfg, method, seed, i, monkeypatch, module, name):
     return folder, calls
 
 
+@pytest.mark.slow
 def test_a_clip_row_killed_after_its_first_cell_reruns_only_the_rest(tiny_run, tmp_path, monkeypatch):
     cfg = tiny_run
     train_task(cfg, "lora-r4", 0, 1)
@@ -89,6 +90,7 @@ def test_the_pretrained_row_keeps_its_cells_too(tiny_run, monkeypatch):
     assert len(row_files(folder, 0)) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "section, key, value",
     [("eval", "batch_size", 32), ("train", "lr", 0.01)],  # an evaluation setting; the training of the update

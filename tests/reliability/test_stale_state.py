@@ -51,6 +51,7 @@ def test_changed_hyperparameter_discards_the_checkpoint_instead_of_resuming(tiny
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_tables_refuse_results_of_an_out_of_band_retraining(tiny_run):
     cfg = {
         **tiny_run,

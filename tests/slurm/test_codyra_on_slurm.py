@@ -32,6 +32,7 @@ def submitted_ids(out: str) -> list[str]:
     return re.findall(r"submitted job (\d+)", out)
 
 
+@pytest.mark.slow
 def test_cell_on_slurm_with_the_profile_resources(tiny_yaml, capsys, jobs):
     path, cfg = tiny_yaml
     argv = [
@@ -57,6 +58,7 @@ def test_cell_on_slurm_with_the_profile_resources(tiny_yaml, capsys, jobs):
     assert "Partition=debug" in info
 
 
+@pytest.mark.slow
 def test_requeued_training_resumes_and_equals_an_uninterrupted_run(
     tmp_path, tiny_cfg_dict, tiny_pretrained, capsys, jobs
 ):

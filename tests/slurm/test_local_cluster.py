@@ -167,6 +167,7 @@ def test_submitit_gpu_job(tmp_path, jobs):
 # requeue
 
 
+@pytest.mark.slow
 def test_scontrol_requeue_runs_job_twice(tmp_path, jobs):
     """A requeued job starts again from scratch (the fast-requeue settings make this ~10-30 s)."""
     counter = tmp_path / "counter"

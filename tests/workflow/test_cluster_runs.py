@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from codyra.experiment.config import load_config
 from codyra.store.paths import row0_cell_path
 from codyra.tracking.mirror import tracking_uri
@@ -31,6 +33,7 @@ def row0_config(workdir, pretrained, **tracking) -> dict:
     return cfg
 
 
+@pytest.mark.slow
 def test_a_job_on_a_node_leaves_the_local_store_to_the_workflow(tmp_path, tiny_pretrained):
     cfg = row0_config(tmp_path, tiny_pretrained)
     result = submitted(tmp_path, cfg, "eval_row0:")
@@ -42,6 +45,7 @@ def test_a_job_on_a_node_leaves_the_local_store_to_the_workflow(tmp_path, tiny_p
     assert f"does not write the local store {tracking_uri(loaded)}" in log
 
 
+@pytest.mark.slow
 def test_a_tracking_failure_is_in_the_job_s_log_and_on_its_terminal(tmp_path, tiny_pretrained):
     cfg = row0_config(tmp_path, tiny_pretrained, uri="http://127.0.0.1:9")  # a server nobody runs
     result = submitted(tmp_path, cfg, "eval_row0:")
@@ -53,6 +57,7 @@ def test_a_tracking_failure_is_in_the_job_s_log_and_on_its_terminal(tmp_path, ti
         assert "codyra sync-mlflow" in text
 
 
+@pytest.mark.slow
 def test_the_retry_of_a_job_that_failed_on_its_own_input_stops_at_its_start(tmp_path):
     broken = tmp_path / "theta0.safetensors"
     broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")  # a truncated safetensors header
@@ -81,6 +86,7 @@ def cluster_run(workdir, cfg, sitecustomize=None):
     return snakemake(workdir, cfg, *profile, "mlflow_init", check=False, env=env)
 
 
+@pytest.mark.slow
 def test_a_cluster_run_with_an_untested_snakemake_is_refused_before_its_first_job(tmp_path):
     later = tmp_path / "later-snakemake"
     later.mkdir()

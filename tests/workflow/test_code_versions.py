@@ -13,6 +13,8 @@ import pytest
 
 from .conftest import REPO, job_counts, snakemake
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def copied_package(finished_grid, tmp_path_factory):

@@ -39,6 +39,7 @@ def test_default_config_dag_has_the_grid_job_counts(tmp_path):
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mutate, message",
     [
@@ -63,6 +64,7 @@ def test_config_errors_stop_the_workflow_before_any_job(tmp_path, mutate, messag
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_changed_hyperparameters_rerun_exactly_the_affected_jobs(finished_grid, tmp_path):
     workdir, cfg, _ = finished_grid
     assert job_counts(snakemake(workdir, cfg, "-n", "all_tables").stdout) == {}  # up to date
@@ -120,6 +122,7 @@ def requested(rule: str) -> dict:
     return profile_resources(SLURM_PROFILE, rule)
 
 
+@pytest.mark.slow
 def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(tmp_path):
     cfg = grid_config(tmp_path)
     cfg["train"]["threads"], cfg["eval"]["threads"] = 3, 2
@@ -157,6 +160,7 @@ def test_slurm_submissions_are_one_job_per_run_with_one_gpu_and_summed_runtime(t
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
     """The grouping's target: <= 300 SLURM submissions for config/mtil_5shot.yaml (2,000 ungrouped)."""
     out = count_submissions(
@@ -227,6 +231,7 @@ def test_a_configfile_that_extends_a_base_drives_the_dag(tmp_path):
     assert "results/override/" in result.stdout and "results/tiny/" not in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["config.yaml", "mtil_5shot.yaml"])
 def test_the_dag_build_imports_no_torch(tmp_path, config):
     """Every Snakemake start parses the workflow: torch (2-4 s of imports) is left to the jobs."""

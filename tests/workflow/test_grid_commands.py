@@ -46,6 +46,7 @@ def test_status_of_the_finished_grid(grid):
     assert (state.failed, state.started, state.eta["jobs"]) == ([], [], {"training": 0, "row": 0})
 
 
+@pytest.mark.slow
 def test_invalidate_removes_exactly_what_snakemake_then_reruns(grid, capsys):
     workdir, cfg, path = grid
     results = Path(cfg["results"])
@@ -94,6 +95,7 @@ def test_a_running_snakemake_keeps_its_files(grid, capsys):
     assert matrix.is_file()
 
 
+@pytest.mark.slow
 def test_a_direct_cell_or_training_names_what_snakemake_updates(grid, capsys):
     workdir, cfg, path = grid
     run = Path(cfg["results"]) / "tiny" / "codyra" / "seed0"

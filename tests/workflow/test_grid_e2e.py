@@ -27,7 +27,7 @@ def matrix_from_cells(cfg, method, seed):
     ]
 
 
-CSV_ROUNDING = 0.5e-4  # the CSVs' values: 4 decimals (codyra.evaluation.tables.CSV_EXTRA_DECIMALS)
+CSV_ROUNDING = 0.5e-4  # the CSVs' values: 4 decimals (codyra.evaluation.table_formats.CSV_EXTRA_DECIMALS)
 
 
 def test_tables_equal_metrics_of_the_cell_files(finished_grid):

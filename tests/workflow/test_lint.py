@@ -19,6 +19,7 @@ def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, check=False, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 def test_snakemake_lint_is_clean(config):
     # every config, as each switches rules on or off (single-task studies, held-out tasks, families)
@@ -38,6 +39,7 @@ def test_lint_reports_a_rule_without_log(tmp_path):
     assert "No log directive defined" in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_bare_snakemake_reads_the_default_config_and_a_configfile_replaces_it(tmp_path):
     default = load_yaml((REPO / "config" / "config.yaml").read_text())
     (tmp_path / "config").mkdir()

@@ -56,6 +56,7 @@ def test_a_bad_study_stops_the_dag_before_any_job(tmp_path):
     assert result.returncode != 0 and "single_task.studies.s.methods: 'nope'" in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_a_tiny_study_end_to_end(tmp_path):
     """Train one task from theta_0 per run, evaluate, probe, tabulate: the table's numbers are the files'."""
     import csv

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from codyra.experiment.config import load_config
 from codyra.store.paths import task_dir
 
 from .conftest import grid_config, snakemake
 
 
+@pytest.mark.slow
 def test_a_training_job_uses_the_configs_threads_below_its_allotment(tmp_path):
     cfg = grid_config(tmp_path, methods=["codyra"], seeds=[0])
     cfg["train"]["threads"] = 2

@@ -15,7 +15,7 @@ from codyra.experiment.costs import DEFAULT_RECORD
 from codyra.experiment.resources import ProfileResources, job_threads, refuse_unfit
 from codyra.analysis.probe_files import probe_names
 from codyra.analysis.registry import outputs
-from codyra.evaluation.tables import TABLE_FORMATS
+from codyra.evaluation.table_formats import TABLE_FORMATS
 from codyra.methods import method_of, reference_readers
 from codyra.methods.lora import norm_references
 from codyra.store.paths import CELL, EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST, FAILED_JOBS_DIR, FIGURES_DIR, HELDOUT, LOGS_DIR, PROBE, ROW0_CELL, ROW0_HELDOUT, RUN_DIR, TABLES_DIR, eval_cache_dir

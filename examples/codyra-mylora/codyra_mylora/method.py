@@ -16,6 +16,7 @@ from codyra.methods.lora import LoRA
 
 class RankStabilisedLoRA(LoRA):
     kind = "mylora"  # the entry point's name in pyproject.toml
+    families = LoRA.families  # every family LoRA runs on, declared as every kind declares its own
     paper_row = None  # the paper has no such row
 
     def __init__(self, spec: dict):

@@ -19,7 +19,7 @@ import numpy as np
 
 from codyra.analysis.common import new_figure, run_summaries, save_figure, write_any_table
 from codyra.evaluation.metrics import summarize
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.experiment.sweeps import sweep_methods, value_label
 from codyra.store.paths import figures_dir
 

@@ -21,7 +21,7 @@ import torch
 
 from codyra.analysis.common import adapter_methods, run_updates
 from codyra.analysis.rank import matrices, write_heatmaps
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.store.paths import figures_dir
 from codyra.store.updates import TaskUpdate, apply_update, task_summary
 

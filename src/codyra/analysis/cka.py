@@ -14,7 +14,7 @@ import statistics
 import torch
 
 from codyra.analysis.common import run_updates, trained_methods
-from codyra.evaluation.tables import Table, _defined
+from codyra.evaluation.table_formats import Table, defined
 from codyra.store.updates import TaskUpdate
 
 
@@ -74,9 +74,9 @@ def cka_table(cfg: dict) -> Table:
     )
     for method in trained_methods(cfg):
         per_seed = [consecutive_cka(run_updates(cfg, method, s)) for s in cfg["seeds"]]
-        cells = [_defined([v[t] for v in per_seed]) for t in range(n - 1)]
+        cells = [defined([v[t] for v in per_seed]) for t in range(n - 1)]
         means = [
             statistics.fmean(x for x in v if x is not None) if any(x is not None for x in v) else None for v in per_seed
         ]
-        table.rows.append(("", method, cells + [_defined(means)]))
+        table.rows.append(("", method, cells + [defined(means)]))
     return table

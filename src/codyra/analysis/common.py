@@ -77,10 +77,10 @@ class PlainTable:
         return out.getvalue()
 
     def latex(self, benchmark: str) -> str:
-        from codyra.evaluation.tables import _tex, latex_label, latex_table
+        from codyra.evaluation.table_formats import latex_label, latex_table, tex_text
 
-        head = [" & ".join(_tex(c) for c in self.columns) + r" \\"]
-        body = [" & ".join(_tex(c) for c in row) + r" \\" for row in self.rows]
+        head = [" & ".join(tex_text(c) for c in self.columns) + r" \\"]
+        body = [" & ".join(tex_text(c) for c in row) + r" \\" for row in self.rows]
         caption = " ".join([self.caption, *self.notes])
         return latex_table(latex_label(benchmark, self.name), caption, len(self.columns), head, body)
 
@@ -98,9 +98,9 @@ class PlainTable:
 
 
 def write_any_table(cfg: dict, table) -> None:
-    """A ``codyra.evaluation.tables.Table`` (mean +- std over seeds) or a ``PlainTable`` in Markdown, CSV, LaTeX
+    """A ``codyra.evaluation.table_formats.Table`` (mean +- std over seeds) or a ``PlainTable`` in Markdown, CSV, LaTeX
     and HTML, in ``cfg``'s tables folder."""
-    from codyra.evaluation.tables import Table, write_table
+    from codyra.evaluation.table_formats import Table, write_table
 
     out = tables_dir(cfg)
     if isinstance(table, Table):

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import torch
 
 from codyra.analysis.common import new_figure, run_updates, save_figure, trained_methods
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.store.io import ResultError
 from codyra.store.paths import figures_dir
 from codyra.store.updates import TaskUpdate

@@ -17,7 +17,7 @@ import statistics
 import torch
 
 from codyra.analysis.common import run_updates, trained_methods
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.store.updates import TaskUpdate
 
 # Markdown tables cannot hold "|": the norms are named in words

@@ -16,7 +16,7 @@ import statistics
 
 from codyra.analysis.ablation import plasticity_forgetting
 from codyra.analysis.common import new_figure, norm_methods, run_summaries, save_figure
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.methods import method_of
 from codyra.methods.lora import norm_references
 from codyra.store.paths import figures_dir

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from codyra.analysis.common import adapter_methods, new_figure, run_updates, save_figure
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.store.paths import figures_dir
 from codyra.store.updates import TaskUpdate
 

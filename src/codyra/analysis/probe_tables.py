@@ -8,7 +8,7 @@ from codyra.analysis.common import new_figure, save_figure, trained_methods
 from codyra.analysis.probe_files import interp_name, module_label, remove_name, without_name
 from codyra.analysis.probes import read_probe
 from codyra.analysis.retention import read_heldout
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.family import family_of
 from codyra.store.cells import read_cell
 from codyra.store.paths import cell_path, figures_dir

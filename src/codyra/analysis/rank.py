@@ -14,7 +14,7 @@ import statistics
 import numpy as np
 
 from codyra.analysis.common import new_figure, run_summaries, save_figure
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.store.io import ResultError
 from codyra.store.paths import figures_dir
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.store.io import ResultError, read_json
 from codyra.store.paths import heldout_path
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from codyra.analysis.common import new_figure, save_figure
 from codyra.analysis.norm_matched import caption_notes, missed, stalled
-from codyra.evaluation.tables import Table
+from codyra.evaluation.table_formats import Table
 from codyra.experiment.config import single_task_config
 from codyra.experiment.single_task import studies, study_runs
 from codyra.experiment.sweeps import value_label

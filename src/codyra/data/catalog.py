@@ -73,7 +73,7 @@ class Expected:
     test: int
 
 
-# MTIL: protocols.md. X-TAIL: test sizes from protocols.md; train sizes are CoOp's
+# MTIL: the split sizes of ZSCL's MTIL. X-TAIL: test sizes of RAIL's protocol; train sizes are CoOp's
 # train splits (Aircraft and MNIST use their official train splits).
 EXPECTED = {
     MTIL: {

@@ -1,4 +1,4 @@
-"""Continual-learning metrics of an accuracy matrix (see reference/protocols.md).
+"""Continual-learning metrics of an accuracy matrix: the paper's, and TreeLoRA's and TRACE's as they define theirs.
 
 A[i, j] is the score on task j after training tasks 1..i. ``summarize`` takes the
 (N+1) x N matrix whose row 0 is the pretrained model; an N x N matrix (no row 0) is

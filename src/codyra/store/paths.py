@@ -1,4 +1,4 @@
-"""Result paths: the contract in DESIGN.md, in one place for the library and the workflow."""
+"""Result paths (docs/getting-started.md, "What a grid computes"), in one place for the library and the workflow."""
 
 from __future__ import annotations
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -151,15 +150,9 @@ PACKAGES = ("torch", "open_clip_torch", "transformers", "peft", "deepspeed", "ml
 def provenance() -> dict:
     """Tags every run carries: the code (codyra version, git commit) and the key package versions."""
     from codyra import __version__
+    from codyra.checkout import git_commit
 
-    here = Path(__file__).resolve().parent
-    git = functools.partial(subprocess.run, cwd=here, capture_output=True, text=True, timeout=10, check=False)
-    try:  # outside a git checkout (an installed wheel) rev-parse prints nothing
-        commit = git(["git", "rev-parse", "HEAD"]).stdout.strip()
-        dirty = git(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit, dirty = "", ""
-    tags = {"codyra.version": __version__, "codyra.git_commit": (commit + ("-dirty" if dirty else "")) or "unknown"}
+    tags = {"codyra.version": __version__, "codyra.git_commit": git_commit() or "unknown"}
     for name in PACKAGES:
         try:
             tags[f"version.{name}"] = metadata.version(name)

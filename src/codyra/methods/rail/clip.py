@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from codyra.data.eval_cache import eval_batches
 from codyra.device import autocast
-from codyra.methods._routing import RoutingTally, class_domains, route_learned
+from codyra.methods._routing import RoutingTally, route_learned, zero_shot_domains
 from codyra.methods.rail import regression as rail
 from codyra.steps.batches import derive_seed
 from codyra.store.cells import cell_record
@@ -94,7 +94,6 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
     with autocast(device, cfg["eval"]["precision"]):
         classifier = label_space_classifier(model, bundle.tokenizer, router_space(union, options.prompts), device)
     scores = None
-    domain_of = class_domains(sizes)
     for j in js:
         batches = eval_batches(
             tasks[j - 1].test_set(),
@@ -116,7 +115,7 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
                     f"RAIL's state after task {i} scores {adapter.shape[1]} classes, tasks 1..{i} have {learned}"
                 )
             fused, _ = rail.fuse(zero_shot, adapter, options.fusion_weight)
-            tally.add(route_learned(domain_of[zero_shot.argmax(dim=-1)], i))
+            tally.add(route_learned(zero_shot_domains(zero_shot, sizes), i))
             if own_space:
                 predicted = fused[:, offset : offset + sizes[j - 1]].argmax(dim=-1)
                 correct += int((predicted == labels).sum())
