@@ -146,7 +146,7 @@ def test_tables_with_a_column_per_task_have_a_table_star_form(grid):
     assert not (out / "forgetting-wide.tex").exists()
 
 
-LATEX_PACKAGES = [f"{p}.sty" for p in tables.LATEX_PACKAGES]
+LATEX_PACKAGES = [f"{p}.sty" for p in table_formats.LATEX_PACKAGES]
 
 
 def latex_missing() -> str | None:
@@ -159,7 +159,7 @@ def latex_missing() -> str | None:
 
 def compile_log(folder: Path, options: str, files: list[Path]) -> str:
     """pdflatex's log of a minimal article (``options``) that inputs ``files``, a page each (second pass)."""
-    packages = ",".join(tables.LATEX_PACKAGES)
+    packages = ",".join(table_formats.LATEX_PACKAGES)
     body = "\n\\clearpage\n".join(rf"\input{{{f.name}}}" for f in files)
     document = folder / f"doc-{options or 'onecolumn'}.tex"
     document.write_text(
