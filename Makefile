@@ -6,7 +6,7 @@
 # (their checksum is kept in .venv/.codyra-env) and created again when it is another checkout's
 # (a copied or moved project); otherwise nothing is installed.
 #   make run SNAKEMAKE_ARGS="--configfile config/mini_trace.yaml"    # another config, more options
-#   make test PYTEST_ARGS="tests/test_config.py -x"                   # a part of the fast tier
+#   make test PYTEST_ARGS="tests/experiment/test_config.py -x"                   # a part of the fast tier
 #   make test-all PYTEST_ARGS="tests/workflow"                        # a part of the whole suite
 # torch comes from the machine's wheels (pip's find-links on the reference machine); the rest is
 # pinned by constraints.txt. A cluster uses conda instead: environment.yml (docs/cluster.md).

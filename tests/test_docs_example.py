@@ -16,7 +16,7 @@ from codyra.experiment.config import ConfigError, load_config
 from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
 
 from .conftest import ROOT, write_yaml
-from .method_contract import contract_problems
+from .methods.contract import contract_problems
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 

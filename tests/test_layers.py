@@ -266,3 +266,13 @@ def test_the_order_check_names_an_upward_import_and_an_unlisted_package():
 def test_the_architecture_page_lists_every_layer_in_an_order_the_imports_keep():
     broken = against_the_order(GRAPH, documented_layers(ARCHITECTURE.read_text()))
     assert not broken, "docs/architecture.md, The layers, against the imports:\n" + "\n".join(broken)
+
+
+# folders of tests/ for what crosses the packages: the guarantees, the DAG, the cluster path, golden numbers
+CROSS_CUTTING = {"reliability", "workflow", "slurm", "golden"}
+
+
+def test_the_tests_are_laid_out_like_the_source():
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in (SRC.parents[1] / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders - packages - CROSS_CUTTING == set()

@@ -137,9 +137,9 @@ def test_ci_runs_the_readmes_test_command():
 
 def test_make_test_runs_the_fast_tier_and_test_all_every_test():
     def pytest_line(target: str) -> str:
-        dry_run = ["make", "-n", "--no-print-directory", target, "PYTEST_ARGS=tests/test_config.py"]
+        dry_run = ["make", "-n", "--no-print-directory", target, "PYTEST_ARGS=tests/experiment/test_config.py"]
         lines = subprocess.run(dry_run, cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
         return next(line for line in reversed(lines) if "pytest" in line)
 
-    assert pytest_line("test").endswith('pytest -m "not slow" tests/test_config.py')
-    assert pytest_line("test-all").endswith("pytest tests/test_config.py")
+    assert pytest_line("test").endswith('pytest -m "not slow" tests/experiment/test_config.py')
+    assert pytest_line("test-all").endswith("pytest tests/experiment/test_config.py")

@@ -21,9 +21,9 @@ ENABLED = os.environ.get("CODYRA_REHEARSAL_TESTS") == "1"
 
 
 def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
+    rehearsals = Path(__file__).parent / "test_paper_configs.py"  # beside the rehearsal package's own tests
     for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
+        if Path(str(item.fspath)) == rehearsals:
             item.add_marker(pytest.mark.rehearsal)
             if not ENABLED:
                 item.add_marker(pytest.mark.skip(reason="rehearsals run with CODYRA_REHEARSAL_TESTS=1 (CI does)"))

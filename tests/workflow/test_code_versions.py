@@ -106,7 +106,7 @@ def test_a_shared_loop_edit_reruns_every_training_and_a_tables_edit_the_tables(e
 def test_a_plugin_method_added_to_a_finished_grid_runs_only_its_own_jobs(finished_grid, tmp_path):
     """A method kind of another distribution (examples/codyra-mylora, installed offline): its jobs
     are planned, no other method's (its code version is its own)."""
-    from tests.test_method_plugins import copied_example, install
+    from tests.methods.test_method_plugins import copied_example, install
 
     workdir, cfg, _ = finished_grid
     site = install(copied_example(tmp_path), tmp_path / "site")

@@ -4,7 +4,7 @@
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
 from codyra.analysis.common import adapter_methods, trained_methods
 from codyra.analysis.registry import available, skipped
-from codyra.analysis.compare import named_tables
+from codyra.analysis.named_tables import named_tables
 from codyra.analysis.probe_files import probe_names
 from codyra.experiment.jobs import method_kinds
 from codyra.store.paths import GRAD_CONFLICT, PROBE
