@@ -63,8 +63,9 @@ def job_counts(output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="session")
 def finished_grid(tmp_path_factory):
-    """The tiny grid run once by a bare `snakemake --cores 2` (default target all_tables; shared by several tests)."""
+    """The tiny grid run once by a bare `snakemake --cores 2` (default target all_tables; shared by several tests),
+    mirrored to MLflow as a user's grid is."""
     workdir = tmp_path_factory.mktemp("grid")
-    cfg = grid_config(workdir)
+    cfg = grid_config(workdir, tracking={"enabled": True})
     result = snakemake(workdir, cfg, "--cores", "2")
     return workdir, cfg, result

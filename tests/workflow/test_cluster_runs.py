@@ -91,7 +91,7 @@ def test_a_cluster_run_with_an_untested_snakemake_is_refused_before_its_first_jo
     later = tmp_path / "later-snakemake"
     later.mkdir()
     (later / "sitecustomize.py").write_text("import snakemake\nsnakemake.__version__ = '10.0.0'\n")
-    cfg = grid_config(tmp_path, methods=["codyra"])
+    cfg = grid_config(tmp_path, methods=["codyra"], tracking={"enabled": True})
     marker = tmp_path / "results" / "tiny" / "mlflow.ready.json"
 
     refused = cluster_run(tmp_path, cfg, sitecustomize=later)
