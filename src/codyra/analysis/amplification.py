@@ -47,7 +47,8 @@ def update_amplification(model: torch.nn.Module, update: TaskUpdate, rank: int |
     """Target name -> amplification factor of a ``lora`` update against ``model``'s current weights."""
     params = dict(model.named_parameters())
     factors = {}
-    for name, (param, rows, delta) in update.dense_deltas().items():
+    for name in update.entries:  # one delta at a time: a 7B model's are 26 GB at once
+        param, rows, delta = update.dense_delta(name)
         weight = params[param].detach()
         if rows is not None:
             weight = weight[rows[0] : rows[1]]

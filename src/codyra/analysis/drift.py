@@ -41,7 +41,8 @@ def cumulative_drift(updates: Iterable[TaskUpdate]) -> list[float]:
     total: dict[tuple, torch.Tensor] = {}
     drift = []
     for update in updates:
-        for param, rows, delta in update.dense_deltas().values():
+        for name in update.entries:  # one delta at a time beside the running totals
+            param, rows, delta = update.dense_delta(name)
             key = (param, rows)
             total[key] = total[key] + delta if key in total else delta.clone()
         _check_blocks(total)

@@ -28,7 +28,7 @@ def update_magnitude(update: TaskUpdate) -> dict:
     """Effective rank (mean per matrix), ||dW||_F (task, mean per matrix), mean ||A||_2, ||B||_2 (None for dense
     deltas)."""
     ranks, fro, a_norms, b_norms = [], [], [], []
-    for name, (_, _, delta) in sorted(update.dense_deltas().items()):
+    for name, (_, _, delta) in update.merge_order():  # one delta at a time: a 7B model's are 26 GB at once
         fro.append(float(torch.linalg.matrix_norm(delta)) if delta.ndim == 2 else float(delta.norm()))
         if update.kind == "lora":
             A, B = update.tensors[f"{name}.A"], update.tensors[f"{name}.B"]
