@@ -181,9 +181,9 @@ def test_xtail_cell_classifies_over_the_registry_label_space(data_root, tmp_path
     cfg["eval"]["batch_size"] = 4
     tasks = build_tasks(cfg, tiny_clip.image)
     j = 7  # MNIST, whose X-TAIL class names the registry wraps
-    accuracy, images, classes = evaluate.accuracy_on_task(tiny_clip, tasks, j, cfg, torch.device("cpu"))
-    assert (images, classes) == (SIZES["xtail"]["MNIST"][2], len(label_space(tasks)))
-    assert 0 <= accuracy <= 100
+    hits = evaluate.hits_on_task(tiny_clip, tasks, j, cfg, torch.device("cpu"))
+    assert (hits.total, hits.space_classes) == (SIZES["xtail"]["MNIST"][2], len(label_space(tasks)))
+    assert 0 <= hits.accuracy <= 100
     [space] = classified_spaces
     assert space.prompts() == label_space(tasks).prompts()
     assert 'a photo of the number: "number: "7 - seven"".' in space.prompts()[space.offset("MNIST") + 7]
@@ -192,8 +192,8 @@ def test_xtail_cell_classifies_over_the_registry_label_space(data_root, tmp_path
 def test_mtil_cell_classifies_over_the_task_s_own_ensemble(data_root, tmp_path, tiny_clip, classified_spaces):
     cfg = shipped("mtil_5shot.yaml", data_root, tmp_path, num_workers=0)
     tasks = build_tasks(cfg, tiny_clip.image)
-    _, images, classes = evaluate.accuracy_on_task(tiny_clip, tasks, 2, cfg, torch.device("cpu"))
-    assert (images, classes) == (SIZES["mtil"]["Caltech101"][2], 101)
+    hits = evaluate.hits_on_task(tiny_clip, tasks, 2, cfg, torch.device("cpu"))
+    assert (hits.total, hits.space_classes) == (SIZES["mtil"]["Caltech101"][2], 101)
     [space] = classified_spaces
     assert space.datasets == ("Caltech101",)
     assert all(len(prompts) == 34 for prompts in space.prompts())

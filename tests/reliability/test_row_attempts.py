@@ -73,8 +73,8 @@ def fail_then_retry(cfg, method, seed, i, monkeypatch, module, name):
 def test_a_clip_row_killed_after_its_first_cell_reruns_only_the_rest(tiny_run, tmp_path, monkeypatch):
     cfg = tiny_run
     train_task(cfg, "lora-r4", 0, 1)
-    folder, calls = fail_then_retry(cfg, "lora-r4", 0, 1, monkeypatch, clip_evaluate, "accuracy_on_task")
-    assert [args[2] for args in calls] == [2, 3]  # accuracy_on_task(bundle, tasks, j, ...): cell 1 was kept
+    folder, calls = fail_then_retry(cfg, "lora-r4", 0, 1, monkeypatch, clip_evaluate, "hits_on_task")
+    assert [args[2] for args in calls] == [2, 3]  # hits_on_task(bundle, tasks, j, ...): cell 1 was kept
     assert not (run_dir(cfg, "lora-r4", 0) / "partial").exists()  # the whole row is in place: nothing kept
 
     whole = load_config({**cfg, "results": str(tmp_path / "uninterrupted")})
@@ -85,7 +85,7 @@ def test_a_clip_row_killed_after_its_first_cell_reruns_only_the_rest(tiny_run, t
 
 
 def test_the_pretrained_row_keeps_its_cells_too(tiny_run, monkeypatch):
-    folder, calls = fail_then_retry(tiny_run, PRETRAINED, None, 0, monkeypatch, clip_evaluate, "accuracy_on_task")
+    folder, calls = fail_then_retry(tiny_run, PRETRAINED, None, 0, monkeypatch, clip_evaluate, "hits_on_task")
     assert [args[2] for args in calls] == [2, 3]
     assert len(row_files(folder, 0)) == 3
 
@@ -100,14 +100,14 @@ def test_a_changed_setting_recomputes_every_cell_of_the_row(tiny_run, monkeypatc
     cfg = tiny_run
     train_task(cfg, "lora-r4", 0, 1)
     with monkeypatch.context() as patch:
-        counting(patch, clip_evaluate, "accuracy_on_task", kill_after=1)
+        counting(patch, clip_evaluate, "hits_on_task", kill_after=1)
         with pytest.raises(Killed):
             evaluate_row(cfg, "lora-r4", 0, 1)
     (kept,) = (run_dir(cfg, "lora-r4", 0) / "partial" / "row1").iterdir()  # cell 1 of the failed attempt
     changed = {**cfg, section: {**cfg[section], key: value}}
     if section == "train":
         train_task(changed, "lora-r4", 0, 1)
-    calls = counting(monkeypatch, clip_evaluate, "accuracy_on_task")
+    calls = counting(monkeypatch, clip_evaluate, "hits_on_task")
     evaluate_row(changed, "lora-r4", 0, 1)
     assert [args[2] for args in calls] == [1, 2, 3]
     assert not kept.exists()

@@ -96,15 +96,17 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
 @torch.no_grad()
 def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
     """Accuracies of a built model: {"heldout": {name: acc}} and, if ``stream``, {"tasks": {name: acc}}."""
-    from codyra.clip.evaluate import accuracy, accuracy_on_task
+    from codyra.clip.evaluate import class_hits, hits_on_task
     from codyra.clip.streams import build_heldout_tasks, build_tasks
 
     out = {
-        "heldout": {t.name: accuracy(bundle, t, [t], cfg, device)[0] for t in build_heldout_tasks(cfg, bundle.image)}
+        "heldout": {
+            t.name: class_hits(bundle, t, [t], cfg, device).accuracy for t in build_heldout_tasks(cfg, bundle.image)
+        }
     }
     if stream:
         tasks = build_tasks(cfg, bundle.image)
-        out["tasks"] = {t.name: accuracy_on_task(bundle, tasks, j, cfg, device)[0] for j, t in enumerate(tasks, 1)}
+        out["tasks"] = {t.name: hits_on_task(bundle, tasks, j, cfg, device).accuracy for j, t in enumerate(tasks, 1)}
     return out
 
 

@@ -14,27 +14,27 @@ import time
 import torch
 import torch.nn.functional as F
 
+from codyra.clip.hits import ClassHits, classification_cell
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.streams import build_tasks
 from codyra.clip.zeroshot import label_space_classifier
 from codyra.device import autocast, pick_device, use_threads
 from codyra.progress import progress_bar
-from codyra.store.cells import cell_record
 from codyra.store.model_states import for_inference
 from codyra.store.paths import PRETRAINED
 
 
-def accuracy_on_task(bundle, tasks, j: int, cfg: dict, device) -> tuple[float, int, int]:
-    """(top-1 accuracy in %, number of test images, number of classes in the label space) of task j:
-    over its own classes, or over every task's (X-TAIL's 1,100) when data.label_space is union."""
+def hits_on_task(bundle, tasks, j: int, cfg: dict, device) -> ClassHits:
+    """Task j's hits over its own classes, or over every task's (X-TAIL's 1,100) when
+    data.label_space is union."""
     task = tasks[j - 1]
-    return accuracy(bundle, task, tasks if cfg["data"]["label_space"] == "union" else [task], cfg, device)
+    return class_hits(bundle, task, tasks if cfg["data"]["label_space"] == "union" else [task], cfg, device)
 
 
 @torch.no_grad()
-def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, int]:
-    """``task``'s test accuracy over the classes of ``space_tasks`` (which include it)."""
+def class_hits(bundle, task, space_tasks, cfg: dict, device) -> ClassHits:
+    """``task``'s test predictions tallied over the classes of ``space_tasks`` (which include it)."""
     from codyra.data.eval_cache import eval_batches
     from codyra.data.registry import label_space  # imports torchvision: only CLIP cells pay for it
 
@@ -43,20 +43,17 @@ def accuracy(bundle, task, space_tasks, cfg: dict, device) -> tuple[float, int, 
     # The registry's label space, each class with its own dataset's templates; built from
     # theta_i here, never cached.
     space = label_space(space_tasks)
-    offset = space.offset(task.name)
     test_set = task.test_set()  # checks its image files first: a broken dataset fails before any compute
     with autocast(device, ev["precision"]):
         classifier = label_space_classifier(model, bundle.tokenizer, space, device)
     batches = eval_batches(test_set, batch_size=ev["batch_size"], num_workers=cfg["data"]["num_workers"], device=device)
-    correct, total = torch.zeros((), dtype=torch.long, device=device), 0
+    hits = ClassHits.in_space(task, space)
     bar = progress_bar(total=len(test_set), desc=f"eval {task.name}")
-    for images, labels in batches:  # counted on the device: no wait for the GPU between batches
-        predictions = class_scores(model, images, classifier, ev["precision"]).argmax(dim=-1)
-        correct += (predictions == labels.to(device, non_blocking=True) + offset).sum()
-        total += len(labels)
+    for images, labels in batches:
+        hits.add(class_scores(model, images, classifier, ev["precision"]).argmax(dim=-1), labels)
         bar.update(len(labels))
     bar.close()
-    return 100.0 * int(correct) / total, total, classifier.shape[0]
+    return hits
 
 
 def class_scores(model, images, classifier, precision: str):
@@ -100,17 +97,5 @@ def clip_cells(
     tasks = build_tasks(cfg, bundle.image)
     device = pick_device(device)
     for j in js:
-        acc, n, classes = accuracy_on_task(bundle, tasks, j, cfg, device)
-        yield cell_record(
-            cfg,
-            method,
-            seed,
-            i,
-            j,
-            acc,
-            started,
-            num_classes=classes,
-            num_samples=n,
-            label_space=cfg["data"]["label_space"],
-        )
+        yield classification_cell(cfg, method, seed, i, j, hits_on_task(bundle, tasks, j, cfg, device), started)
         started = time.time()

@@ -13,7 +13,7 @@ import logging
 import time
 
 from codyra import __version__
-from codyra.clip.evaluate import accuracy
+from codyra.clip.evaluate import class_hits
 from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.streams import build_heldout_tasks
@@ -87,17 +87,16 @@ def _computed(cfg: dict, method: str, seed: int | None, i: int, device) -> list[
     records = []
     for task in build_heldout_tasks(cfg, bundle.image):
         started = time.time()
-        acc, n, classes = accuracy(bundle, task, [task], cfg, device)
+        hits = class_hits(bundle, task, [task], cfg, device)
         records.append(
             {
-                "accuracy": acc,
+                "accuracy": hits.accuracy,
                 "benchmark": cfg["benchmark"],
                 "method": method,
                 "seed": seed,
                 "i": i,
                 "task": task.name,
-                "num_classes": classes,
-                "num_samples": n,
+                **hits.fields(),
                 "heldout": True,
                 "seconds": round(time.time() - started, 3),
                 "codyra_version": __version__,

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from codyra.clip.hits import ClassHits, classification_cell
 from codyra.data.eval_cache import eval_batches
 from codyra.methods._routing import RoutingTally
-from codyra.store.cells import cell_record
 
 # predict(images on the device) -> (predicted class indices in the label space, routes): (B,) tensors
 Predict = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -40,7 +40,6 @@ def routed_cells(
     for j in js:
         task = tasks[j - 1]
         space = label_space([task]) if own_space else union
-        offset = 0 if own_space else union.offset(task.name)
         predict = classify(j, space)
         batches = eval_batches(
             task.test_set(),
@@ -48,17 +47,10 @@ def routed_cells(
             num_workers=cfg["data"]["num_workers"],
             device=device,
         )
-        tally, correct, total = RoutingTally(router, true_domain=j - 1, learned=i), 0, 0
+        tally, hits = RoutingTally(router, true_domain=j - 1, learned=i), ClassHits.in_space(task, space)
         for images, labels in batches:
             predicted, routes = predict(images)
             tally.add(routes)
-            correct += int((predicted.cpu() == labels + offset).sum())
-            total += len(labels)
-        fields = {
-            "num_classes": len(space),
-            "num_samples": total,
-            "label_space": cfg["data"]["label_space"],
-            "routing": tally.to_json(),
-        }
-        yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
+            hits.add(predicted, labels)
+        yield classification_cell(cfg, method, seed, i, j, hits, started, routing=tally.to_json())
         started = time.time()

@@ -21,6 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from codyra.clip.hits import ClassHits, classification_cell
 from codyra.data.eval_cache import eval_batches
 from codyra.device import autocast
 from codyra.methods._routing import (
@@ -31,7 +32,6 @@ from codyra.methods._routing import (
     reconstruction_losses,
     route_learned,
 )
-from codyra.store.cells import cell_record
 from codyra.store.model_states import require_updates
 from codyra.store.updates import apply_update, load_update
 
@@ -115,7 +115,7 @@ def routed_row(
             predicted, _ = _predict(model, router, tests[j], torch.arange(len(tests[j])), cfg, device)
             routes[j] = route_learned(domain_of[predicted], i)
 
-    correct = {j: 0 for j in js}
+    hits = {j: ClassHits.in_space(tasks[j - 1], label_space([tasks[j - 1]]) if own_space else union) for j in js}
     for k in range(1, i + 1):
         apply_update(model, load_update(dirs[k - 1]))  # model = theta_k
         classifiers = {}  # per label space, built from theta_k
@@ -129,18 +129,9 @@ def routed_row(
             if space not in classifiers:
                 with autocast(device, cfg["eval"]["precision"]):
                     classifiers[space] = label_space_classifier(model, bundle.tokenizer, space, device)
-            offset = 0 if own_space else union.offset(tasks[j - 1].name)
-            predicted, labels = _predict(model, classifiers[space], tests[j], chosen.nonzero().flatten(), cfg, device)
-            correct[j] += int((predicted == labels + offset).sum())
+            hits[j].add(*_predict(model, classifiers[space], tests[j], chosen.nonzero().flatten(), cfg, device))
     for j in js:
         tally = RoutingTally(options.router, true_domain=j - 1, learned=i)
         tally.add(routes[j])
-        classes = tasks[j - 1].num_classes if own_space else len(union)
-        fields = {
-            "num_classes": classes,
-            "num_samples": len(tests[j]),
-            "label_space": cfg["data"]["label_space"],
-            "routing": tally.to_json(),
-        }
-        yield cell_record(cfg, method, seed, i, j, 100.0 * correct[j] / len(tests[j]), started, **fields)
+        yield classification_cell(cfg, method, seed, i, j, hits[j], started, routing=tally.to_json())
         started = time.time()

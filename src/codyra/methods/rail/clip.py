@@ -15,12 +15,12 @@ import time
 import torch
 import torch.nn.functional as F
 
+from codyra.clip.hits import ClassHits, classification_cell
 from codyra.data.eval_cache import eval_batches
 from codyra.device import autocast
 from codyra.methods._routing import RoutingTally, route_learned, zero_shot_domains
 from codyra.methods.rail import regression as rail
 from codyra.steps.batches import derive_seed
-from codyra.store.cells import cell_record
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -102,7 +102,9 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
             device=device,
         )
         offset = union.offset(tasks[j - 1].name)
-        tally, correct, total = RoutingTally("zero_shot", true_domain=j - 1, learned=i), 0, 0
+        tally = RoutingTally("zero_shot", true_domain=j - 1, learned=i)
+        # the own label space is the task's slice of the fused scores: its predictions index it from 0
+        hits = ClassHits.in_space(tasks[j - 1], label_space([tasks[j - 1]]) if own_space else union)
         for images, labels in batches:
             with autocast(device, cfg["eval"]["precision"]):
                 features = model.encode_image(images).float().cpu()
@@ -116,17 +118,6 @@ def rail_row(cfg: dict, method: str, options, seed: int, i: int, js: list[int], 
                 )
             fused, _ = rail.fuse(zero_shot, adapter, options.fusion_weight)
             tally.add(route_learned(zero_shot_domains(zero_shot, sizes), i))
-            if own_space:
-                predicted = fused[:, offset : offset + sizes[j - 1]].argmax(dim=-1)
-                correct += int((predicted == labels).sum())
-            else:
-                correct += int((fused.argmax(dim=-1) == labels + offset).sum())
-            total += len(labels)
-        fields = {
-            "num_classes": sizes[j - 1] if own_space else len(union),
-            "num_samples": total,
-            "label_space": cfg["data"]["label_space"],
-            "routing": tally.to_json(),
-        }
-        yield cell_record(cfg, method, seed, i, j, 100.0 * correct / total, started, **fields)
+            hits.add((fused[:, offset : offset + sizes[j - 1]] if own_space else fused).argmax(dim=-1), labels)
+        yield classification_cell(cfg, method, seed, i, j, hits, started, routing=tally.to_json())
         started = time.time()
