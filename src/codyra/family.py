@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from codyra.adapters.targets import PlacementVocabulary, Target
-    from codyra.methods.base import Method
+    from codyra.methods.base import Method, Row
 
 
 class Backend(Protocol):
@@ -125,9 +125,9 @@ class Family(Protocol):
         global over the stream: ([(features, labels)], classes of tasks 1..i), for closed-form
         methods (RAIL) and heads fitted on them (CoDyRA + RAIL)."""
 
-    def cells(self, cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind: type[Method] | None):
-        """Yield the cells A[i, j] (dicts, without settings) of theta_i for j in ``js``; ``kind``
-        is the method's class (its inference hooks), None for the method ``pretrained``."""
+    def cells(self, cfg: dict, row: Row, device):
+        """Yield the cells A[i, j] (dicts, without settings) of ``row``'s theta_i for its tasks j;
+        ``row.kind`` is the method's class (its inference hooks), None for the pretrained row."""
 
     def own_pretraining(self, cfg: dict) -> str | None:
         """The theta_0 file a mini benchmark pretrains itself (`codyra pretrain-mini`), else None."""

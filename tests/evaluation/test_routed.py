@@ -387,7 +387,7 @@ def test_dagger_with_moe_adapters_selector_routes_each_test_batch_as_a_whole(tin
 
 def test_evaluation_hands_a_routed_method_its_row_position_options_and_readers(tiny_cfg):
     from codyra.evaluation.routed import routed_cells
-    from codyra.methods.base import CellPosition
+    from codyra.methods.base import Row
     from codyra.methods.rail.method import RAIL, RAILOptions
 
     seen = []
@@ -399,9 +399,10 @@ def test_evaluation_hands_a_routed_method_its_row_position_options_and_readers(t
             yield from ()
 
     tiny_cfg["method_configs"]["r"] = {"kind": "rail", "variant": "dual", "kernel_gamma": 0.5}
-    assert list(routed_cells(tiny_cfg, Seen, CellPosition("r", 3, 2, (1, 3)), "cpu")) == []
+    spec = tiny_cfg["method_configs"]["r"]
+    assert list(routed_cells(tiny_cfg, Row("r", 3, 2, (1, 3), Seen, spec), "cpu")) == []
     [row] = seen
-    assert row.cell == CellPosition(method="r", seed=3, task=2, tasks=(1, 3)) and row.device == torch.device("cpu")
+    assert row.row == Row(method="r", seed=3, i=2, js=(1, 3), kind=Seen) and row.device == torch.device("cpu")
     assert row.options == RAILOptions(variant="dual", kernel_gamma=0.5) and row.cfg is tiny_cfg
     with pytest.raises(FileNotFoundError, match="r/seed3/task2/summary.json missing"):
         row.stored_state()  # task 2 of seed 3 was never trained

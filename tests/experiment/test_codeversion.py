@@ -284,14 +284,19 @@ def test_every_job_entry_exists_and_each_job_runs_only_its_code():
 def test_the_cells_of_an_untrained_method_that_rewrites_prompts_rest_on_its_code(monkeypatch):
     """FIX(ICL) never trains: no update's settings carry its code, its cells' stand-in for them does."""
     from codyra.experiment.fingerprints import untrained_settings
+    from codyra.methods import method_of
 
     cfg = {"method_configs": {"icl": {"kind": "icl", "demonstrations": 2}, "zs": {"kind": "zeroshot"}}}
     versions = {("icl",): "before"}
     monkeypatch.setattr(codeversion, "code_version", lambda *entries, methods=(), root=None: versions[methods])
-    before = untrained_settings(cfg, "icl")
+
+    def settings(name):
+        return untrained_settings(method_of(cfg, name), cfg["method_configs"][name])
+
+    before = settings("icl")
     versions[("icl",)] = "edited"
-    assert untrained_settings(cfg, "icl") != before
-    assert untrained_settings(cfg, "zs") == []  # its cells are row 0's copies: no code of its own
+    assert settings("icl") != before
+    assert settings("zs") == []  # its cells are row 0's copies: no code of its own
 
 
 def test_a_modules_facts_are_read_back_from_the_cache_in_a_later_process(package, tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ def test_a_trace_row_keeps_its_cells_and_their_predictions(tiny_trace, tiny_trac
     cfg = tiny_trace
     train_task(cfg, "lora-qv", 0, 1)
     folder, calls = fail_then_retry(cfg, "lora-qv", 0, 1, monkeypatch, lm_evaluate, "evaluate_lm_cell")
-    assert [args[4] for args in calls] == [2]  # evaluate_lm_cell(cfg, method, seed, i, j): cell 1 was kept
+    assert [args[2] for args in calls] == [2]  # evaluate_lm_cell(cfg, row, j): cell 1 was kept
     files = [p.name for p in row_files(folder, 1)]
     assert files == ["A_1_1.json", "A_1_1.predictions.jsonl", "A_1_2.json", "A_1_2.predictions.jsonl"]
 

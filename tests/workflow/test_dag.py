@@ -245,3 +245,18 @@ def test_the_dag_build_imports_no_torch(tmp_path, config):
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "snakemake.workflow" in imported and "codyra.experiment.config" in imported  # the log is read
     assert not {"torch", "torchvision", "open_clip", "transformers"} & imported
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", sorted(p.name for p in (REPO / "config").glob("*.yaml")))
+def test_paper_builds_its_dag_on_every_shipped_config(tmp_path, config):
+    """Every job of `snakemake paper` (the tables and every analysis that applies) is made, with its
+    inputs and params, for every shipped config's methods: a dry run evaluates them all."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "-n", "paper"]
+    cmd += ["--configfile", str(REPO / "config" / config), "--config", "check_data=False", f"results={tmp_path}"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "analysis_significance" in done.stdout

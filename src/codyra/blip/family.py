@@ -65,12 +65,12 @@ class BlipFamily:
 
         return task_feature_batches(cfg, seed, task_index, train, device, model=model, pretrained=pretrained_blip)
 
-    def cells(self, cfg, method, seed, i, js, device, kind):
+    def cells(self, cfg, row, device):
         from codyra.blip.model import pretrained_blip
         from codyra.blip.rebuild import rebuild_blip
         from codyra.clip.evaluate import clip_cells
 
-        return clip_cells(cfg, method, seed, i, js, device, kind, pretrained=pretrained_blip, rebuild=rebuild_blip)
+        return clip_cells(cfg, row, device, pretrained=pretrained_blip, rebuild=rebuild_blip)
 
     def own_pretraining(self, cfg: dict) -> str | None:
         from codyra.clip.weights import own_weights

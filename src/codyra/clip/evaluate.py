@@ -22,7 +22,6 @@ from codyra.clip.zeroshot import label_space_classifier
 from codyra.device import autocast, pick_device, use_threads
 from codyra.progress import progress_bar
 from codyra.store.model_states import for_inference
-from codyra.store.paths import PRETRAINED
 
 
 def hits_on_task(bundle, tasks, j: int, cfg: dict, device) -> ClassHits:
@@ -72,30 +71,21 @@ def class_scores(model, images, classifier, precision: str):
     return cosines(model.encode_image) if combine is None else combine(cosines)
 
 
-def clip_cells(
-    cfg: dict,
-    method: str,
-    seed: int | None,
-    i: int,
-    js: list[int],
-    device,
-    kind,
-    pretrained=pretrained_clip,
-    rebuild=rebuild_clip,
-):
-    """Yield A[i, j] for j in ``js`` of theta_i, ``kind`` the method's class (its ``for_inference``
-    hook), or of theta_0 for the method ``pretrained`` (``kind`` None). ``pretrained(cfg)`` and
-    ``rebuild(cfg, method, seed, i)`` build the family's bundles (a model with the CLIP interface:
-    ``encode_image``, ``encode_text``; its tokenizer; its image settings)."""
+def clip_cells(cfg: dict, row, device, pretrained=pretrained_clip, rebuild=rebuild_clip):
+    """Yield the cells A[i, j] of ``row`` (:class:`codyra.methods.base.Row`): of theta_i, through
+    ``row.kind``'s ``for_inference`` hook, or of theta_0 for the pretrained row (``kind`` None).
+    ``pretrained(cfg)`` and ``rebuild(cfg, method, seed, i)`` build the family's bundles (a model
+    with the CLIP interface: ``encode_image``, ``encode_text``; its tokenizer; its image settings)."""
     use_threads(cfg["eval"]["threads"])
     started = time.time()  # the first cell's seconds include building the model
+    method, seed, i = row.method, row.seed, row.i
     bundle = (
         pretrained(cfg)
-        if method == PRETRAINED
-        else for_inference(cfg, method, seed, i, rebuild(cfg, method, seed, i), kind)
+        if row.kind is None
+        else for_inference(cfg, method, seed, i, rebuild(cfg, method, seed, i), row.kind)
     )
     tasks = build_tasks(cfg, bundle.image)
     device = pick_device(device)
-    for j in js:
+    for j in row.js:
         yield classification_cell(cfg, method, seed, i, j, hits_on_task(bundle, tasks, j, cfg, device), started)
         started = time.time()

@@ -57,10 +57,10 @@ class ClipFamily:
 
         return task_feature_batches(cfg, seed, task_index, train, device, model=model)
 
-    def cells(self, cfg, method, seed, i, js, device, kind):
+    def cells(self, cfg, row, device):
         from codyra.clip.evaluate import clip_cells
 
-        return clip_cells(cfg, method, seed, i, js, device, kind)
+        return clip_cells(cfg, row, device)
 
     def own_pretraining(self, cfg: dict) -> str | None:
         return own_weights(cfg)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from codyra import __version__
@@ -24,7 +25,7 @@ from codyra.evaluation.routed import routed_cells
 from codyra.experiment.fingerprints import cell_fingerprint, eval_fingerprint, untrained_settings
 from codyra.family import family_of
 from codyra.methods import method_of
-from codyra.methods.base import CellPosition
+from codyra.methods.base import Row
 from codyra.store.cells import read_cell
 from codyra.store.io import ResultError, atomic_write, fingerprint, read_json, require_writable, write_json
 from codyra.store.model_states import require_updates
@@ -33,6 +34,14 @@ from codyra.tracking.mirror import SETTINGS, JobRun, cell_metric, row_run, row_s
 from codyra.tracking.sync import log_row
 
 log = logging.getLogger(__name__)
+
+
+def row_of(cfg: dict, method: str, seed: int | None, i: int, js) -> Row:
+    """Row i of (``method``, ``seed``) on the tasks ``js``, its method resolved here, once for the
+    job: the pretrained model's row (``method`` ``pretrained``) has none."""
+    if method == PRETRAINED:
+        return Row(method, seed, i, tuple(js))
+    return Row(method, seed, i, tuple(js), method_of(cfg, method), cfg["method_configs"][method])
 
 
 def _check_indices(cfg: dict, i: int, j: int) -> None:
@@ -88,11 +97,10 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
         if i != 0:
             raise ValueError("the pretrained model only has row i = 0")
         require_writable(row0_cell_path(cfg, 1).parent)
-        return _computed_row(cfg, PRETRAINED, None, 0, js, device)
-    if method not in cfg["method_configs"]:
-        raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
+        return _computed_row(cfg, row_of(cfg, PRETRAINED, None, 0, js), device)
+    row = row_of(cfg, method, seed, i, js)  # the job's one resolution of its method
     require_writable(cell_path(cfg, method, seed, i, 1).parent)
-    if i == 0 or method_of(cfg, method).copies_row0():
+    if i == 0 or row.kind.copies_row0():
         missing = [j for j in js if not row0_cell_path(cfg, j).is_file()]
         if missing:
             evaluate_row(cfg, PRETRAINED, None, 0, missing, device=device)
@@ -108,7 +116,7 @@ def evaluate_row(cfg: dict, method: str, seed: int | None, i: int, js=None, *, d
             }
 
         return tracked(cfg, method, seed, i, js, lambda j: _stored(cell_path(cfg, method, seed, i, j), copy(j)))
-    return _computed_row(cfg, method, seed, i, js, device)
+    return _computed_row(cfg, row, device)
 
 
 def _stored(path, result: dict) -> dict:
@@ -117,19 +125,20 @@ def _stored(path, result: dict) -> dict:
     return result
 
 
-def _computed_row(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device) -> list[dict]:
-    """The cells ``js`` of row i computed from theta_i (each written as it is done), those a failed
+def _computed_row(cfg: dict, row: Row, device) -> list[dict]:
+    """The cells of ``row`` computed from theta_i (each written as it is done), those a failed
     attempt with the same key left in the partial folder taken from there instead."""
+    method, seed, i, js = row.method, row.seed, row.i, list(row.js)
 
     def path(j: int) -> Path:
-        return row0_cell_path(cfg, j) if method == PRETRAINED else cell_path(cfg, method, seed, i, j)
+        return row0_cell_path(cfg, j) if row.kind is None else cell_path(cfg, method, seed, i, j)
 
-    updates, digests = _updates(cfg, method, seed, i)
+    updates, digests = _updates(cfg, row)
     settings = {j: cell_fingerprint(eval_fingerprint(cfg, j), updates) for j in range(1, len(cfg["tasks"]) + 1)}
     partial = _partial_folder(path(1).parent.parent, i, fingerprint([settings, digests, __version__]))
     kept = {j: cell for j in js if (cell := _kept_cell(cfg, partial, path(j), method, seed, i, j, settings[j]))}
     todo = [j for j in js if j not in kept]
-    computed = _computed_cells(cfg, method, seed, i, todo, device) if todo else iter(())
+    computed = _computed_cells(cfg, replace(row, js=tuple(todo)), device) if todo else iter(())
 
     def cell(j: int) -> dict:
         if j in kept:
@@ -153,15 +162,15 @@ def _computed_row(cfg: dict, method: str, seed: int | None, i: int, js: list[int
     return cells
 
 
-def _updates(cfg: dict, method: str, seed: int | None, i: int) -> tuple[list, list]:
+def _updates(cfg: dict, row: Row) -> tuple[list, list]:
     """The settings the summaries of the updates 1..i record (not the config's: an update trained
     with other settings shows in its cells' fingerprint) and their tensors' digests. Read before
     any cell is computed; fails early if an update is missing."""
-    if method == PRETRAINED:
+    if row.kind is None:
         return [], []
-    if not method_of(cfg, method).trains:  # theta_0 (FIX(ICL)): no update; the method's config stands for each
-        return untrained_settings(cfg, method) * i, []
-    summaries = [read_json(d / SUMMARY_FILE) for d in require_updates(cfg, method, seed, i)]
+    if not row.kind.trains:  # theta_0 (FIX(ICL)): no update; the method's config stands for each
+        return untrained_settings(row.kind, row.spec) * row.i, []
+    summaries = [read_json(d / SUMMARY_FILE) for d in require_updates(cfg, row.method, row.seed, row.i)]
     return [s.get("settings") for s in summaries], [s.get("update_digest") for s in summaries]
 
 
@@ -200,11 +209,10 @@ def _copy_files(source: Path, cell_file: Path, target: Path) -> None:
             atomic_write(target / file.name, lambda tmp, file=file: shutil.copyfile(file, tmp))
 
 
-def _computed_cells(cfg, method, seed, i, js, device):
-    """Yield A[i, j] for j in ``js`` of theta_i (theta_0 for the method ``pretrained``), by the
-    model family's protocol (CLIP: classification accuracy; TRACE: generated answers scored);
-    a method that predicts the domain evaluates the row by its own task-agnostic inference."""
-    kind = None if method == PRETRAINED else method_of(cfg, method)
-    if kind is not None and kind.predicts_domain:
-        return routed_cells(cfg, kind, CellPosition(method, seed, i, tuple(js)), device)
-    return family_of(cfg).cells(cfg, method, seed, i, js, device, kind)
+def _computed_cells(cfg: dict, row: Row, device):
+    """Yield the cells of ``row`` (theta_0's for the pretrained row), by the model family's protocol
+    (CLIP: classification accuracy; TRACE: generated answers scored); a method that predicts the
+    domain evaluates the row by its own task-agnostic inference."""
+    if row.kind is not None and row.kind.predicts_domain:
+        return routed_cells(cfg, row, device)
+    return family_of(cfg).cells(cfg, row, device)

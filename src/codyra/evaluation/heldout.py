@@ -18,8 +18,9 @@ from codyra.clip.model import pretrained_clip
 from codyra.clip.rebuild import rebuild_clip
 from codyra.clip.streams import build_heldout_tasks
 from codyra.device import pick_device, use_threads
+from codyra.evaluation.evaluate import row_of
 from codyra.family import family_of
-from codyra.methods import method_of
+from codyra.methods.base import Row
 from codyra.store.io import read_json, require_writable, write_json
 from codyra.store.model_states import for_inference, require_updates
 from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
@@ -27,7 +28,8 @@ from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
 log = logging.getLogger(__name__)
 
 
-def _check(cfg: dict, method: str, i: int) -> None:
+def _check(cfg: dict, method: str, seed: int | None, i: int) -> Row:
+    """The held-out row's method resolved (none for the pretrained model), once the request is sound."""
     if not cfg["heldout_tasks"]:
         raise ValueError(
             "config key heldout_tasks is empty: list the tasks to hold out, e.g. heldout_tasks: [shape, colour, count]"
@@ -37,17 +39,15 @@ def _check(cfg: dict, method: str, i: int) -> None:
     n = len(cfg["tasks"])
     if not 0 <= i <= n:
         raise ValueError(f"held-out row i = {i} is outside the run: i must be in 0..{n}")
-    if method == PRETRAINED:
-        if i != 0:
-            raise ValueError("the pretrained model only has row i = 0")
-    elif method not in cfg["method_configs"]:
-        raise ValueError(f"unknown method {method!r}; configured: {', '.join(sorted(cfg['method_configs']))}")
+    if method == PRETRAINED and i != 0:
+        raise ValueError("the pretrained model only has row i = 0")
+    return row_of(cfg, method, None if method == PRETRAINED else seed, i, ())  # theta_0 has no seed
 
 
 def evaluate_heldout(cfg: dict, method: str, seed: int | None, i: int, *, device=None) -> list[dict]:
     """Held-out accuracies of theta_i of (method, seed), one file per held-out task (method
     ``pretrained``: theta_0's shared files). Returns the written records in config order."""
-    _check(cfg, method, i)
+    row = _check(cfg, method, seed, i)
     if method == PRETRAINED:
         paths = [row0_heldout_path(cfg, name) for name in cfg["heldout_tasks"]]
     else:
@@ -55,14 +55,14 @@ def evaluate_heldout(cfg: dict, method: str, seed: int | None, i: int, *, device
     for folder in {p.parent for p in paths}:
         require_writable(folder)
     if method == PRETRAINED:
-        records = _computed(cfg, method, None, 0, device)
-    elif i == 0 or not method_of(cfg, method).trains:
+        records = _computed(cfg, row, device)
+    elif i == 0 or not row.kind.trains:
         records = [
             {**r, "method": method, "seed": seed, "i": i, "copied_from": str(p)} for r, p in _shared_row0(cfg, device)
         ]
     else:
         require_updates(cfg, method, seed, i)
-        records = _computed(cfg, method, seed, i, device)
+        records = _computed(cfg, row, device)
     for record, path in zip(records, paths, strict=True):
         write_json(path, record)
         log.info("held-out %s after task %d: %.2f (%s)", record["task"], i, record["accuracy"], path)
@@ -76,12 +76,13 @@ def _shared_row0(cfg: dict, device) -> list[tuple[dict, str]]:
     return [(read_json(p), p) for p in paths]
 
 
-def _computed(cfg: dict, method: str, seed: int | None, i: int, device) -> list[dict]:
+def _computed(cfg: dict, row: Row, device) -> list[dict]:
     use_threads(cfg["eval"]["threads"])
+    method, seed, i = row.method, row.seed, row.i
     bundle = (
         pretrained_clip(cfg)
-        if method == PRETRAINED
-        else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i), method_of(cfg, method))
+        if row.kind is None
+        else for_inference(cfg, method, seed, i, rebuild_clip(cfg, method, seed, i), row.kind)
     )
     device = pick_device(device)
     records = []

@@ -8,30 +8,29 @@ from __future__ import annotations
 
 from codyra.device import pick_device, use_threads
 from codyra.family import family_of
-from codyra.methods.base import CellPosition, Method, RowContext
+from codyra.methods.base import Row, RowContext
 from codyra.store.paths import task_dir
 from codyra.store.updates import stored_state
 
 
-def routed_cells(cfg: dict, kind: type[Method], cell: CellPosition, device):
-    """Yield the cells A[i, j] (with their ``routing``) of ``cell``'s row, by ``kind``'s inference."""
+def routed_cells(cfg: dict, row: Row, device):
+    """Yield the cells A[i, j] (with their ``routing``) of ``row``, by its method's inference."""
     use_threads(cfg["eval"]["threads"])
 
     def row_state():
-        state = stored_state(cfg, cell.method, cell.seed, cell.task)
+        state = stored_state(cfg, row.method, row.seed, row.i)
         if state is None:
             raise FileNotFoundError(
-                f"{task_dir(cfg, cell.method, cell.seed, cell.task)} holds no {kind.kind} state: rerun its training job"
+                f"{task_dir(cfg, row.method, row.seed, row.i)} holds no {row.kind.kind} state: rerun its training job"
             )
         return state
 
-    row = RowContext(
+    context = RowContext(
         cfg=cfg,
-        cell=cell,
+        row=row,
         device=pick_device(device),
-        options=kind(cfg["method_configs"][cell.method]).options,
         stored_state=row_state,
-        rebuild=lambda: family_of(cfg).rebuild(cfg, cell.method, cell.seed, cell.task),
+        rebuild=lambda: family_of(cfg).rebuild(cfg, row.method, row.seed, row.i),
         pretrained=lambda: family_of(cfg).pretrained(cfg),
     )
-    yield from kind.routed_cells(row)
+    yield from row.kind.routed_cells(context)

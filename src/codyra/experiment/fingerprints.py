@@ -109,15 +109,14 @@ def pretrain_fingerprint(cfg: dict) -> str:
     return fingerprint(_settings([cfg["mini"], _model(cfg), _family(cfg), pretrain_version(cfg)]))
 
 
-def untrained_settings(cfg: dict, method: str) -> list[str]:
-    """What stands in for the updates in a cell of a method that never trains: its config and its
-    code where they change what the model is shown (FIX(ICL)'s demonstrations), else nothing."""
+def untrained_settings(kind, spec: dict) -> list[str]:
+    """What stands in for the updates in a cell of a method that never trains (``kind`` its class,
+    ``spec`` its config): its config and its code where they change what the model is shown
+    (FIX(ICL)'s demonstrations), else nothing."""
     from codyra.experiment.codeversions import code_version
-    from codyra.methods import method_of
 
-    if not method_of(cfg, method).rewrites_prompts:
+    if not kind.rewrites_prompts:
         return []
-    spec = cfg["method_configs"][method]
     return [fingerprint([_settings(spec), code_version(methods=(spec["kind"],))])]
 
 
@@ -131,9 +130,11 @@ def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
     from codyra.methods import method_of
 
     n = len(cfg["tasks"])
-    trains = method_of(cfg, method).trains
+    kind = method_of(cfg, method)
     updates = (
-        [train_fingerprint(cfg, method, k) for k in range(1, n + 1)] if trains else untrained_settings(cfg, method) * n
+        [train_fingerprint(cfg, method, k) for k in range(1, n + 1)]
+        if kind.trains
+        else untrained_settings(kind, cfg["method_configs"][method]) * n
     )
     columns = [eval_fingerprint(cfg, j) for j in range(1, n + 1)]
     return [[cell_fingerprint(column, updates[:i]) for column in columns] for i in range(n + 1)]

@@ -27,7 +27,7 @@ from codyra.steps.batches import derive_seed
 from codyra.store.cells import cell_record
 from codyra.store.io import write_text
 from codyra.store.model_states import require_updates
-from codyra.store.paths import PRETRAINED, cell_path, row0_cell_path
+from codyra.store.paths import cell_path, row0_cell_path
 from codyra.store.updates import load_method_state
 from codyra.trace.data import load_split
 from codyra.trace.metrics import TRACE_TASK_METRICS, score_task
@@ -37,28 +37,30 @@ def predictions_path(cell_file: Path) -> Path:
     return cell_file.with_suffix(".predictions.jsonl")
 
 
-def row_model(cfg: dict, method: str, seed: int | None, i: int, kind, device: torch.device):
+def row_model(cfg: dict, row, device: torch.device):
     """(theta_i on ``device`` in the evaluation's dtype, its tokenizer, the stored method states of tasks
     1..i), built once for a row: bf16 on a GPU where ``eval.precision`` is auto or bf16, fp32 otherwise.
-    A method that never trains answers with theta_0 (FIX(ICL): only its prompts differ); row 0 is theta_0."""
+    A method that never trains answers with theta_0 (FIX(ICL): only its prompts differ); row 0 is theta_0.
+    ``row``: a :class:`codyra.methods.base.Row`."""
     bf16 = device.type == "cuda" and cfg["eval"]["precision"] in ("auto", "bf16")
     dtype = torch.bfloat16 if bf16 else torch.float32
-    if kind is None or not kind.trains:
+    if row.kind is None or not row.kind.trains:
         bundle = pretrained_lm(cfg, dtype=None)
         bundle.model.to(device, dtype=dtype)
         return bundle.model, bundle.tokenizer, None
-    bundle = rebuild_lm_as(cfg, method, seed, i, device, dtype)
-    states = [load_method_state(d) for d in require_updates(cfg, method, seed, i)]
+    bundle = rebuild_lm_as(cfg, row.method, row.seed, row.i, device, dtype)
+    states = [load_method_state(d) for d in require_updates(cfg, row.method, row.seed, row.i)]
     return bundle.model, bundle.tokenizer, states
 
 
-def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *, kind, theta, device) -> dict:
-    """A[i, j] for (method, seed), ``kind`` the method's class (its hooks ``for_task`` and
-    ``test_prompts``), or the pretrained row (method ``pretrained``, ``kind`` and seed None, i 0);
+def evaluate_lm_cell(cfg: dict, row, j: int, *, theta, device) -> dict:
+    """A[i, j] of ``row``, whose ``kind`` is the method's class (its hooks ``for_task`` and
+    ``test_prompts``), None for the pretrained row (method ``pretrained``, seed None, i 0);
     ``theta`` the row's model (:func:`row_model`), shared by its cells.
 
     Writes the predictions file and returns the cell's JSON object (the caller writes it)."""
     started = time.time()
+    method, seed, i, kind = row.method, row.seed, row.i, row.kind
     backbone, tokenizer, states = theta
     # the model that answers task j: the method's modules beside the backbone (an E-prompt, a pool) in
     # the backbone's device and dtype; the backbone itself is not copied
@@ -92,7 +94,7 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     accuracy = score_task(
         task, predictions, answers, prompts, llm["accuracy_mode"], llm["rouge_mode"], llm["similarity"]
     )
-    cell_file = row0_cell_path(cfg, j) if method == PRETRAINED else cell_path(cfg, method, seed, i, j)
+    cell_file = row0_cell_path(cfg, j) if kind is None else cell_path(cfg, method, seed, i, j)
     rows = [{"prompt": p, "answer": a, "prediction": q} for p, a, q in zip(shown, answers, predictions, strict=True)]
     write_text(predictions_path(cell_file), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return cell_record(
@@ -110,10 +112,10 @@ def evaluate_lm_cell(cfg: dict, method: str, seed: int | None, i: int, j: int, *
     )
 
 
-def lm_cells(cfg: dict, method: str, seed: int | None, i: int, js: list[int], device, kind):
-    """Yield A[i, j] for j in ``js``; theta_i is built once for the row and kept on the device."""
+def lm_cells(cfg: dict, row, device):
+    """Yield the cells of ``row``; theta_i is built once for the row and kept on the device."""
     use_threads(cfg["eval"]["threads"])
     device = pick_device(device)
-    theta = row_model(cfg, method, seed, i, kind, device)
-    for j in js:
-        yield evaluate_lm_cell(cfg, method, seed, i, j, kind=kind, theta=theta, device=device)
+    theta = row_model(cfg, row, device)
+    for j in row.js:
+        yield evaluate_lm_cell(cfg, row, j, theta=theta, device=device)

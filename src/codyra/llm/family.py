@@ -70,10 +70,10 @@ class CausalLMFamily:
     def feature_pass(self, cfg, seed, task_index, train, device, model=None):
         raise ValueError("closed-form methods (RAIL) fit frozen image features: they run on CLIP benchmarks only")
 
-    def cells(self, cfg, method, seed, i, js, device, kind):
+    def cells(self, cfg, row, device):
         from codyra.llm.evaluate import lm_cells
 
-        return lm_cells(cfg, method, seed, i, js, device, kind)
+        return lm_cells(cfg, row, device)
 
     def own_pretraining(self, cfg: dict) -> str | None:
         from codyra.store.paths import MINI_PRETRAINED

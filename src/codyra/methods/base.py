@@ -125,41 +125,53 @@ class TaskContext:
 
 
 @dataclass(frozen=True)
-class CellPosition:
-    """Where a row of cells sits in the grid: ``method`` (a key of ``method_configs``) and
-    ``seed`` after training tasks 1..``task`` (theta_i), tested on the tasks ``tasks`` (the j of A[i, j])."""
+class Row:
+    """A row of cells as its job evaluates it: theta_``i`` of ``method`` (a key of
+    ``method_configs``) and ``seed``, tested on the tasks ``js`` (the j of A[i, j]). The method is
+    resolved once, where the job starts (:func:`codyra.evaluation.evaluate.row_of`): ``kind`` its class and
+    ``spec`` its config, both None for the pretrained model's row 0 (``method`` ``pretrained``)."""
 
     method: str
-    seed: int
-    task: int
-    tasks: tuple[int, ...]
+    seed: int | None
+    i: int
+    js: tuple[int, ...]
+    kind: type[Method] | None = None
+    spec: dict | None = field(default=None, compare=False)
+
+    @property
+    def options(self) -> MethodOptions:
+        """The method's typed options."""
+        if self.kind is None:
+            raise ValueError("the pretrained model's row has no method options")
+        return self.kind(self.spec).options
 
 
 @dataclass(frozen=True)
 class RowContext:
     """What a domain-predicting method sees of the evaluation of one row (``routed_cells``).
 
-    ``cfg`` is the full config (the benchmark's tasks, evaluation settings); ``options`` the
-    method's typed options; ``stored_state()`` reads task i's stored method state (a clear error
-    where none is stored); ``rebuild()`` builds theta_i (the family's bundle, with ``.model``:
-    theta_0 plus the stored updates 1..i) on the CPU; ``pretrained()`` builds theta_0 (the
-    family's bundle)."""
+    ``cfg`` is the full config (the benchmark's tasks, evaluation settings); ``row`` the row, with
+    the method's typed options (``row.options``); ``stored_state()`` reads task i's stored method
+    state (a clear error where none is stored); ``rebuild()`` builds theta_i (the family's bundle,
+    with ``.model``: theta_0 plus the stored updates 1..i) on the CPU; ``pretrained()`` builds
+    theta_0 (the family's bundle)."""
 
     cfg: dict
-    cell: CellPosition
+    row: Row
     device: torch.device
-    options: MethodOptions
     stored_state: Callable[[], dict[str, torch.Tensor]]
     rebuild: Callable[[], Any]
     pretrained: Callable[[], Any]
 
+    @property
+    def options(self) -> MethodOptions:
+        return self.row.options
+
     def from_stored_state(self, row_function):
         """The cells of ``row_function(cfg, method, options, seed, i, js, device, state)``: a method
         that evaluates a row from task i's stored state alone (its modules beside theta_0)."""
-        c = self.cell
-        return row_function(
-            self.cfg, c.method, self.options, c.seed, c.task, list(c.tasks), self.device, self.stored_state()
-        )
+        r = self.row
+        return row_function(self.cfg, r.method, self.options, r.seed, r.i, list(r.js), self.device, self.stored_state())
 
 
 @dataclass(frozen=True)
@@ -279,7 +291,7 @@ class Method(ABC):
 
     @classmethod
     def routed_cells(cls, row: RowContext):
-        """A domain-predicting method's cells A[i, j] (with their ``routing``) of ``row.cell``."""
+        """A domain-predicting method's cells A[i, j] (with their ``routing``) of ``row.row``."""
         raise TypeError(
             f"method kind {cls.kind!r} has no task-agnostic inference (its predicts_domain is False): "
             "its cells come from the family"

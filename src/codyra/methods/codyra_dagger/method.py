@@ -95,11 +95,9 @@ class CoDyRADagger(CoDyRA):
     def routed_cells(cls, row):
         from codyra.methods.codyra_dagger.clip import routed_row
 
-        c = row.cell
+        c = row.row
         state = row.stored_state() if row.options.router == "ddas" else None
-        return routed_row(
-            row.cfg, c.method, c.seed, c.task, list(c.tasks), row.device, row.options, row.pretrained, state
-        )
+        return routed_row(row.cfg, c.method, c.seed, c.i, list(c.js), row.device, row.options, row.pretrained, state)
 
 
 METHOD = CoDyRADagger

@@ -78,11 +78,9 @@ class RAIL(Method):
     def routed_cells(cls, row):
         from codyra.methods.rail.clip import rail_row
 
-        c = row.cell
+        c = row.row
         state = row.stored_state()
-        return rail_row(
-            row.cfg, c.method, row.options, c.seed, c.task, list(c.tasks), row.device, state, row.pretrained()
-        )
+        return rail_row(row.cfg, c.method, row.options, c.seed, c.i, list(c.js), row.device, state, row.pretrained())
 
 
 METHOD = RAIL
