@@ -125,7 +125,7 @@ def analysis_sections(cfg: dict, names: list[str], page: Path) -> list[str]:
     found = {name: output_files(cfg, *outputs(cfg, name), f"analysis {name}") for name in names}
     lines = []
     for name, files in found.items():
-        lines += ["", f"## Analysis `{name}`: {ANALYSES[name]}", *copied_files(files, page)]
+        lines += ["", f"## Analysis `{name}`: {ANALYSES[name].description}", *copied_files(files, page)]
     return lines
 
 

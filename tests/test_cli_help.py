@@ -76,8 +76,8 @@ def test_help_texts_are_plain_and_metavars_read_well(capsys):
 
 def test_analysis_help_lists_every_analysis_of_the_registry():
     text = commands()["codyra analysis"].format_help()
-    for name, what in ANALYSES.items():
-        assert re.search(rf"^  {name} +{re.escape(what)}$", text, re.MULTILINE), name
+    for name, analysis in ANALYSES.items():
+        assert re.search(rf"^  {name} +{re.escape(analysis.description)}$", text, re.MULTILINE), name
     for config in ("config.yaml", "mini_ablations.yaml", "mini_trace.yaml"):  # every analysis a config can run
         cfg = load_config(ROOT / "config" / config)
         assert set(available(cfg)) <= set(ANALYSES), config

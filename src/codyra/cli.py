@@ -582,7 +582,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_analysis,
         "write one of the paper's analyses (tables and figures) from stored results (docs/analyses.md)",
         "codyra analysis drift",
-        details="\n\nanalyses:\n" + "\n".join(f"  {name:<14}{what}" for name, what in ANALYSES.items()),
+        details="\n\nanalyses:\n" + "\n".join(f"  {name:<14}{a.description}" for name, a in ANALYSES.items()),
     )
     p.add_argument("name", metavar="NAME", choices=list(ANALYSES), help="the analysis: one of those listed above")
     p.add_argument("--method", help="the adapter method (analysis rank only)")

@@ -6,6 +6,7 @@ import gzip
 
 import pytest
 
+from codyra.analysis.registry import ANALYSES
 from codyra.experiment import codeversions as codeversion
 from codyra.experiment.codeversions import code_version, method_kinds, module_closure, normalised_source
 from codyra.experiment.jobs import JOBS, MINI_PRETRAINING
@@ -258,6 +259,10 @@ def test_every_job_entry_exists_and_each_job_runs_only_its_code():
     for job in JOBS.values():
         assert len(code_version(*job.entries)) == 16
     closure = {rule: frozenset().union(*(module_closure(e) for e in job.entries)) for rule, job in JOBS.items()}
+    for analysis in ANALYSES.values():  # each analysis's job: its module
+        assert len(analysis.version()) == 16
+        closure[f"analysis_{analysis.name}"] = module_closure(f"codyra.analysis.{analysis.module}")
+    assert "codyra.analysis.registry" not in closure["analysis_drift"]  # the registry only declares and dispatches
     assert "codyra.evaluation.tables" in closure["tables"]
     assert "codyra.evaluation.tables" not in closure["train_task"]
     assert "codyra.training.loop" in closure["train_task"]

@@ -3,7 +3,7 @@
 # all that apply to the config (docs/analyses.md). Analyses read stored files only; the
 # forward probes (interpolation, module removal, gradient conflict) are their own jobs.
 from codyra.analysis.common import adapter_methods, trained_methods
-from codyra.analysis.registry import available, skipped
+from codyra.analysis.registry import ANALYSES as REGISTRY, available, skipped
 from codyra.analysis.named_tables import named_tables
 from codyra.analysis.probe_files import probe_names
 from codyra.experiment.jobs import method_kinds
@@ -19,36 +19,33 @@ CONFLICT_FILE = GRAD_CONFLICT.format(**_fixed)
 
 MATRICES = [run_path(m, s, "matrix.json") for m in CFG["methods"] for s in CFG["seeds"]]
 HELDOUT_FILES = [HELDOUT_PATTERN.format(method=m, seed=s, i=i, name=h) for m in CFG["methods"] for s in CFG["seeds"] for i in range(N + 1) for h in HELDOUT_TASKS]
-ANALYSIS_INPUTS = {
-    "drift": update_files(TRAINED_METHODS),
-    "magnitude": update_files(TRAINED_METHODS),
-    "cka": update_files(TRAINED_METHODS),
-    "orth": update_files(adapter_methods(CFG)),
-    "amplification": update_files(adapter_methods(CFG)) + ([PRETRAINED_WEIGHTS] if PRETRAINED_WEIGHTS else []),
-    "cost": update_files(TRAINED_METHODS),
-    "retention": HELDOUT_FILES,
-    "probes": [PROBE_PATTERN.format(method=m, seed=s, probe=p) for m in TRAINED_METHODS for s in CFG["seeds"] for p in PROBES]
-    + HELDOUT_FILES
-    + [run_path(m, s, "cells", f"A_{N}_{j}.json") for m in TRAINED_METHODS for s in CFG["seeds"] for j in TASKS],
-    "conflict": [CONFLICT_FILE],
-    "significance": MATRICES,
-    "ablations": MATRICES + [run_path(m, s, f"task{i}", "summary.json") for m in TRAINED_METHODS for s in CFG["seeds"] for i in TASKS],
-}
-ANALYSIS_INPUTS["norm_matched"] = ANALYSIS_INPUTS["ablations"]
-ANALYSIS_INPUTS["single_task"] = SINGLE_TASK_FILES  # single_task.smk: every study's runs' cells, held-out files, probes
 # the comparison reads our tables' CSVs: the paper's headline tables and the analyses it compares
 COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG)]
 COMPARED += [f"{TABLES}/{t}.csv" for a in ("drift", "magnitude", "cka", "retention") if a in ANALYSES for t in outputs(CFG, a)[0]]
 COMPARED += [f"{TABLES}/{t}.csv" for t in named_tables(CFG)]  # single-task studies and ablation tables named as the paper's
-ANALYSIS_INPUTS["compare"] = COMPARED
+# the files of each input set an analysis may read (codyra.analysis.registry.INPUT_SETS)
+INPUT_FILES = {
+    "trained updates": update_files(TRAINED_METHODS),
+    "adapter updates": update_files(adapter_methods(CFG)),
+    "theta_0": [PRETRAINED_WEIGHTS] if PRETRAINED_WEIGHTS else [],
+    "held-out files": HELDOUT_FILES,
+    "probe files": [PROBE_PATTERN.format(method=m, seed=s, probe=p) for m in TRAINED_METHODS for s in CFG["seeds"] for p in PROBES],
+    "final cells": [run_path(m, s, "cells", f"A_{N}_{j}.json") for m in TRAINED_METHODS for s in CFG["seeds"] for j in TASKS],
+    "gradient conflict": [CONFLICT_FILE],
+    "matrices": MATRICES,
+    "summaries": [run_path(m, s, f"task{i}", "summary.json") for m in TRAINED_METHODS for s in CFG["seeds"] for i in TASKS],
+    "single-task files": SINGLE_TASK_FILES,  # single_task.smk: every study's runs' cells, held-out files, probes
+    "compared tables": COMPARED,
+}
+ANALYSIS_INPUTS = {a: [f for name in REGISTRY[a].reads for f in INPUT_FILES[name]] for a in ANALYSES}
 # analyses of small files (tables, summaries, JSON) run in the Snakemake process; the others are CPU jobs
-LOCAL = [a for a in ANALYSES if a in ("cost", "probes", "retention", "conflict", "significance", "compare", "ablations", "norm_matched", "single_task")]
+LOCAL = [a for a in ANALYSES if not REGISTRY[a].cpu_job]
 
 
 
 # One rule per analysis (a rule per name: its own log, resources and report entries).
 for _name in ANALYSES:
-    if _name == "rank":
+    if REGISTRY[_name].per_method:
         continue
 
     rule:
@@ -60,7 +57,7 @@ for _name in ANALYSES:
             analysis_files(_name),
         params:
             name=_name,
-            version=job_version(f"analysis_{_name}", method_kinds(CFG, CFG["methods"])),
+            version=REGISTRY[_name].version(method_kinds(CFG, CFG["methods"])),
         log:
             f"{LOGS}/analysis/{_name}.log",
         run:
@@ -77,7 +74,7 @@ if "rank" in ANALYSES:
         wildcard_constraints:
             method="|".join(adapter_methods(CFG)),
         params:
-            version=lambda w: job_version("analysis_rank", method_kinds(CFG, [w.method])),
+            version=lambda w: REGISTRY["rank"].version(method_kinds(CFG, [w.method])),
         log:
             f"{LOGS}/analysis/rank_{{method}}.log",
         run:

@@ -43,8 +43,8 @@ JOBS: dict[str, Job] = {
     "heldout": Job("heldout", ("codyra.evaluation.heldout",), "eval.threads"),
     "summarize_run": Job("summarize", ("codyra.evaluation.results",), None),
     "tables": Job("tables", ("codyra.evaluation.tables",), None),
-    # the paper's analyses (workflow/rules/analysis.smk): forward probes, then one rule per analysis,
-    # each versioned by its own module (codyra.analysis.registry only dispatches)
+    # the forward probes of the paper's analyses (workflow/rules/analysis.smk); each analysis's own job is
+    # versioned by its module (codyra.analysis.registry.Analysis.version)
     "probe": Job("probe", ("codyra.analysis.probes",), "eval.threads"),
     "grad_conflict": Job("grad-conflict", ("codyra.analysis.conflict",), "eval.threads"),
     # the single-task studies (workflow/rules/single_task.smk): the ordinary training, cell, held-out
@@ -53,31 +53,6 @@ JOBS: dict[str, Job] = {
     "single_task_row0": Job("cell", ("codyra.evaluation.evaluate", "codyra.evaluation.heldout"), "eval.threads"),
     "single_task_eval": Job("cell", ("codyra.evaluation.evaluate", "codyra.evaluation.heldout"), "eval.threads"),
     "single_task_probe": Job("probe", ("codyra.analysis.probes",), "eval.threads"),
-    **{
-        f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), "eval.threads")
-        for name, module in (
-            ("drift", "drift"),
-            ("magnitude", "magnitude"),
-            ("cka", "cka"),
-            ("rank", "rank"),
-            ("amplification", "amplification"),
-            ("orth", "orth"),
-        )
-    },
-    **{
-        f"analysis_{name}": Job("analysis", (f"codyra.analysis.{module}",), None)
-        for name, module in (
-            ("cost", "cost"),
-            ("retention", "retention"),
-            ("probes", "probe_tables"),
-            ("conflict", "conflict"),
-            ("significance", "significance"),
-            ("ablations", "ablation"),
-            ("compare", "compare"),
-            ("norm_matched", "norm_matched"),
-            ("single_task", "single_task"),
-        )
-    },
 }
 
 
