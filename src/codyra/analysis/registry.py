@@ -78,10 +78,6 @@ def _always(cfg: dict) -> None:
     return None
 
 
-def _family_reason(cfg: dict, name: str) -> str | None:
-    return family_of(cfg).inapplicable_analyses.get(name)
-
-
 def _one_task(cfg: dict) -> str | None:
     return None if len(cfg["tasks"]) > 1 else "the stream has one task: there is no pair of tasks to compare"
 
@@ -106,7 +102,8 @@ def _first(*checks: Callable[[dict], str | None]) -> Callable[[dict], str | None
 
 
 def _family(name: str) -> Callable[[dict], str | None]:
-    return lambda cfg: _family_reason(cfg, name)
+    """Why the config's model family leaves analysis ``name`` out, if it does."""
+    return lambda cfg: family_of(cfg).inapplicable_analyses.get(name)
 
 
 # --- what an analysis writes and how ------------------------------------------------------------

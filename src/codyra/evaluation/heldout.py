@@ -28,7 +28,7 @@ from codyra.store.paths import PRETRAINED, heldout_path, row0_heldout_path
 log = logging.getLogger(__name__)
 
 
-def _check(cfg: dict, method: str, seed: int | None, i: int) -> Row:
+def _heldout_row(cfg: dict, method: str, seed: int | None, i: int) -> Row:
     """The held-out row's method resolved (none for the pretrained model), once the request is sound."""
     if not cfg["heldout_tasks"]:
         raise ValueError(
@@ -47,7 +47,7 @@ def _check(cfg: dict, method: str, seed: int | None, i: int) -> Row:
 def evaluate_heldout(cfg: dict, method: str, seed: int | None, i: int, *, device=None) -> list[dict]:
     """Held-out accuracies of theta_i of (method, seed), one file per held-out task (method
     ``pretrained``: theta_0's shared files). Returns the written records in config order."""
-    row = _check(cfg, method, seed, i)
+    row = _heldout_row(cfg, method, seed, i)
     if method == PRETRAINED:
         paths = [row0_heldout_path(cfg, name) for name in cfg["heldout_tasks"]]
     else:
