@@ -213,7 +213,7 @@ def probe(name: str, args) -> dict:
             task_loss=task_loss,
             stored_state=lambda k: state,
             stored_update=lambda k: update,
-            cfg={"model": {"name": args.model}, "data": {"num_workers": 0}, "tasks": [{"name": "t1"}, {"name": "t2"}]},
+            cfg={"model": {"name": args.model}, "data": {"num_workers": 0}, "tasks": ["t1", "t2"]},
             method_name=name,
             seed=args.seed,
             total_steps=total,

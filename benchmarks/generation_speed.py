@@ -259,7 +259,7 @@ def proxy(args, argv) -> dict:
     figures = {
         "config": str(args.config),
         "command": "benchmarks/generation_speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "test_sets": {t["name"]: len(p) for t, p in zip(cfg["tasks"], test_sets, strict=True)},
+        "test_sets": {t: len(p) for t, p in zip(cfg["tasks"], test_sets, strict=True)},
         "max_new_tokens": max_new,
         "batch_tokens": budget,
         "new": new_stats.as_dict() | {"seconds": new_s},

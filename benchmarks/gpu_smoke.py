@@ -54,6 +54,7 @@ def trace_configs(folder: Path, smoke: bool, methods: list[str] | None) -> dict[
 
     raw = read_config_file(REPO / "config" / "mini_trace_baselines.yaml")
     raw.update(seeds=[0], tasks=raw["tasks"][:2], tracking={"enabled": False})
+    raw["task_settings"] = {t: s for t, s in raw.get("task_settings", {}).items() if t in raw["tasks"]}
     raw["train"]["precision"] = raw.setdefault("eval", {})["precision"] = "bf16"
     if methods:
         raw["methods"] = methods
@@ -130,7 +131,7 @@ def run_clip_row(args, folder: Path) -> dict:
         began = time.perf_counter()
         if cache:
             for task in cfg["tasks"]:
-                cache_test_set(cfg, task["name"])
+                cache_test_set(cfg, task)
         cached = time.perf_counter()
         cells = evaluate_row(cfg, PRETRAINED, None, 0, device=args.device)
         out[path] = {

@@ -42,7 +42,7 @@ def measure(cfg: dict) -> dict:
     def generated(text: str) -> int:
         return min(tokens(text) + 1, bound)  # the end token, unless the answer ran to the bound
 
-    names = [t["name"] for t in cfg["tasks"]]
+    names = list(cfg["tasks"])
     reference, predicted, runaway = ({n: [] for n in names} for _ in range(3))
     runs = Path(RUN_DIR.format(results=cfg["results"], benchmark=cfg["benchmark"], method="x", seed=0)).parents[1]
     files = sorted(runs.glob("*/seed*/cells/A_*_*.predictions.jsonl"))

@@ -189,7 +189,8 @@ def tiny_configs(results: Path) -> list[tuple[dict, list[str]]]:
     with open(ROOT / "config/mini_trace.yaml") as f:
         lm = load_yaml(f)
     lm.update(results=str(results), seeds=[0], methods=["lora-r8-qv", "codyra"], tracking={"enabled": False})
-    lm["tasks"] = [{"name": t["name"], "train": {"epochs": 1}} for t in lm["tasks"][:2]]
+    lm["tasks"] = lm["tasks"][:2]
+    lm["task_settings"] = {t: {"train": {"epochs": 1}} for t in lm["tasks"]}
     lm["mini"].update(corpus_size=200, pretrain_steps=6, pretrain_batch_size=8, train_per_task=16, test_per_task=10)
     lm["llm"]["mini"]["eval_per_task"] = 4
     return [(load_config(clip), clip["methods"]), (load_config(lm), lm["methods"])]

@@ -143,7 +143,7 @@ def token_counter(cfg: dict):
 def answer_lengths(cfg: dict, ratios: dict, answer_tokens: int | None) -> list[dict]:
     """Per task of a causal-LM config: test examples, tokens an answer is expected to take, and how known."""
     bound, counter, rows = cfg["llm"]["max_new_tokens"], None, []
-    for task in (t["name"] for t in cfg["tasks"]):
+    for task in cfg["tasks"]:
         if answer_tokens is not None:
             expected, how = answer_tokens, "--answer-tokens"
         elif trace_split(cfg, task, "test").is_file():
@@ -158,8 +158,10 @@ def answer_lengths(cfg: dict, ratios: dict, answer_tokens: int | None) -> list[d
 def estimate(
     configfile: Path, target: str, costs: UnitCosts, answer_tokens: int | None = None, ratios: dict | None = None
 ) -> Estimate:
-    from codyra.experiment.config import config_from_files, load_config, resolve_job, single_task_config
+    from codyra.experiment.config import config_from_files, load_config
     from codyra.experiment.model_shapes import model_shape
+    from codyra.experiment.resolve import resolve_job
+    from codyra.experiment.validation import single_task_config
     from codyra.family import family_of
     from codyra.methods import method_of
 
@@ -205,7 +207,7 @@ def estimate(
         elif rule == "train_lm_task":
             i = int(w["i"])
             job = resolve_job(cfg, w["method"], i)
-            task = cfg["tasks"][i - 1]["name"]
+            task = cfg["tasks"][i - 1]
             sequences = (job["train"]["epochs"] or 1) * trained_examples(cfg, task)
             step_s, step_flops, _ = costs.lm_sequence(cfg["method_configs"][w["method"]]["kind"])
             part, seconds, flops = "train", sequences * step_s * scale, sequences * step_flops * scale
@@ -226,11 +228,9 @@ def estimate(
             if rule.startswith("heldout"):
                 names = job_cfg["heldout_tasks"]
             elif rule == "probe":  # one pass over the stream's and the held-out tasks per probe point
-                names = [t["name"] for t in job_cfg["tasks"]] + job_cfg["heldout_tasks"]
+                names = list(job_cfg["tasks"]) + job_cfg["heldout_tasks"]
             else:
-                names = [t["name"] for t in job_cfg["tasks"]] + (
-                    job_cfg["heldout_tasks"] if rule.startswith("single_task") else []
-                )
+                names = list(job_cfg["tasks"]) + (job_cfg["heldout_tasks"] if rule.startswith("single_task") else [])
             images = sum(evaluated_examples(job_cfg, n) for n in names)
             part, seconds = "eval", images * costs.eval_image_s() * scale
             flops = images * costs.eval_image_flops() * scale

@@ -19,7 +19,7 @@ TINY = {
     "methods": ["zeroshot", "lora-r4", "codyra", "full-ft"],
     "model": {"name": "codyra-mini"},
     "data": {"kind": "mini"},
-    "tasks": [{"name": "colour"}, {"name": "digits"}, {"name": "count"}],
+    "tasks": ["colour", "digits", "count"],
     "train": {"iterations": 6, "batch_size": 16, "lr": 0.003, "checkpoint_every": 2},
     "eval": {"batch_size": 64},
     "method_configs": {

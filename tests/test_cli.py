@@ -118,7 +118,7 @@ def test_single_commands_and_set_overrides(tiny_yaml):
             "config key data.kind",
         ),
         (
-            ["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "tasks=[{name: cifar}]"],
+            ["train", "--method", "codyra", "--seed", "0", "--task", "1", "--set", "tasks=[cifar]"],
             "'cifar' is not a dataset of the mini protocol",
         ),
         (

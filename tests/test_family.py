@@ -36,7 +36,7 @@ def analysis_cfg(family: str) -> dict:
     lora = {"kind": "lora", "rank": 4}
     return {
         "model": {"family": family},
-        "tasks": [{"name": "a"}, {"name": "b"}],
+        "tasks": ["a", "b"],
         "heldout_tasks": ["h"],
         "methods": ["lora"],
         "method_configs": {"lora": lora},
@@ -68,7 +68,7 @@ def test_only_the_lm_family_adds_settings_to_the_fingerprints():
 
 
 def test_cells_count_classes_where_the_family_classifies(tmp_path):
-    cfg = {"benchmark": "b", "tasks": [{"name": "t"}]}
+    cfg = {"benchmark": "b", "tasks": ["t"]}
     cell = {"accuracy": 50.0, "benchmark": "b", "method": "m", "seed": 0, "i": 1, "j": 1, "task": "t"}
     path = tmp_path / "A_1_1.json"
     path.write_text(json.dumps(cell))
@@ -79,7 +79,7 @@ def test_cells_count_classes_where_the_family_classifies(tmp_path):
 
 
 def test_held_out_tasks_need_a_family_that_has_them():
-    cfg = {**family_cfg("causal_lm"), "heldout_tasks": ["h"], "tasks": [{"name": "t"}], "method_configs": {}}
+    cfg = {**family_cfg("causal_lm"), "heldout_tasks": ["h"], "tasks": ["t"], "method_configs": {}}
     with pytest.raises(ValueError, match=r"held-out evaluation applies to CLIP benchmarks \(model.family: clip\)"):
         evaluate_heldout(cfg, "pretrained", None, 0)
 

@@ -28,7 +28,7 @@ def _config(args) -> dict:
     cfg = copy.deepcopy(args.config_dict) if args.config_dict is not None else read_config_file(args.config)
     cfg = load_config(apply_sets(cfg, args.set))
     if getattr(args, "single_task", None):  # a single-task study's runs on this task (config key single_task)
-        from codyra.experiment.config import single_task_config
+        from codyra.experiment.validation import single_task_config
 
         cfg = single_task_config(cfg, args.single_task)
     if getattr(args, "threads", None):  # the scheduler's allotment wins over the config's thread counts
@@ -54,7 +54,7 @@ def _require_method(cfg: dict, args) -> None:
 
 def _set_threads(cfg: dict, threads: int) -> None:
     cfg["eval"]["threads"] = cfg["mini"]["pretrain_threads"] = threads
-    per_task = [m for t in cfg["tasks"] for m in (t, *t.get("methods", {}).values())]
+    per_task = [m for t in cfg["task_settings"].values() for m in (t, *t.get("methods", {}).values())]
     for layer in (cfg, *cfg["method_configs"].values(), *per_task):
         if "train" in layer:
             layer["train"]["threads"] = threads

@@ -36,7 +36,7 @@ def store_run(cfg, method, seed, updates, summaries=None):
     for i, update in enumerate(updates, 1):
         summary = {
             **placement(cfg, method, seed, i),
-            "task": cfg["tasks"][i - 1]["name"],
+            "task": cfg["tasks"][i - 1],
             **((summaries or [{}] * len(updates))[i - 1]),
         }
         save_update(task_dir(cfg, method, seed, i), update, summary)

@@ -158,7 +158,7 @@ def _paper_cfg(tiny_cfg, kind, fewshot, tasks, methods, **extra):
         **tiny_cfg,
         "data": {**tiny_cfg["data"], "kind": kind, "fewshot": fewshot},
         "model": {**tiny_cfg["model"], "pretrained": "x"},
-        "tasks": [{"name": t} for t in tasks],
+        "tasks": list(tasks),
         "methods": methods,
         "method_configs": {**tiny_cfg["method_configs"], **SPECS},
         **extra,

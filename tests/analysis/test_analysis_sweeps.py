@@ -84,8 +84,8 @@ def test_the_mini_ablations_config_expands_to_valid_methods():
     # the single-task studies: texture (lora_forgetting 4 x 5, prune_motivation's lora-r16, norm-matched 5 + 5),
     # shape / position / digits (5 placements x 3 ranks each); peft adds codyra on every task, and on shade
     # (trained by no other study) lora-r16 too
-    from codyra.experiment.config import single_task_config
     from codyra.experiment.single_task import targets
+    from codyra.experiment.validation import single_task_config
 
     runs = {task: single_task_config(cfg, task)["methods"] for task in targets(cfg)}
     assert {task: len(methods) for task, methods in runs.items()} == {

@@ -28,7 +28,7 @@ def test_an_analysis_without_what_it_needs_names_why():
     why = skipped(only_zero_shot)
     assert why["drift"] == "no method of the config trains: there is no update to analyse"
     assert why["rank"].startswith("no method of the config stores a low-rank update")
-    one_task = load_config({**TINY, "results": "unused", "tasks": [{"name": "colour"}]})
+    one_task = load_config({**TINY, "results": "unused", "tasks": ["colour"]})
     assert skipped(one_task)["orth"] == "the stream has one task: there is no pair of tasks to compare"
     assert "orth" not in skipped(load_config({**TINY, "results": "unused"}))
 

@@ -9,9 +9,10 @@ import torch
 
 from codyra.analysis.single_task import delta_plasticity, forgetting, run_cells
 from codyra.evaluation.table_formats import to_markdown
-from codyra.experiment.config import ConfigError, load_config, single_task_config
+from codyra.experiment.config import ConfigError, load_config
 from codyra.experiment.single_task import study_runs
 from codyra.experiment.sweeps import variants
+from codyra.experiment.validation import single_task_config
 from codyra.store.updates import TaskUpdate, apply_update
 
 
@@ -74,7 +75,7 @@ def test_single_task_config_trains_one_task_from_the_benchmarks_theta_0(tiny_cfg
     cfg = load_config(study_cfg(tiny_cfg_dict, methods=["lora-r4"], sweeps=PLACEMENT_RANK))
     assert cfg["methods"] == ["zeroshot", "lora-r4", "codyra", "full-ft"]  # the stream's grid is untouched
     derived = single_task_config(cfg, "hue")
-    assert derived["benchmark"] == "tiny-single-hue" and derived["tasks"] == [{"name": "hue"}]
+    assert derived["benchmark"] == "tiny-single-hue" and derived["tasks"] == ["hue"]
     assert derived["heldout_tasks"] == ["shape"] and derived["model"]["pretrained"].endswith(
         "tiny/pretrain/model.safetensors"
     )
@@ -346,7 +347,7 @@ def test_the_cli_runs_a_command_on_a_single_task_study(tiny_cfg_dict, tmp_path):
     args = build_parser().parse_args(argv)
     args.config_dict = None
     cfg = _config(args)
-    assert cfg["benchmark"] == "tiny-single-hue" and [t["name"] for t in cfg["tasks"]] == ["hue"]
+    assert cfg["benchmark"] == "tiny-single-hue" and list(cfg["tasks"]) == ["hue"]
     args.single_task = "digits"
     with pytest.raises(ConfigError, match="no single-task study trains 'digits'"):
         _config(args)

@@ -66,7 +66,7 @@ def blip_cfg(tmp_path, folder, **extra) -> dict:
         "model": {"family": "blip", "name": "tiny-blip", "pretrained": str(folder)},
         "blip": {"temperature": TEMPERATURE},
         "data": {"kind": "mini", "label_space": "union"},
-        "tasks": [{"name": "colour"}, {"name": "digits"}],
+        "tasks": ["colour", "digits"],
         "train": {"iterations": 3, "batch_size": 8, "lr": 0.003, "checkpoint_every": 2},
         "eval": {"batch_size": 32},
         "method_configs": {
@@ -94,7 +94,7 @@ def unit(x: torch.Tensor) -> torch.Tensor:
 
 def test_features_match_transformers_itc_head_and_the_session_logits_are_cosines_over_temperature(cfg):
     from codyra.blip.family import BLIP
-    from codyra.experiment.config import resolve_job
+    from codyra.experiment.resolve import resolve_job
 
     bundle = BLIP.pretrained(cfg)
     model = bundle.model

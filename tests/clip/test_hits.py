@@ -51,7 +51,7 @@ def test_in_space_reads_the_label_space_s_offset_and_size():
 
 
 def test_classification_cell_writes_the_tally_and_the_label_space():
-    cfg = {"benchmark": "mini", "tasks": [{"name": "texture"}], "data": {"label_space": "task"}}
+    cfg = {"benchmark": "mini", "tasks": ["texture"], "data": {"label_space": "task"}}
     hits = ClassHits(2, 2)
     hits.add(torch.tensor([0, 0, 1, 1]), torch.tensor([0, 1, 1, 1]))
     cell = classification_cell(cfg, "lora", 0, 1, 1, hits, started=0.0, routing={"accuracy": 50.0})

@@ -17,7 +17,8 @@ from codyra.data import fewshot
 from codyra.data.errors import DataRootNotFoundError
 from codyra.data.registry import fewshot_manifest_path, label_space
 from codyra.data.templates import templates
-from codyra.experiment.config import ConfigError, load_config, read_config_file, resolve_job
+from codyra.experiment.config import ConfigError, load_config, read_config_file
+from codyra.experiment.resolve import resolve_job
 
 from .fixtures import SIZES
 
@@ -35,7 +36,7 @@ def shipped(name: str, data_root, results, **data) -> dict:
 def test_mtil_tasks_follow_the_config_with_the_registry_s_names_and_templates(data_root, image_config, tmp_path):
     cfg = shipped("mtil_5shot_order2.yaml", data_root, tmp_path)
     tasks = build_tasks(cfg, image_config)
-    assert [task.name for task in tasks] == [task["name"] for task in cfg["tasks"]]
+    assert [task.name for task in tasks] == list(cfg["tasks"])
     for task in tasks:
         assert task.num_classes == SIZES["mtil"][task.name][0]
         assert task.templates == templates(task.name, "mtil")
@@ -134,7 +135,7 @@ def test_xtail_union_label_space_holds_every_dataset_s_classes(data_root, image_
     tasks = build_tasks(cfg, image_config)
     space = label_space(tasks)
     assert len(space) == sum(SIZES["xtail"][name][0] for name in space.datasets)  # 1,100 on the real data
-    assert space.datasets == tuple(task["name"] for task in cfg["tasks"])
+    assert space.datasets == tuple(cfg["tasks"])
     assert all(task.templates == templates(task.name, "xtail") for task in tasks)
     assert sorted(path.name for path in (tmp_path / "xtail-16shot" / "fewshot").iterdir()) == sorted(
         f"{name}.json" for name in space.datasets

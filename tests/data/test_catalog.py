@@ -2,12 +2,12 @@
 
 import pytest
 
-from codyra.data import classnames
 from codyra.data.catalog import (
     EXPECTED,
     HELDOUT_DATASETS,
     MTIL,
     MTIL_DATASETS,
+    RECORDS,
     XTAIL,
     XTAIL_DATASETS,
     requirement,
@@ -70,7 +70,18 @@ def test_dataset_lists_and_order():
         "StanfordCars",
         "SUN397",
     )
-    assert XTAIL_DATASETS == tuple(name for name in MTIL_DATASETS if name != "CIFAR100")
+    assert XTAIL_DATASETS == (
+        "Aircraft",
+        "Caltech101",
+        "DTD",
+        "EuroSAT",
+        "Flowers",
+        "Food",
+        "MNIST",
+        "OxfordPet",
+        "StanfordCars",
+        "SUN397",
+    )
 
 
 def test_mtil_template_ensembles_have_the_protocol_sizes():
@@ -96,14 +107,18 @@ def test_every_template_has_exactly_one_placeholder(name, protocol):
 
 
 def test_hand_written_class_lists_cover_the_real_class_counts():
-    assert len(classnames.CALTECH101) == EXPECTED[MTIL]["Caltech101"].num_classes == 101
-    assert len(classnames.EUROSAT) == EXPECTED[MTIL]["EuroSAT"].num_classes == 10
-    assert len(classnames.FLOWERS) == EXPECTED[MTIL]["Flowers"].num_classes == 102
-    for names in classnames.HAND_WRITTEN.values():
-        assert len(set(names)) == len(names)
-    assert classnames.CALTECH101[:2] == ("off-center face", "centered face")
-    assert classnames.EUROSAT[-1] == "lake or sea"
-    assert classnames.FLOWERS[-1] == "blackberry lily"
+    hand_written = {name: record.classnames for name, record in RECORDS.items() if record.classnames is not None}
+    assert {name: len(names) for name, names in hand_written.items()} == {
+        "Caltech101": 101,
+        "EuroSAT": 10,
+        "Flowers": 102,
+    }
+    for name, names in hand_written.items():
+        assert len(set(names)) == len(names) == EXPECTED[MTIL][name].num_classes
+    assert hand_written["Caltech101"][:2] == ("off-center face", "centered face")
+    assert hand_written["Caltech101"][29] == "head of a  crocodile"  # CLIP's list, double space included
+    assert hand_written["EuroSAT"][-1] == "lake or sea"
+    assert hand_written["Flowers"][-1] == "blackberry lily"
 
 
 def test_label_space_totals():

@@ -22,7 +22,7 @@ def config_dict(root, protocol, names):
         "methods": ["zeroshot"],
         "model": {"name": "ViT-B-16", "pretrained": "openai"},
         "data": {"kind": protocol, "root": None if root is None else str(root)},
-        "tasks": [{"name": name} for name in names],
+        "tasks": list(names),
         "method_configs": {"zeroshot": {"kind": "zeroshot"}},
     }
 
@@ -87,7 +87,7 @@ def test_root_option_overrides_the_config(data_root, tmp_path, capsys):
         (
             {"kind": "xtail", "root": "/x"},
             ["CIFAR100"],
-            "tasks[0].name: 'CIFAR100' is not a dataset of the xtail protocol",
+            "tasks[0]: 'CIFAR100' is not a dataset of the xtail protocol",
         ),
     ],
 )

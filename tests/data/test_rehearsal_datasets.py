@@ -58,7 +58,7 @@ def test_every_dataset_of_a_paper_config_is_written_complete(tmp_path, image_con
         return
     protocol = cfg["data"]["kind"]
     studied = [study["task"] for study in cfg["single_task"].get("studies", {}).values()]
-    names = {task["name"] for task in cfg["tasks"]} | set(studied)
+    names = set(cfg["tasks"]) | set(studied)
     expected = len(names | set(cfg["heldout_tasks"]) | set(cfg["single_task"].get("reference_tasks", [])))
     assert f"{expected} of {expected} datasets usable" in report.text
     if cfg["data"]["reference"] is not None:

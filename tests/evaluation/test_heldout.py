@@ -99,7 +99,7 @@ def test_bad_heldout_entries_name_the_key(tiny_cfg_dict, heldout, message):
 
 
 def test_real_benchmarks_know_the_papers_heldout_sets(tiny_cfg_dict):
-    xtail = {**tiny_cfg_dict, "data": {"kind": "xtail"}, "tasks": [{"name": "DTD"}]}
+    xtail = {**tiny_cfg_dict, "data": {"kind": "xtail"}, "tasks": ["DTD"]}
     assert (
         load_config({**xtail, "heldout_tasks": ["CIFAR100", "Places365", "ImageNet"]})["heldout_tasks"][2] == "ImageNet"
     )

@@ -57,7 +57,7 @@ def test_a_cell_with_an_absurd_routing_accuracy_is_refused(tiny_run):
         "seed": 0,
         "i": 1,
         "j": 1,
-        "task": cfg["tasks"][0]["name"],
+        "task": cfg["tasks"][0],
         "num_classes": 3,
         "routing": {"accuracy": float("nan")},
     }
@@ -70,7 +70,7 @@ def _cfg(methods, kinds, kind="mini"):
     return {
         "benchmark": "b",
         "seeds": [0, 1],
-        "tasks": [{"name": "a"}, {"name": "b"}],
+        "tasks": ["a", "b"],
         "model": {"family": "causal_lm" if kind == "trace" else "clip", "name": "org/model", "pretrained": None},
         "llm": {"mini": None},
         "data": {"kind": kind},

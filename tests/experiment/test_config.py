@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from codyra.experiment.config import ConfigError, load_config, resolve_job
+from codyra.experiment.config import ConfigError, load_config
+from codyra.experiment.resolve import resolve_job
 from codyra.store.io import fingerprint
 
 
@@ -18,8 +19,13 @@ def test_defaults_are_filled_from_the_schema(tiny_cfg):
 
 
 def test_layers_resolve_in_order(tiny_cfg_dict):
-    tiny_cfg_dict["tasks"][1]["train"] = {"lr": 0.01, "iterations": 9}
-    tiny_cfg_dict["tasks"][1]["methods"] = {"codyra": {"dense_ratio": 0.9, "train": {"iterations": 11}}}
+    assert tiny_cfg_dict["tasks"][1] == "digits"
+    tiny_cfg_dict["task_settings"] = {
+        "digits": {
+            "train": {"lr": 0.01, "iterations": 9},
+            "methods": {"codyra": {"dense_ratio": 0.9, "train": {"iterations": 11}}},
+        }
+    }
     cfg = load_config(tiny_cfg_dict)
     job = resolve_job(cfg, "codyra", 2)
     assert job["method"]["dense_ratio"] == 0.9 and job["method"]["kind"] == "codyra"
@@ -73,10 +79,14 @@ def test_reference_data_is_a_setting_of_zscl_only(tiny_cfg_dict):
         (lambda c: c["train"].update(lr="fast"), "config key train.lr: 'fast' is not of type 'number'"),
         (lambda c: c["train"].update(iterations=0), "config key train.iterations"),
         (lambda c: c.update(seeds=[]), "config key seeds"),
-        (lambda c: c["tasks"].append({"name": "colour"}), "task names must be unique"),
+        (lambda c: c["tasks"].append("colour"), "config key tasks: .* has non-unique elements"),
         (
-            lambda c: c["tasks"][0].update(train={"lrr": 1}),
-            "config key tasks\\[0\\].train.lrr: unknown key; did you mean 'lr'",
+            lambda c: c.update(task_settings={"colour": {"train": {"lrr": 1}}}),
+            "config key task_settings.colour.train.lrr: unknown key; did you mean 'lr'",
+        ),
+        (
+            lambda c: c.update(task_settings={"colour": {"methods": {"sgd": {"train": {"lr": 1.0}}}}}),
+            "config key task_settings.colour.methods: 'sgd' is not a method in method_configs",
         ),
         (lambda c: c.update(model={"name": "codyra-mini", "weights": "x"}), "config key model.weights: unknown key"),
     ],
@@ -122,3 +132,46 @@ def test_gradient_accumulation_is_validated(tiny_cfg_dict):
         match=rf"config key method_configs\.{first}\.train\.gradient_accumulation: '8' is not of type 'integer'",
     ):
         load_config(cfg)
+
+
+def test_per_task_settings_follow_their_task_wherever_the_stream_puts_it(tiny_cfg_dict):
+    tiny_cfg_dict["task_settings"] = {"digits": {"methods": {"codyra": {"dense_ratio": 0.9}}}}
+    first = load_config(copy.deepcopy(tiny_cfg_dict))
+    tiny_cfg_dict["tasks"] = ["digits", "count", "colour"]
+    moved = load_config(tiny_cfg_dict)
+    assert resolve_job(first, "codyra", 2) == resolve_job(moved, "codyra", 1)
+    assert [resolve_job(moved, "codyra", i)["method"]["dense_ratio"] for i in (1, 2, 3)] == [0.9, 0.5, 0.5]
+
+
+def test_a_stream_of_entries_is_refused_with_the_form_that_replaces_it(tiny_cfg_dict):
+    tiny_cfg_dict["tasks"] = [{"name": "colour", "methods": {"codyra": {"dense_ratio": 0.9}}}, "digits"]
+    with pytest.raises(ConfigError, match=r"config key tasks\[0\]: tasks lists task names .* task_settings, keyed"):
+        load_config(tiny_cfg_dict)
+
+
+def test_settings_of_a_task_that_is_no_dataset_of_the_stream_are_named(tiny_cfg_dict):
+    tiny_cfg_dict["task_settings"] = {"digit": {"train": {"lr": 0.01}}}
+    with pytest.raises(
+        ConfigError, match=r"task_settings.digit: 'digit' is not a task of the stream .*did you mean 'digits'"
+    ):
+        load_config(tiny_cfg_dict)
+
+
+def test_settings_of_a_dataset_the_stream_leaves_out_are_kept_unused(tiny_cfg_dict):
+    # a variant that shortens its base's stream need not drop the settings of the tasks it leaves out
+    tiny_cfg_dict["task_settings"] = {"shape": {"train": {"lr": 0.01}}}
+    cfg = load_config(tiny_cfg_dict)
+    assert all(resolve_job(cfg, "codyra", i)["train"]["lr"] != 0.01 for i in (1, 2, 3))
+
+
+def test_trace_settings_are_keyed_by_a_task_of_the_stream_or_of_trace():
+    from pathlib import Path
+
+    from codyra.experiment.config import read_config_file
+
+    raw = read_config_file(Path(__file__).resolve().parents[2] / "config" / "mini_trace.yaml")
+    raw["tasks"] = raw["tasks"][:2]  # TRACE's other six keep their settings, unused
+    assert resolve_job(load_config(copy.deepcopy(raw)), "lora-r8-qv", 2)["train"]["epochs"] == 3
+    raw["task_settings"]["C-STANSE"] = raw["task_settings"].pop("C-STANCE")
+    with pytest.raises(ConfigError, match=r"task_settings.C-STANSE: .*did you mean 'C-STANCE'\? .*: null"):
+        load_config(raw)

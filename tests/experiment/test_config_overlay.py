@@ -24,13 +24,13 @@ def write(path: Path, cfg: dict) -> Path:
 def test_mappings_merge_and_every_other_value_replaces():
     base = {
         "train": {"lr": 1.0, "betas": [0.9, 0.99]},
-        "tasks": [{"name": "a"}, {"name": "b"}],
+        "tasks": ["a", "b"],
         "data": {"fewshot": 5, "root": "x"},
     }
-    top = {"train": {"betas": [0.5]}, "tasks": [{"name": "c"}], "data": {"fewshot": None}}
+    top = {"train": {"betas": [0.5]}, "tasks": ["c"], "data": {"fewshot": None}}
     assert overlay(base, top) == {
         "train": {"lr": 1.0, "betas": [0.5]},  # a list replaces, it is not appended to
-        "tasks": [{"name": "c"}],
+        "tasks": ["c"],
         "data": {"fewshot": None, "root": "x"},  # null replaces too
     }
     assert base["train"]["betas"] == [0.9, 0.99]  # the base is not modified
@@ -104,10 +104,9 @@ def without(cfg: dict, *keys: str) -> dict:
 
 def test_paper_variants_differ_from_their_base_only_where_they_say():
     order1 = resolved("mtil_5shot")
+    # order II: the same datasets in another order, each with its settings of order I
     assert without(resolved("mtil_5shot_order2"), "benchmark", "tasks") == without(order1, "benchmark", "tasks")
-    assert sorted(t["name"] for t in resolved("mtil_5shot_order2")["tasks"]) == sorted(
-        t["name"] for t in order1["tasks"]
-    )
+    assert sorted(resolved("mtil_5shot_order2")["tasks"]) == sorted(order1["tasks"])
     full = resolved("mtil_full")
     # full-shot MTIL's table has its own baselines: its own methods list, the prompt methods only it
     # compares (L2P, DualPrompt, DIKI); MoE-Adapters follows its full-shot script (per-task lr list,
@@ -116,12 +115,12 @@ def test_paper_variants_differ_from_their_base_only_where_they_say():
         "benchmark",
         "data.fewshot",
         "methods",
-        "tasks",
+        "task_settings",
         "method_configs.moe-adapters",
     )
     own = ("method_configs.l2p", "method_configs.dualprompt", "method_configs.diki")
     assert without(full, *differ, *own) == without(order1, *differ)
-    assert [t["name"] for t in full["tasks"]] == [t["name"] for t in order1["tasks"]]
+    assert full["tasks"] == order1["tasks"]
     assert (full["data"]["fewshot"], order1["data"]["fewshot"]) == (None, 5)
 
 
@@ -165,8 +164,13 @@ def test_an_overlay_is_refused_even_when_its_own_keys_are_right():
 
 
 def test_an_overlays_list_items_are_its_own_and_keep_their_missing_keys():
-    lines = refusal({"seeds": [0], "tasks": [{"train": {"lr": 0.1}}]})
-    assert lines[1:] == ["invalid configuration:", "  config key tasks[0]: 'name' is a required property"]
+    lines = refusal(
+        {"seeds": [0], "single_task": {"studies": {"s": {"task": "DTD", "sweeps": [{"vary": {"rank": [4]}}]}}}}
+    )
+    assert lines[1:] == [
+        "invalid configuration:",
+        "  config key single_task.studies.s.sweeps[0]: 'method' is a required property",
+    ]
 
 
 def test_a_full_config_without_one_key_says_which_after_the_misspelt_one():
@@ -174,12 +178,12 @@ def test_a_full_config_without_one_key_says_which_after_the_misspelt_one():
     cfg.pop("data")
     assert refusal(cfg) == ["invalid configuration:", "  config key <top level>: 'data' is a required property"]
     cfg = copy.deepcopy(TINY)
-    cfg["tasks"][0].pop("name")
+    cfg["model"].pop("name")
     cfg["train"]["lrr"] = 0.1
     assert refusal(cfg) == [
         "invalid configuration:",
         "  config key train.lrr: unknown key; did you mean 'lr'?",
-        "  config key tasks[0]: 'name' is a required property",
+        "  config key model: 'name' is a required property",
     ]
 
 
@@ -191,3 +195,31 @@ def test_a_full_configs_misspelt_option_is_named_beside_its_schema_errors():
     assert len(lines) == 3 and lines[2] == "  config key train.lr: 'fast' is not of type 'number'"
     assert lines[1].startswith("  config key method_configs.codyra.kapa_max: method kind 'codyra' has no option")
     assert lines[1].endswith("(did you mean 'kappa_max'?)")
+
+
+def test_a_variant_appends_a_task_by_name_and_keeps_every_task_s_settings(tmp_path):
+    base = read_config_file(CONFIG / "mtil_5shot.yaml")
+    leaf = write(
+        tmp_path / "appended.yaml",
+        {
+            "extends": str(CONFIG / "mtil_5shot.yaml"),
+            "benchmark": "mtil-5shot-plus",
+            "tasks": [*base["tasks"][1:], "Aircraft"],  # Aircraft moved to the end, by name
+            "task_settings": {"Aircraft": {"methods": {"codyra": {"dense_ratio": 0.5}}}},
+        },
+    )
+    cfg = read_config_file(leaf)
+    aircraft = cfg["task_settings"]["Aircraft"]["methods"]
+    assert aircraft["codyra"] == {"dense_ratio": 0.5}
+    assert aircraft["zscl"] == base["task_settings"]["Aircraft"]["methods"]["zscl"]  # the base's, not restated
+    assert {k: v for k, v in cfg["task_settings"].items() if k != "Aircraft"} == {
+        k: v for k, v in base["task_settings"].items() if k != "Aircraft"
+    }
+
+
+def test_null_drops_a_setting_the_base_gives_a_task():
+    full = read_config_file(CONFIG / "mtil_full.yaml")
+    five = read_config_file(CONFIG / "mtil_5shot.yaml")
+    assert "moe-adapters" in five["task_settings"]["Caltech101"]["methods"]
+    assert "moe-adapters" not in full["task_settings"]["Caltech101"]["methods"]  # moe-adapters: null there
+    assert read_config_file(CONFIG / "mtil_5shot_uniform.yaml").get("task_settings") is None

@@ -81,8 +81,8 @@ def test_snakemake_config_values_pass_validation(tmp_path, tiny_cfg_dict):
             r"config key train\.iteration: unknown key; did you mean 'iterations'\?",
         ),
         (
-            lambda c: c["tasks"][0].update(train={"lrr": 1}),
-            r"config key tasks\[0\]\.train\.lrr: unknown key; did you mean 'lr'\?",
+            lambda c: c.update(task_settings={c["tasks"][0]: {"train": {"lrr": 1}}}),
+            r"config key task_settings\.colour\.train\.lrr: unknown key; did you mean 'lr'\?",
         ),
         (lambda c: c.update(seed=[0]), r"config key seed: unknown key; did you mean 'seeds'\?"),
         (

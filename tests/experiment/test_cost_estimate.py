@@ -48,7 +48,8 @@ def test_the_estimate_counts_the_units_of_every_job(tmp_path):
         seeds=[0, 1],
         methods=["zeroshot", "lora", "codyra"],
         data={"kind": "mtil", "root": str(tmp_path / "absent"), "fewshot": 5},
-        tasks=[{"name": "DTD"}, {"name": "EuroSAT", "train": {"iterations": 30}}],
+        tasks=["DTD", "EuroSAT"],
+        task_settings={"EuroSAT": {"train": {"iterations": 30}}},
         train={"iterations": 10, "batch_size": 8, "lr": 0.001},
         heldout_tasks=[],
     )
@@ -229,7 +230,7 @@ def test_a_causal_lm_row_generates_its_expected_answers_in_a_job_of_its_own(tmp_
         "methods": ["zeroshot", "lora"],
         "model": {"family": "causal_lm", "name": "codyra-mini-llama"},
         "data": {"kind": "trace", "root": str(root)},
-        "tasks": [{"name": "FOMC"}, {"name": "Py150"}],
+        "tasks": ["FOMC", "Py150"],
         "train": {"iterations": 2, "batch_size": 4, "lr": 0.01},
         "llm": {"max_new_tokens": 8, "mini": {"eval_per_task": 2, "vocab_size": 400}},
         "mini": {"train_per_task": 16, "test_per_task": 10, "corpus_size": 100, "pretrain_steps": 2},

@@ -331,7 +331,7 @@ def test_the_dag_build_refuses_a_backbone_missing_from_the_weights_cache(tmp_pat
         "methods": ["zeroshot"],
         "model": {"family": "causal_lm", "name": "google/gemma-2b-it", "cache_dir": str(cache)},
         "data": {"kind": "trace", "root": str(root)},
-        "tasks": [{"name": "C-STANCE"}],
+        "tasks": ["C-STANCE"],
         "method_configs": {"zeroshot": {"kind": "zeroshot"}},
         "tracking": {"enabled": False},
     }

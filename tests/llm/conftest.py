@@ -13,7 +13,7 @@ TINY_TRACE = {
     "methods": ["zeroshot", "lora-qv", "codyra"],
     "model": {"family": "causal_lm", "name": "codyra-mini-llama"},
     "data": {"kind": "trace"},
-    "tasks": [{"name": "C-STANCE"}, {"name": "NumGLUE-cm"}],
+    "tasks": ["C-STANCE", "NumGLUE-cm"],
     "train": {"iterations": 6, "batch_size": 4, "lr": 0.01, "weight_decay": 0.01, "checkpoint_every": 2},
     "eval": {"batch_size": 4},
     "llm": {

@@ -96,8 +96,9 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tiny_trace, tmp_path, m
 def test_epochs_per_task_set_the_number_of_steps(tiny_trace_dict):
     from codyra.experiment.config import load_config
 
-    tiny_trace_dict["tasks"][0]["train"] = {"epochs": 2}  # 2 x 16 examples / batch 4
-    tiny_trace_dict["tasks"][0]["methods"] = {"lora-qv": {"train": {"epochs": 3}}}
+    tiny_trace_dict["task_settings"] = {
+        tiny_trace_dict["tasks"][0]: {"train": {"epochs": 2}, "methods": {"lora-qv": {"train": {"epochs": 3}}}}
+    }  # 2 x 16 examples / batch 4
     cfg = load_config(tiny_trace_dict)
     assert train_task(cfg, "codyra", 0, 1).summary["steps"] == 8
     assert train_task(cfg, "lora-qv", 0, 1).summary["steps"] == 12

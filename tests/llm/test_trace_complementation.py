@@ -182,7 +182,7 @@ def test_icl_prompts_are_treelora_format_on_a_hand_made_task():
     prefix = fmt.instructions["FOMC"]
     examples = [TraceExample(prefix + f"Text {k}.\nAnswer:", "ABC"[k % 3]) for k in range(9)]
     cfg = {
-        "tasks": [{"name": "C-STANCE"}, {"name": "FOMC"}],
+        "tasks": ["C-STANCE", "FOMC"],
         "llm": {"max_prompt_len": 200, "mini": None},
         "method_configs": {"icl": SPECS["icl"]},
     }

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from codyra.experiment.config import ConfigError, load_config, read_config_file, resolve_job
+from codyra.experiment.config import ConfigError, load_config, read_config_file
+from codyra.experiment.resolve import resolve_job
 from codyra.trace.metrics import TRACE_TASKS
 from codyra.yaml_loader import load_yaml
 
@@ -26,7 +27,7 @@ SEQLORA = {"kind": "seqlora", "rank": 8, "alpha": 32, "dropout": 0.1, "placement
 @pytest.mark.parametrize("name", ["trace.yaml", "mini_trace.yaml"])
 def test_trace_configs_follow_the_paper_schedule(name):
     cfg = load_config(CONFIG_DIR / name)
-    assert [t["name"] for t in cfg["tasks"]] == list(TRACE_TASKS)
+    assert list(cfg["tasks"]) == list(TRACE_TASKS)
     epochs = {m: [resolve_job(cfg, m, i)["train"]["epochs"] for i in range(1, 9)] for m in cfg["methods"]}
     assert epochs["codyra"] == epochs["lora-r16-all"] == CODYRA_EPOCHS
     codyra = resolve_job(cfg, "codyra", 1)["method"]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from codyra.experiment.config import load_config, resolve_job
+from codyra.experiment.config import load_config
+from codyra.experiment.resolve import resolve_job
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 PAPER = ("mtil_5shot", "mtil_5shot_order2", "mtil_full", "xtail_16shot")
@@ -66,7 +67,7 @@ def test_moe_adapters_trains_as_its_scripts(name, lrs, iterations, ae_lr):
     cfg = paper(name)
     for k, task in enumerate(cfg["tasks"], start=1):
         job = resolve_job(cfg, "moe-adapters", k)
-        assert job["train"]["lr"] == lrs[task["name"]], task["name"]
+        assert job["train"]["lr"] == lrs[task], task
         assert (job["train"]["iterations"], job["train"]["betas"], job["train"]["warmup_steps"]) == (
             iterations,
             [0.9, 0.999],
@@ -91,9 +92,9 @@ def test_zscl_family_runs_zscls_scripts(name):
     for method in ZSCL_FAMILY:
         for k, task in enumerate(cfg["tasks"], start=1):
             job = resolve_job(cfg, method, k)
-            assert job["train"]["lr"] == (5e-5 if task["name"] in ("Aircraft", "MNIST") else 1e-5), (
+            assert job["train"]["lr"] == (5e-5 if task in ("Aircraft", "MNIST") else 1e-5), (
                 method,
-                task["name"],
+                task,
             )
             assert (job["train"]["iterations"], job["train"]["warmup_steps"], job["method"]["label_smoothing"]) == (
                 1000,
@@ -107,7 +108,7 @@ def test_zscl_family_runs_zscls_scripts(name):
 def test_the_uniform_overlay_runs_zscls_family_on_the_platforms_budget():
     base, uniform = paper("mtil_5shot"), paper("mtil_5shot_uniform")
     assert uniform["methods"] == ["zeroshot", *ZSCL_FAMILY] and uniform["benchmark"] != base["benchmark"]
-    assert [t["name"] for t in uniform["tasks"]] == [t["name"] for t in base["tasks"]]
+    assert list(uniform["tasks"]) == list(base["tasks"])
     for method in ZSCL_FAMILY:
         for k in range(1, len(uniform["tasks"]) + 1):
             job = resolve_job(uniform, method, k)
@@ -133,7 +134,7 @@ def test_moe_adapters_ddas_epoch_is_the_whole_splits_loader():
     3,334 training images, 53, though the chooser trains on the 5-shot subset."""
     from types import SimpleNamespace
 
-    from codyra.experiment.config import resolve_job
+    from codyra.experiment.resolve import resolve_job
     from codyra.methods.moe_adapters.method import MoEAdapters, ddas_epoch_batches
 
     cfg = paper("mtil_5shot")
@@ -158,7 +159,7 @@ def test_icarl_runs_zscls_icarl_code(name):
     assert "icarl" in cfg["methods"]
     for k, task in enumerate(cfg["tasks"], start=1):
         job = resolve_job(cfg, "icarl", k)
-        assert job["train"]["lr"] == (5e-5 if task["name"] in ("Aircraft", "MNIST") else 1e-5), task["name"]
+        assert job["train"]["lr"] == (5e-5 if task in ("Aircraft", "MNIST") else 1e-5), task
         assert (job["train"]["iterations"], job["train"]["warmup_steps"], job["train"]["weight_decay"]) == (
             1000,
             100,
@@ -199,8 +200,8 @@ def test_cl_lora_trains_45_epochs_of_32_on_x_tail():
     cfg = paper("xtail_16shot")
     for k, task in enumerate(cfg["tasks"], start=1):
         job = resolve_job(cfg, "cl-lora", k)
-        images = 16 * EXPECTED[XTAIL][task["name"]].num_classes
-        assert job["train"]["iterations"] == 45 * math.ceil(images / 32), task["name"]
+        images = 16 * EXPECTED[XTAIL][task].num_classes
+        assert job["train"]["iterations"] == 45 * math.ceil(images / 32), task
         assert (job["train"]["batch_size"], job["train"]["weight_decay"]) == (32, 0.0001)
         assert (job["train"]["optimizer"], job["train"]["lr_schedule"]) == ("sgd", "cosine_per_epoch")
         assert (job["method"]["rank"], job["method"]["projections"], job["method"]["kd_weight"]) == (
@@ -220,7 +221,7 @@ def test_sprompts_trains_30_epochs_of_128_on_full_shot_mtil():
     cfg = paper("mtil_full")
     for k, task in enumerate(cfg["tasks"], start=1):
         job = resolve_job(cfg, "sprompts", k)
-        assert job["train"]["iterations"] == 30 * math.ceil(EXPECTED[MTIL][task["name"]].train / 128), task["name"]
+        assert job["train"]["iterations"] == 30 * math.ceil(EXPECTED[MTIL][task].train / 128), task
         assert (job["train"]["batch_size"], job["train"]["weight_decay"]) == (128, 0.0005 if k == 1 else 0.0002)
         assert (job["train"]["optimizer"], job["train"]["lr_schedule"]) == ("sgd", "cosine_per_epoch")  # sprompt.py
         assert (job["method"]["prompt_length"], job["method"]["clusters"]) == (10, 5)
@@ -256,7 +257,7 @@ def test_prompt_baselines_train_their_references_epochs_on_full_shot_mtil(method
     cfg = paper("mtil_full")
     for k, task in enumerate(cfg["tasks"], start=1):
         job = resolve_job(cfg, method, k)
-        assert job["train"]["iterations"] == steps(EXPECTED[MTIL][task["name"]].train, epochs, batch), task["name"]
+        assert job["train"]["iterations"] == steps(EXPECTED[MTIL][task].train, epochs, batch), task
         assert job["train"]["batch_size"] == batch
     assert google_l2p_steps(1020, 5, 128) == 35 and torch_loader_steps(1020, 5, 128) == 40  # Flowers, by hand
 

@@ -172,7 +172,7 @@ def test_rail_aggregation_table_pairs_rail_with_codyra_rail_per_variant():
     cfg = {
         "benchmark": "b",
         "seeds": [0],
-        "tasks": [{"name": "a"}, {"name": "b"}],
+        "tasks": ["a", "b"],
         "model": {"family": "clip"},
         "data": {"kind": "mini"},
         "methods": methods,

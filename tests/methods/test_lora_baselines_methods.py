@@ -53,7 +53,7 @@ def context(model, task: int, previous_state, batches, previous_update=None) -> 
         forward=lambda m, b: {"logits": m(b["x"])},
         task_loss=lambda b, o: ((o["logits"] - b["y"]) ** 2).mean(),
         task_batches=lambda: iter(batches),
-        cfg={"tasks": [{"name": "t1"}, {"name": "t2"}]},
+        cfg={"tasks": ["t1", "t2"]},
     )
 
 

@@ -96,9 +96,12 @@ def test_methods_read_their_options_as_attributes():
             "config key method_configs.lora-r4.dense_ratio: method kind 'lora' has no option 'dense_ratio'",
         ),
         (
-            "tasks[1].methods.codyra",
+            "task_settings.digits.methods.codyra",
             {"schedule": "cosine"},
-            r"config key tasks\[1\]\.methods\.codyra\.schedule: must be one of 'linear', 'staircase', got 'cosine'",
+            (
+                "config key task_settings.digits.methods.codyra.schedule: "
+                "must be one of 'linear', 'staircase', got 'cosine'"
+            ),
         ),
     ],
 )
@@ -107,7 +110,10 @@ def test_config_validation_names_the_option_s_key_path(tiny_cfg_dict, where, opt
     layer = (
         cfg["method_configs"][where.split(".")[1]]
         if where.startswith("method_configs")
-        else cfg["tasks"][1].setdefault("methods", {}).setdefault("codyra", {})
+        else cfg.setdefault("task_settings", {})
+        .setdefault("digits", {})
+        .setdefault("methods", {})
+        .setdefault("codyra", {})
     )
     layer.update(options)
     with pytest.raises(ConfigError, match=message):

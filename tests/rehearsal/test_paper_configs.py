@@ -65,13 +65,13 @@ def test_mtil_5shot_submits_the_profiles_jobs_to_slurm_then_runs_every_method(fo
     row = (folder / "results" / "logs" / cfg["benchmark"] / "cells" / "codyra" / "seed0" / "row2.log").read_text()
     assert "evaluation cache" in row
     pinned = sorted(p.name for p in (folder / "results" / cfg["benchmark"] / "fewshot").iterdir())
-    assert pinned == [f"{t['name']}.json" for t in sorted(cfg["tasks"], key=lambda t: t["name"])]
+    assert pinned == [f"{t}.json" for t in sorted(cfg["tasks"])]
     cell = json.loads((folder / "results" / cfg["benchmark"] / "lwf" / "seed0" / "cells" / "A_2_1.json").read_text())
     assert cell["num_classes"] == 3  # MTIL: a task over its own classes (the Aircraft fixture's 3)
     summary = json.loads(
         (folder / "results" / cfg["benchmark"] / "codyra" / "seed0" / "task2" / "summary.json").read_text()
     )
-    assert (summary["task"], summary["steps"]) == (cfg["tasks"][1]["name"], ITERATIONS)
+    assert (summary["task"], summary["steps"]) == (cfg["tasks"][1], ITERATIONS)
 
 
 def test_mtil_5shot_ablations_adds_only_its_sweep_to_the_shared_runs(folders):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from codyra.experiment.config import load_config, overlay, read_config_file, resolve_job
+from codyra.experiment.config import load_config, overlay, read_config_file
+from codyra.experiment.resolve import resolve_job
 from codyra.rehearsal.plan import CHECKPOINT_EVERY, ENSEMBLE_EVERY, HIDDEN_DIM, ITERATIONS, changes, shrink
 from codyra.rehearsal.run import LOCAL_SITE, site_profile
 from codyra.yaml_loader import load_yaml
@@ -24,11 +25,14 @@ def raw(name: str, **sets) -> dict:
 def test_small_xtail_keeps_every_method_and_setting_but_the_sizes():
     written = raw("xtail_16shot.yaml")
     small = shrink(written)
-    assert small["seeds"] == [0] and [t["name"] for t in small["tasks"]] == ["Aircraft", "Caltech101"]
+    assert small["seeds"] == [0] and list(small["tasks"]) == ["Aircraft", "Caltech101"]
     assert small["methods"] == written["methods"]  # every method
     # the per-task values of the kept tasks stay, their steps capped: CL-LoRA's 2,250 iterations -> 4
-    assert small["tasks"][0]["methods"]["cl-lora"] == {"train": {"iterations": ITERATIONS}}
-    assert small["tasks"][0]["methods"]["zscl"] == written["tasks"][0]["methods"]["zscl"]  # lr 5e-5 stays
+    assert small["task_settings"]["Aircraft"]["methods"]["cl-lora"] == {"train": {"iterations": ITERATIONS}}
+    assert (
+        small["task_settings"]["Aircraft"]["methods"]["zscl"] == written["task_settings"]["Aircraft"]["methods"]["zscl"]
+    )
+    assert set(small["task_settings"]) == {"Aircraft", "Caltech101"}  # the settings of the tasks left out go
     zscl = small["method_configs"]["zscl"]
     assert zscl["train"]["iterations"] == ITERATIONS and zscl["train"]["warmup_steps"] == 1
     assert zscl["ensemble_every"] == ENSEMBLE_EVERY and zscl["train"]["lr"] == 1e-5
@@ -43,7 +47,7 @@ def test_small_xtail_keeps_every_method_and_setting_but_the_sizes():
     # the norm-matched run's targets: those of its sweep's runs that remain (r = 1 of 1, 2, 4, 8, 16)
     assert small["method_configs"]["lora-norm-matched"]["norm_target"] == ["lora-r16-rank-1-alpha-1"]
     load_config(copy.deepcopy(small))  # valid as it is
-    assert written["tasks"][0]["methods"]["cl-lora"]["train"]["iterations"] == 2250  # the input is untouched
+    assert written["task_settings"]["Aircraft"]["methods"]["cl-lora"]["train"]["iterations"] == 2250  # input untouched
 
 
 def test_full_size_keeps_every_task_seed_and_sweep_value():
@@ -51,7 +55,7 @@ def test_full_size_keeps_every_task_seed_and_sweep_value():
     full = shrink(written, full=True)
     assert full["seeds"] == written["seeds"] and len(full["tasks"]) == 10
     assert full["ablations"] == written["ablations"]
-    assert full["tasks"][-1]["methods"]["cl-lora"]["train"]["iterations"] == ITERATIONS
+    assert full["task_settings"]["SUN397"]["methods"]["cl-lora"]["train"]["iterations"] == ITERATIONS
 
 
 def test_trace_rehearses_zero2_bf16_on_two_ranks_with_its_epochs():

@@ -21,7 +21,7 @@ def mtil_config(tmp_path, **data) -> dict:
         "methods": ["zeroshot"],
         "model": {"name": "ViT-B-16", "pretrained": "openai"},
         "data": {"kind": "mtil", "fewshot": 5, **data},
-        "tasks": [{"name": "DTD"}, {"name": "EuroSAT"}],
+        "tasks": ["DTD", "EuroSAT"],
         "method_configs": {"zeroshot": {"kind": "zeroshot"}},
         "tracking": {"enabled": False},
     }
@@ -59,7 +59,7 @@ def test_trace_presence_check_names_the_missing_task_files(tmp_path):
             "methods": ["zeroshot"],
             "model": {"family": "causal_lm", "name": "org/model"},
             "data": {"kind": "trace", "root": str(root)},
-            "tasks": [{"name": "C-STANCE"}, {"name": "FOMC"}],
+            "tasks": ["C-STANCE", "FOMC"],
             "method_configs": {"zeroshot": {"kind": "zeroshot"}},
         }
     )
@@ -73,10 +73,13 @@ def test_trace_presence_check_names_the_missing_task_files(tmp_path):
 
 def test_dag_build_validates_per_task_method_options_with_the_exact_key_path(tmp_path):
     cfg = copy.deepcopy(TINY) | {"results": str(tmp_path / "results")}
-    cfg["tasks"][1]["methods"] = {"codyra": {"kappa_max": -0.5}}
+    cfg["task_settings"] = {cfg["tasks"][1]: {"methods": {"codyra": {"kappa_max": -0.5}}}}
     result = snakemake(tmp_path, cfg, "-n", "all_tables", check=False)
     assert result.returncode != 0
-    assert "config key tasks[1].methods.codyra.kappa_max: must be >= 0, got -0.5" in result.stderr + result.stdout
+    assert (
+        f"config key task_settings.{cfg['tasks'][1]}.methods.codyra.kappa_max: must be >= 0, got -0.5"
+        in result.stderr + result.stdout
+    )
 
 
 def test_a_job_reading_updates_lists_the_last_and_each_training_its_predecessor(tmp_path):

@@ -105,7 +105,7 @@ def write_cells(cfg: dict, method: str = "codyra", seed: int = 0) -> None:
                 "seed": seed,
                 "i": i,
                 "j": j,
-                "task": cfg["tasks"][j - 1]["name"],
+                "task": cfg["tasks"][j - 1],
                 "num_classes": 4 + j,
                 "num_samples": 40,
             }

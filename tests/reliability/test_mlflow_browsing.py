@@ -38,7 +38,7 @@ A = [[30.0, 20.0, 10.0], [90.0, 25.0, 12.0], [80.0, 85.0, 14.0], [70.0, 80.0, 95
 
 def write_matrix(cfg: dict, method: str, seed: int, matrix, settings: str = "s") -> None:
     """A run's matrix.json and heatmap, as summarize_run writes them (every cell's settings ``settings``)."""
-    tasks = [t["name"] for t in cfg["tasks"]]
+    tasks = list(cfg["tasks"])
     result = {"benchmark": cfg["benchmark"], "method": method, "seed": seed, "tasks": tasks, "A": matrix}
     result["settings"] = [[settings] * len(tasks) for _ in matrix]
     result["metrics"] = summarize(matrix)
@@ -142,7 +142,7 @@ def test_a_copied_results_folder_writes_and_shows_only_its_own_files(store_in_a,
 
 
 def test_a_run_s_metrics_tags_table_and_image(store_in_a):
-    cfg, tasks = store_in_a, [t["name"] for t in store_in_a["tasks"]]
+    cfg, tasks = store_in_a, list(store_in_a["tasks"])
     store = Store(cfg)
     run = store.find(run_key(cfg, "codyra", 0))
     metrics = run.data.metrics
@@ -257,7 +257,7 @@ def test_per_task_names_sort_in_stream_order():
         assert sorted(names) == [f"{name}/{label}" for label in labels]  # alphabetical order is stream order
     assert sorted(key for key in rows[0] if key.startswith("Transfer/")) == [f"Transfer/{x}" for x in labels[1:]]
 
-    cfg = {"benchmark": "b", "tasks": [{"name": t} for t in tasks], "methods": ["codyra"], "method_configs": {}}
+    cfg = {"benchmark": "b", "tasks": list(tasks), "methods": ["codyra"], "method_configs": {}}
     trainings = [train_run(cfg, "codyra", 2, i)["name"] for i in range(1, n + 1)]
     matrix_rows = [row_run(cfg, "codyra", 2, i)["name"] for i in range(n + 1)]
     assert trainings[0] == "codyra s2 task01-zebra" and matrix_rows[:2] == ["codyra s2 row00", "codyra s2 row01"]

@@ -24,8 +24,8 @@ from tests.conftest import TINY, write_yaml
             r"method_configs\.codyra\.kappa_max: must be >= 0, got -0\.01",
         ),
         (
-            lambda c: c["tasks"][1].update(methods={"codyra": {"kappa_max": -1}}),
-            r"tasks\[1\]\.methods\.codyra\.kappa_max: must be >= 0, got -1",
+            lambda c: c.update(task_settings={"digits": {"methods": {"codyra": {"kappa_max": -1}}}}),
+            r"task_settings\.digits\.methods\.codyra\.kappa_max: must be >= 0, got -1",
         ),
         (
             lambda c: c["method_configs"]["lora-r4"].update(rank=0),
@@ -48,36 +48,36 @@ from tests.conftest import TINY, write_yaml
             r"method_configs\.codyra\.dense_ratio: must be <= 1, got 5",
         ),
         (
-            lambda c: c["tasks"][2].update(methods={"lora-r4": {"dropout": 2.0}}),
-            r"tasks\[2\]\.methods\.lora-r4\.dropout: must be < 1, got 2\.0",
+            lambda c: c.update(task_settings={"count": {"methods": {"lora-r4": {"dropout": 2.0}}}}),
+            r"task_settings\.count\.methods\.lora-r4\.dropout: must be < 1, got 2\.0",
         ),
         (
             lambda c: c["method_configs"]["codyra"].update(w_init="bogus"),
             r"method_configs\.codyra\.w_init: must be one of 'normal', 'uniform', 'ones', got 'bogus'",
         ),
         (
-            lambda c: c["tasks"][0].update(methods={"full-ft": {"rank": 4}}),
+            lambda c: c.update(task_settings={"colour": {"methods": {"full-ft": {"rank": 4}}}}),
             (
-                r"tasks\[0\]\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; "
+                r"task_settings\.colour\.methods\.full-ft\.rank: method kind 'full' has no option 'rank'; "
                 "its options: label_smoothing"
             ),
         ),
         (
-            lambda c: c["tasks"][1].update(methods={"codyra": {"train": {"lr": "fast"}}}),
-            r"tasks\[1\]\.methods\.codyra\.train\.lr: 'fast' is not of type 'number'",
+            lambda c: c.update(task_settings={"digits": {"methods": {"codyra": {"train": {"lr": "fast"}}}}}),
+            r"task_settings\.digits\.methods\.codyra\.train\.lr: 'fast' is not of type 'number'",
         ),
         (
             lambda c: c["method_configs"]["full-ft"]["train"].update(lr=-1e-4),
             r"method_configs\.full-ft\.train\.lr: -0\.0001 is less than or equal to the minimum",
         ),
         (
-            lambda c: c["tasks"][2].update(train={"batch_size": 0}),
-            r"tasks\[2\]\.train\.batch_size: 0 is less than the minimum of 1",
+            lambda c: c.update(task_settings={"count": {"train": {"batch_size": 0}}}),
+            r"task_settings\.count\.train\.batch_size: 0 is less than the minimum of 1",
         ),
         (lambda c: c["train"].update(lr=float("nan")), r"train\.lr: nan is not a finite number"),
         (
-            lambda c: c["tasks"][1].update(methods={"codyra": {"placement": ["ffn"]}}),
-            r"tasks\[1\]\.methods\.codyra: unknown placement token 'ffn'",
+            lambda c: c.update(task_settings={"digits": {"methods": {"codyra": {"placement": ["ffn"]}}}}),
+            r"task_settings\.digits\.methods\.codyra: unknown placement token 'ffn'",
         ),
     ],
 )
@@ -108,8 +108,9 @@ def test_option_choices_are_the_code_s_choices():
     [
         (lambda c: c["method_configs"].update({"../../../x": {"kind": "lora"}}), "method_configs"),
         (lambda c: c.update(methods=[*c["methods"], "../x"]), r"methods\[4\]"),
-        (lambda c: c["tasks"][0].update(name="../../x"), r"tasks\[0\]\.name"),
-        (lambda c: c["tasks"][0].update(methods={"a/b": {}}), r"tasks\[0\]\.methods"),
+        (lambda c: c["tasks"].__setitem__(0, "../../x"), r"tasks\[0\]"),
+        (lambda c: c.update(task_settings={"../x": {}}), "task_settings"),
+        (lambda c: c.update(task_settings={"colour": {"methods": {"a/b": {}}}}), r"task_settings\.colour\.methods"),
         (lambda c: c.update(benchmark="mini/../../x"), "benchmark"),
     ],
 )
@@ -204,7 +205,7 @@ def write_cells(cfg: dict, method: str) -> None:
                     "seed": 0,
                     "i": i,
                     "j": j,
-                    "task": cfg["tasks"][j - 1]["name"],
+                    "task": cfg["tasks"][j - 1],
                     "num_classes": 5,
                 },
             )

@@ -69,7 +69,7 @@ def test_changed_hyperparameters_rerun_exactly_the_affected_jobs(finished_grid, 
     workdir, cfg, _ = finished_grid
     assert job_counts(snakemake(workdir, cfg, "-n", "all_tables").stdout) == {}  # up to date
     changed = copy.deepcopy(cfg)
-    changed["tasks"][1]["methods"] = {"codyra": {"kappa_max": 0.2}}  # codyra, task 2 only
+    changed["task_settings"] = {cfg["tasks"][1]: {"methods": {"codyra": {"kappa_max": 0.2}}}}  # codyra, task 2 only
     counts = job_counts(snakemake(workdir, changed, "-n", "all_tables").stdout)
     n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
     assert counts == {

@@ -44,7 +44,7 @@ def test_tables_equal_metrics_of_the_cell_files(finished_grid):
             got = {r["column"]: r for r in rows if r["block"] == block and r["method"] == method}
             want = sum(s[key] for s in per_seed) / len(per_seed)
             assert float(got["Average"]["mean"]) == pytest.approx(want, abs=CSV_ROUNDING)
-            first = cfg["tasks"][0]["name"]
+            first = cfg["tasks"][0]
             if key == "transfer":
                 assert got[first]["mean"] == ""  # task 1 has no transfer
             else:
@@ -119,7 +119,7 @@ def test_mlflow_mirrors_the_grid(finished_grid):
         for r in runs.values()
     )
     train = runs[f"train/{cfg['benchmark']}/codyra/seed1/task2"]
-    assert train.data.tags["task"] == cfg["tasks"][1]["name"] and train.data.tags["kind"] == "train"
+    assert train.data.tags["task"] == cfg["tasks"][1] and train.data.tags["kind"] == "train"
     assert train.data.params["method.kappa_max"] == str(cfg["method_configs"]["codyra"]["kappa_max"])
     history = store.client.get_metric_history(train.info.run_id, "loss")
     assert len(history) == cfg["train"]["iterations"]

@@ -20,7 +20,7 @@ def test_the_mini_blip_grid_pretrains_its_theta0_and_writes_the_blip_table(tmp_p
         model=shipped["model"],
         methods=["zeroshot", "codyra"],
         seeds=[0],
-        tasks=[{"name": "colour"}, {"name": "digits"}],
+        tasks=["colour", "digits"],
         heldout_tasks=[],
     )
     cfg["train"]["iterations"] = 3

@@ -43,7 +43,7 @@ def mtil_config(results, root, pretrained) -> dict:
         "methods": ["zeroshot", "codyra"],
         "model": {"name": "codyra-mini", "pretrained": str(pretrained)},
         "data": {"kind": "mtil", "root": str(root), "fewshot": 2, "label_space": "task"},
-        "tasks": [{"name": "DTD"}, {"name": "EuroSAT"}, {"name": "MNIST"}],
+        "tasks": ["DTD", "EuroSAT", "MNIST"],
         "train": {"iterations": 3, "batch_size": 4, "lr": 0.003, "checkpoint_every": 2},
         "eval": {"batch_size": 16},
         "method_configs": {"zeroshot": {"kind": "zeroshot"}, "codyra": copy.deepcopy(TINY["method_configs"]["codyra"])},

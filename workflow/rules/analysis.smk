@@ -108,7 +108,7 @@ if "conflict" in ANALYSES:
         output:
             CONFLICT_FILE,
         params:
-            settings=fingerprint([CFG["analysis"]["conflict_ranks"], CFG["analysis"]["probe_batch"], [t["name"] for t in CFG["tasks"]]]),
+            settings=fingerprint([CFG["analysis"]["conflict_ranks"], CFG["analysis"]["probe_batch"], list(CFG["tasks"])]),
             version=job_version("grad_conflict"),
         threads: job_threads(CFG, "grad_conflict")
         log:

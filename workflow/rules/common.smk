@@ -3,7 +3,8 @@ import functools
 
 from codyra.cli import DEFAULT_CONFIG
 from codyra.experiment.pretraining import own_pretraining
-from codyra.experiment.config import ConfigError, config_from_files, load_config, resolve_job
+from codyra.experiment.config import ConfigError, config_from_files, load_config
+from codyra.experiment.resolve import resolve_job
 from codyra.store.io import fingerprint
 from codyra.data.presence import require_benchmark_data
 from codyra.experiment.weights import require_weights
@@ -84,7 +85,7 @@ if workflow.is_main_process and workflow.resource_settings.nodes is not None:
 
 RESULTS, BENCHMARK = CFG["results"], CFG["benchmark"]
 N = len(CFG["tasks"])
-TASK_NAMES = [t["name"] for t in CFG["tasks"]]
+TASK_NAMES = list(CFG["tasks"])
 TASKS = range(1, N + 1)
 # Path patterns with {method}, {seed}, {i}, {j} left as Snakemake wildcards.
 _fixed = dict(results=RESULTS, benchmark=BENCHMARK)

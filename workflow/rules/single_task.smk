@@ -8,7 +8,7 @@ import re
 
 from codyra.analysis.probe_files import probe_names
 from codyra.experiment.jobs import method_kinds
-from codyra.experiment.config import single_task_config
+from codyra.experiment.validation import single_task_config
 from codyra.experiment.single_task import INFIX, removal_methods, targets
 from codyra.store.paths import HELDOUT, PROBE
 

@@ -93,9 +93,7 @@ def per_task_table(cfg: dict, name: str, runs: dict[str, list[dict]]) -> Table:
     for j, task in enumerate(cfg["tasks"]):
         for method, _ in sweep_rows(cfg, name, runs):
             plasticity, forgetting = zip(*(plasticity_forgetting(m["A"], j) for m in runs[method]), strict=True)
-            table.rows.append(
-                (task["name"], method, [list(plasticity), None if None in forgetting else list(forgetting)])
-            )
+            table.rows.append((task, method, [list(plasticity), None if None in forgetting else list(forgetting)]))
     return table
 
 

@@ -70,7 +70,7 @@ def run_amplification(cfg: dict, method: str, seed: int, theta_0: torch.nn.Modul
 def amplification_table(cfg: dict, factors: dict[str, list[list[dict[str, float]]]]) -> Table:
     """Rows (method, encoder / module kind), columns tasks: mean factor over the matrices of that
     kind, mean ± std over seeds. ``factors``: method -> per seed -> per task -> target -> factor."""
-    tasks = [t["name"] for t in cfg["tasks"]]
+    tasks = list(cfg["tasks"])
     table = Table(
         "amplification",
         f"{cfg['benchmark']}: amplification factor ||dW||_F / ||U^T W V||_F of each task's update, mean over "

@@ -51,7 +51,7 @@ def cumulative_drift(updates: Iterable[TaskUpdate]) -> list[float]:
 
 
 def drift_table(cfg: dict) -> tuple[Table, dict]:
-    tasks = [t["name"] for t in cfg["tasks"]]
+    tasks = list(cfg["tasks"])
     table = Table(
         "drift",
         f"{cfg['benchmark']}: cumulative parameter shift ||theta_t - theta_0||_F after task t (paper: drift table), "

@@ -60,7 +60,7 @@ def per_task_similarity(updates) -> list[float | None]:
 def a_cosine_table(cfg: dict) -> Table:
     if len(cfg["tasks"]) < 2:
         raise ValueError("the A-matrix cosine compares tasks: it needs at least two (config key tasks)")
-    columns = [t["name"] for t in cfg["tasks"]] + ["Mean"]
+    columns = list(cfg["tasks"]) + ["Mean"]
     table = Table(
         "a_cosine",
         f"{cfg['benchmark']}: mean |cos| between each task's LoRA A-matrix rows and those of every other task "

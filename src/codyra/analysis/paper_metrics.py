@@ -100,7 +100,7 @@ def paper_setting(cfg: dict) -> Setting:
     )
     if mini:
         return Setting(name, block, None)
-    tasks = [PAPER_COLUMNS.get(t["name"], t["name"]) for t in cfg["tasks"]]
+    tasks = [PAPER_COLUMNS.get(t, t) for t in cfg["tasks"]]
     if tasks != bench["tasks"]:
         return Setting(
             name,
@@ -178,7 +178,7 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
     def sources(*candidates: Source) -> tuple[Source, ...]:
         return tuple(s for s in candidates if s.table in tables)
 
-    tasks = [t["name"] for t in cfg["tasks"]]
+    tasks = list(cfg["tasks"])
     accuracy = next((t for t in ACCURACY_TABLES if t in tables), None)
     columns = table(accuracy)["columns"] if accuracy else []
     out = []

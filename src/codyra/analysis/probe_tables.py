@@ -62,7 +62,7 @@ def removal_table(cfg: dict) -> Table:
     """Per method: theta_N and theta_N without each encoder's updates (and each removed module type),
     on the stream tasks and held-out tasks."""
     n = len(cfg["tasks"])
-    stream = [t["name"] for t in cfg["tasks"]]
+    stream = list(cfg["tasks"])
     columns = [*stream, "stream avg", "held-out avg"]
     table = Table(
         "remove_modules",

@@ -58,7 +58,7 @@ def towers(summary: dict) -> list[str]:
 
 def rank_stats_table(cfg: dict, method: str) -> Table:
     """Rows (encoder, module kind), columns tasks + all tasks: mean active rank, mean ± std over seeds."""
-    tasks = [t["name"] for t in cfg["tasks"]]
+    tasks = list(cfg["tasks"])
     runs = [run_summaries(cfg, method, s) for s in cfg["seeds"]]
     groups = list(dict.fromkeys((m["tower"], m["kind"]) for m in matrices(runs[0][0]).values()))
     table = Table(

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from codyra.analysis.common import new_figure, save_figure
 from codyra.analysis.norm_matched import caption_notes, missed, stalled
 from codyra.evaluation.table_formats import Table
-from codyra.experiment.config import single_task_config
 from codyra.experiment.single_task import studies, study_runs
 from codyra.experiment.sweeps import value_label
+from codyra.experiment.validation import single_task_config
 from codyra.store.paths import figures_dir
 
 COLUMNS = ["Delta-plasticity", "Forgetting", "eff. rank", "Frobenius dW (task)", "trainable params"]

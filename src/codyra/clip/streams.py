@@ -15,7 +15,7 @@ def build_tasks(
     few-shot subset's training split needs it; None: a job that reads test splits only), training
     with ``augmentation`` (config key train.augmentation; the minis' images train as they are)."""
     kind = cfg["data"]["kind"]
-    names = [t["name"] for t in cfg["tasks"]]
+    names = list(cfg["tasks"])
     if kind == "mini":
         from codyra.data.scenes.tasks import build_mini_task
 

@@ -137,7 +137,7 @@ def inspect_config(cfg: dict, *, deep: bool = False, reference_readers: Sequence
         raise ConfigError("data.root is not set: data check reads the datasets there")
     root = Path(root).expanduser().absolute()
     if protocol == "trace":
-        reports = check_trace_tasks([task["name"] for task in cfg["tasks"]], root)
+        reports = check_trace_tasks(list(cfg["tasks"]), root)
         return ConfigReport(format_trace_reports(reports, root), [p for report in reports for p in report.problems])
     from codyra.data.presence import benchmark_datasets
     from codyra.data.registry import check_datasets

@@ -4,7 +4,7 @@ folders users already hold.
 Most users keep these datasets as CoOp's DATASETS.md lays them out (KaiyangZhou/CoOp, followed by
 RAIL and others): ``oxford_pets/``, ``caltech-101/``, ``dtd/``, ``eurosat/``, ``fgvc_aircraft/``,
 ``food-101/``, ``oxford_flowers/``, ``stanford_cars/``, ``sun397/``, ``imagenet/``, each with its
-``split_zhou_*.json``. The readers expect torchvision's layout (:mod:`codyra.data.catalog`), which
+``split_zhou_*.json``. The readers expect torchvision's layout (:mod:`codyra.data.datasets`), which
 holds the same files under other folder names. Preparing creates the folders of data.root and
 links CoOp's files into them by symbolic links (nothing is copied; an existing file or link is
 never replaced), then says for each dataset what it linked and what is still missing.
@@ -34,7 +34,7 @@ class Link:
     entries: bool = False
 
 
-# CoOp's DATASETS.md folders -> torchvision's layout (the paths of codyra.data.catalog).
+# CoOp's DATASETS.md folders -> torchvision's layout (the paths of codyra.data.datasets).
 COOP_LAYOUT = {
     # CoOp: fgvc-aircraft-2013b/data renamed fgvc_aircraft (images/, images_variant_*.txt, variants.txt)
     "Aircraft": (Link("fgvc-aircraft-2013b/data", "fgvc_aircraft", entries=True),),

@@ -51,7 +51,7 @@ def benchmark_datasets(cfg: dict) -> list[str]:
     """Every dataset an mtil / xtail config reads, once each in order: its tasks, its held-out
     tasks, the single-task studies' tasks and their reference tasks (config key single_task)."""
     single = cfg["single_task"]
-    names = [task["name"] for task in cfg["tasks"]] + cfg["heldout_tasks"]
+    names = list(cfg["tasks"]) + cfg["heldout_tasks"]
     names += [study["task"] for study in single.get("studies", {}).values()] + single.get("reference_tasks", [])
     return list(dict.fromkeys(names))
 
@@ -71,7 +71,7 @@ def require_benchmark_data(cfg: dict, reference_readers: Sequence[str] | None = 
         require_reference(cfg)
     for method in reference_readers or ():
         require_reference(cfg, method)
-    kind, names = cfg["data"]["kind"], [t["name"] for t in cfg["tasks"]]
+    kind, names = cfg["data"]["kind"], list(cfg["tasks"])
     if kind in ("mtil", "xtail"):
         root = data_root(cfg)
         missing = {name: missing_required(name, kind, root) for name in names}

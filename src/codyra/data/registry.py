@@ -8,8 +8,8 @@
 `build_task` reads only metadata (annotation files, split files, directory listings) and
 raises DatasetNotFoundError for a missing or incomplete dataset; `train_set()` and
 `test_set()` then check that every image they will read exists. Call both before loading
-a model, so a broken dataset fails a job in seconds. The on-disk layout is documented in
-`codyra.data.catalog`.
+a model, so a broken dataset fails a job in seconds. Each dataset's module in `codyra.data.datasets`
+documents its on-disk layout.
 
 For a whole benchmark config (data.kind mtil or xtail):
 
@@ -241,7 +241,7 @@ class BenchmarkTasks(Sequence):
         self.fewshot_k = data["fewshot"]
         self.fewshot_seed = fewshot_seed(cfg, seed)
         self.sun397_order, self.augmentation = data["sun397_order"], augmentation
-        self.names = tuple(task["name"] for task in cfg["tasks"])
+        self.names = tuple(cfg["tasks"])
         pinned = self.fewshot_k is not None and self.fewshot_seed is not None
         self.manifests = tuple(fewshot_manifest_path(cfg, name, seed) if pinned else None for name in self.names)
         self.eval_caches = tuple(eval_cache_dir(cfg, name) for name in self.names)

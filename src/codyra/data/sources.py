@@ -1,8 +1,9 @@
 """Each dataset's class names and train/test samples under a protocol, without decoding images.
 
-MTIL reads every dataset through torchvision's class (download=False). X-TAIL reads CoOp's
-split files, except for Aircraft (CoOp uses the official split, as torchvision does) and
-MNIST (torchvision).
+`load_splits` reads a dataset through its record's reader (:mod:`codyra.data.datasets`): MTIL
+through torchvision's class (download=False), X-TAIL through CoOp's split file where the record
+names one (all but Aircraft, whose official split CoOp uses as torchvision does, and MNIST). The
+helpers here are the readers' common parts.
 
 No reader verifies a file's MD5 sum, as torchvision's CIFAR100, Flowers102 and Places365 would:
 a dataset is any copy in the layout (converted, relinked, a rehearsal's fixture), and
@@ -14,29 +15,20 @@ name (:class:`_ArrayUnpickler`), so an unverified file cannot run code.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
-from torchvision import datasets
 
-from codyra.data import classnames as names
-from codyra.data.catalog import COOP_SPLITS, XTAIL, check_name
+from codyra.data.catalog import RECORDS, XTAIL, check_name
+from codyra.data.datasets import CoopSplit, DatasetSplits, ReadRequest
 from codyra.data.errors import DatasetNotFoundError
 from codyra.data.presence import dataset_error, require_present
-from codyra.data.samples import ImageFiles, Samples, TorchvisionImages, random_split_80_20
+from codyra.data.samples import ImageFiles, Samples, TorchvisionImages
 
 SUN397_ORDERS = {"sorted": "sorted", "filesystem": "listed"}  # data.sun397_order -> random_split_80_20's order
-
-
-@dataclass(frozen=True)
-class DatasetSplits:
-    classnames: tuple[str, ...]
-    train: Samples
-    test: Samples
 
 
 def load_splits(name: str, protocol: str, root: str | Path, sun397_order: str = "sorted") -> DatasetSplits:
@@ -47,13 +39,12 @@ def load_splits(name: str, protocol: str, root: str | Path, sun397_order: str = 
         raise ValueError(f"SUN397's split order is one of {', '.join(SUN397_ORDERS)}, got {sun397_order!r}")
     root = Path(root).expanduser().absolute()
     require_present(name, protocol, root)
+    record = RECORDS[name]
     try:
-        if protocol == XTAIL and name in COOP_SPLITS:
-            splits = _coop(name, root)
-        elif name == "SUN397":
-            splits = _sun397(root, sun397_order)
+        if protocol == XTAIL and record.coop is not None:
+            splits = _coop(record.coop, root)
         else:
-            splits = _TORCHVISION[name](root, protocol)
+            splits = record.reader(ReadRequest(root, protocol, sun397_order))
         _check_labels(splits)
     except DatasetNotFoundError:
         raise
@@ -70,22 +61,27 @@ def _check_labels(splits: DatasetSplits) -> None:
             raise ValueError(f"{part} labels {stray[:5]} fall outside the {len(splits.classnames)} classes")
 
 
-def _path_only(path):
+def path_only(path):
     """A torchvision `loader` that hands back the path, so listing a dataset decodes nothing."""
     return path
 
 
-def _file_samples(root: Path, dataset) -> Samples:
+def file_samples(root: Path, dataset) -> Samples:
     pairs = [dataset[i] for i in range(len(dataset))]
-    return _files(root, [path for path, _ in pairs], [label for _, label in pairs])
+    return files(root, [path for path, _ in pairs], [label for _, label in pairs])
 
 
-def _files(root: Path, paths, labels) -> Samples:
+def file_splits(root: Path, classes, train, test) -> DatasetSplits:
+    """The splits of a dataset whose train and test parts are torchvision datasets of paths (`path_only`)."""
+    return DatasetSplits(tuple(classes), file_samples(root, train), file_samples(root, test))
+
+
+def files(root: Path, paths, labels) -> Samples:
     keys = tuple(Path(path).relative_to(root).as_posix() for path in paths)
     return Samples(ImageFiles(root), keys, tuple(int(label) for label in labels))
 
 
-def _same_classes(train, test) -> list[str]:
+def same_classes(train, test) -> list[str]:
     # These classes derive the class list from the split file itself; labels only agree
     # between splits when both splits contain the same classes.
     if train.classes != test.classes:
@@ -93,38 +89,27 @@ def _same_classes(train, test) -> list[str]:
     return train.classes
 
 
-def _mtil_names(classes) -> tuple[str, ...]:
-    return names.underscores_to_spaces(classes)
+def mtil_names(classes) -> tuple[str, ...]:
+    """MTIL's treatment of torchvision's class names."""
+    return tuple(name.replace("_", " ") for name in classes)
 
 
-def _hand_written(dataset: str, found: int) -> tuple[str, ...]:
-    expected = names.HAND_WRITTEN[dataset]
-    if found != len(expected):
-        raise ValueError(f"found {found} classes, CLIP's class-name list has {len(expected)}")
-    return expected
+def hand_written(classnames: tuple[str, ...], found: int) -> tuple[str, ...]:
+    """CLIP's class-name list of a dataset whose reader found ``found`` classes."""
+    if found != len(classnames):
+        raise ValueError(f"found {found} classes, CLIP's class-name list has {len(classnames)}")
+    return classnames
 
 
-def _aircraft(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (datasets.FGVCAircraft(str(root), split=split, loader=_path_only) for split in ("train", "test"))
-    classes = tuple(train.classes) if protocol == XTAIL else _mtil_names(train.classes)
-    return DatasetSplits(classes, _file_samples(root, train), _file_samples(root, test))
-
-
-def _caltech101(root: Path, protocol: str) -> DatasetSplits:
-    dataset = datasets.Caltech101(str(root))
-    # torchvision's own file naming: image_0001.jpg ... per category folder.
-    paths = [
-        root / "caltech101" / "101_ObjectCategories" / dataset.categories[label] / f"image_{index:04d}.jpg"
-        for index, label in zip(dataset.index, dataset.y, strict=True)
-    ]
-    train, test = random_split_80_20(_files(root, paths, dataset.y))
-    return DatasetSplits(_hand_written("Caltech101", len(dataset.categories)), train, test)
-
-
-def _in_memory(dataset) -> Samples:
+def in_memory(dataset) -> Samples:
     labels = dataset.targets  # a tensor for MNIST, a list for CIFAR100
     labels = labels.tolist() if hasattr(labels, "tolist") else list(labels)
     return Samples(TorchvisionImages(dataset), tuple(range(len(dataset))), tuple(labels))
+
+
+def heldout_only(root: Path, classes, test: Samples) -> DatasetSplits:
+    """A held-out dataset's splits: only its test split is read."""
+    return DatasetSplits(tuple(classes), Samples(ImageFiles(root), (), ()), test)
 
 
 # The globals of CIFAR's batch files: numpy's array reconstruction, which pickles name
@@ -148,7 +133,7 @@ class _ArrayUnpickler(pickle.Unpickler):
         return _CIFAR_GLOBALS[module, name]
 
 
-def _unpickle_arrays(path: Path) -> dict:
+def unpickle_arrays(path: Path) -> dict:
     with open(path, "rb") as file:
         content = _ArrayUnpickler(file, encoding="latin1").load()  # CIFAR's files are Python 2 pickles
     if not isinstance(content, dict):
@@ -170,8 +155,8 @@ class _CifarImages:
         return Image.fromarray(self.data[index]), self.targets[index]
 
 
-def _cifar_split(base: Path, split: str) -> _CifarImages:
-    batch = _unpickle_arrays(base / split)
+def cifar_split(base: Path, split: str) -> _CifarImages:
+    batch = unpickle_arrays(base / split)
     # torchvision's reshape: rows of 3 x 32 x 32 channel planes, to height x width x channel
     data = np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose((0, 2, 3, 1))
     labels = [int(label) for label in batch["fine_labels"]]
@@ -180,129 +165,8 @@ def _cifar_split(base: Path, split: str) -> _CifarImages:
     return _CifarImages(data, labels)
 
 
-def _cifar100(root: Path, protocol: str) -> DatasetSplits:
-    base = root / "cifar-100-python"
-    train, test = _cifar_split(base, "train"), _cifar_split(base, "test")
-    classes = [str(name) for name in _unpickle_arrays(base / "meta")["fine_label_names"]]
-    return DatasetSplits(_mtil_names(classes), _in_memory(train), _in_memory(test))
-
-
-def _dtd(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (datasets.DTD(str(root), split=split, partition=1, loader=_path_only) for split in ("train", "test"))
-    classes = _mtil_names(_same_classes(train, test))
-    return DatasetSplits(classes, _file_samples(root, train), _file_samples(root, test))
-
-
-def _eurosat(root: Path, protocol: str) -> DatasetSplits:
-    dataset = datasets.EuroSAT(str(root), loader=_path_only)
-    samples = _files(root, [path for path, _ in dataset.samples], dataset.targets)
-    train, test = random_split_80_20(samples)
-    return DatasetSplits(_hand_written("EuroSAT", len(dataset.classes)), train, test)
-
-
-class _Flowers102(datasets.Flowers102):
-    """torchvision's reader, its files checked to exist instead of their MD5 sums (module doc)."""
-
-    def _check_integrity(self) -> bool:
-        files = (self._base_folder / self._file_dict[key][0] for key in ("label", "setid"))
-        return self._images_folder.is_dir() and all(path.is_file() for path in files)
-
-
-def _flowers(root: Path, protocol: str) -> DatasetSplits:
-    # Labels come from imagelabels.mat (1..102); CLIP's list names all 102 of them.
-    train, test = (_Flowers102(str(root), split=split, loader=_path_only) for split in ("train", "test"))
-    return DatasetSplits(names.FLOWERS, _file_samples(root, train), _file_samples(root, test))
-
-
-def _food(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (datasets.Food101(str(root), split=split, loader=_path_only) for split in ("train", "test"))
-    classes = _mtil_names(_same_classes(train, test))
-    return DatasetSplits(classes, _file_samples(root, train), _file_samples(root, test))
-
-
-def _mnist(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (datasets.MNIST(str(root), train=flag) for flag in (True, False))
-    classes = names.xtail_mnist(train.classes) if protocol == XTAIL else _mtil_names(train.classes)
-    return DatasetSplits(classes, _in_memory(train), _in_memory(test))
-
-
-def _oxford_pet(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (datasets.OxfordIIITPet(str(root), split=split) for split in ("trainval", "test"))
-    classes = _mtil_names(_same_classes(train, test))
-    # The class exposes no loader hook and decodes in __getitem__; its file list and labels
-    # are only available as attributes (stable across the torchvision versions we pin).
-    return DatasetSplits(
-        classes,
-        _files(root, train._images, train._labels),
-        _files(root, test._images, test._labels),
-    )
-
-
-def _stanford_cars(root: Path, protocol: str) -> DatasetSplits:
-    train, test = (datasets.StanfordCars(str(root), split=split, loader=_path_only) for split in ("train", "test"))
-    return DatasetSplits(_mtil_names(train.classes), _file_samples(root, train), _file_samples(root, test))
-
-
-def _sun397(root: Path, order: str = "sorted") -> DatasetSplits:
-    """torchvision's SUN397 lists its files as ``Path.rglob`` finds them, in the file system's order."""
-    dataset = datasets.SUN397(str(root), loader=_path_only)
-    train, test = random_split_80_20(_file_samples(root, dataset), SUN397_ORDERS[order])
-    return DatasetSplits(_mtil_names(dataset.classes), train, test)
-
-
-def _heldout_only(root: Path, classes, test: Samples) -> DatasetSplits:
-    return DatasetSplits(tuple(classes), Samples(ImageFiles(root), (), ()), test)
-
-
-class _Places365(datasets.Places365):
-    """torchvision's reader, its files checked to exist instead of their MD5 sums (module doc)."""
-
-    def _check_integrity(self, file: str, md5: str, download: bool) -> bool:
-        if not os.path.isfile(file):
-            raise RuntimeError(f"The file {file} does not exist")
-        return True
-
-
-def _places365(root: Path, protocol: str) -> DatasetSplits:
-    """Places365's validation images (256 px); class names from the dataset's own
-    categories_places365.txt ("/b/bakery/shop" -> "bakery shop")."""
-    val = _Places365(str(root / "places365"), split="val", small=True, loader=_path_only)
-    classes = [name[3:].replace("/", " ").replace("_", " ") for name in val.classes]
-    return _heldout_only(root, classes, _files(root, [path for path, _ in val.imgs], val.targets))
-
-
-def _imagenet(root: Path, protocol: str) -> DatasetSplits:
-    """ILSVRC2012 val sorted into WordNet-id folders; their sorted order is the standard label
-    order, which CLIP's class-name list (bundled with open_clip) follows."""
-    from open_clip.zero_shot_metadata import IMAGENET_CLASSNAMES
-
-    val = datasets.ImageFolder(str(root / "imagenet" / "val"), loader=_path_only)
-    if len(val.classes) != len(IMAGENET_CLASSNAMES):
-        raise ValueError(
-            f"imagenet/val has {len(val.classes)} class folders, ImageNet-1k has {len(IMAGENET_CLASSNAMES)}"
-        )
-    return _heldout_only(root, IMAGENET_CLASSNAMES, _file_samples(root, val))
-
-
-_TORCHVISION = {  # and SUN397 (_sun397, with its order)
-    "Aircraft": _aircraft,
-    "Caltech101": _caltech101,
-    "CIFAR100": _cifar100,
-    "DTD": _dtd,
-    "EuroSAT": _eurosat,
-    "Flowers": _flowers,
-    "Food": _food,
-    "MNIST": _mnist,
-    "OxfordPet": _oxford_pet,
-    "StanfordCars": _stanford_cars,
-    "Places365": _places365,
-    "ImageNet": _imagenet,
-}
-
-
-def _coop(name: str, root: Path) -> DatasetSplits:
+def _coop(split: CoopSplit, root: Path) -> DatasetSplits:
     """Read a CoOp split file: {"train"|"val"|"test": [[relative_path, label, classname], ...]}."""
-    split = COOP_SPLITS[name]
     with open(root / split.json, encoding="utf-8") as file:
         content = json.load(file)
     if not isinstance(content, dict) or not {"train", "test"} <= content.keys():
@@ -326,7 +190,5 @@ def _coop(name: str, root: Path) -> DatasetSplits:
 
     if sorted(label_names) != list(range(len(label_names))):
         raise ValueError(f"{split.json}: labels are not 0..{len(label_names) - 1}")
-    classes = tuple(label_names[label] for label in range(len(label_names)))
-    if name == "EuroSAT":
-        classes = tuple(classname + names.XTAIL_EUROSAT_SUFFIX for classname in classes)
+    classes = tuple(label_names[label] + split.classname_suffix for label in range(len(label_names)))
     return DatasetSplits(classes, parts["train"], parts["test"])

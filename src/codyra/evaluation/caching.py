@@ -17,7 +17,7 @@ def cached_datasets(cfg: dict) -> list[str]:
     (the minis' test sets are generated in memory, TRACE's are text). Light: the DAG build calls it."""
     if not family_of(cfg).classifies or cfg["data"]["kind"] not in ("mtil", "xtail"):
         return []
-    names = [t["name"] for t in cfg["tasks"]] + cfg["heldout_tasks"] + cfg["single_task"]["reference_tasks"]
+    names = list(cfg["tasks"]) + cfg["heldout_tasks"] + cfg["single_task"]["reference_tasks"]
     return [name for name in dict.fromkeys(names) if eval_cache_dir(cfg, name) is not None]
 
 

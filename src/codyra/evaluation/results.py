@@ -25,7 +25,7 @@ def summarize_run(cfg: dict, method: str, seed: int) -> dict:
         "benchmark": cfg["benchmark"],
         "method": method,
         "seed": seed,
-        "tasks": [t["name"] for t in cfg["tasks"]],
+        "tasks": list(cfg["tasks"]),
         "A": A,
         "settings": [[cell.get("settings") for cell in row] for row in cells],
         "metrics": summarize(A),

@@ -150,7 +150,7 @@ def spread_text(cfg: dict) -> str:
 
 
 def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
-    tasks = [t["name"] for t in cfg["tasks"]]
+    tasks = list(cfg["tasks"])
     layout = method_layout(cfg, runs)
     table = Table(
         "table1",
@@ -213,7 +213,7 @@ def routed_methods(cfg: dict) -> list[str]:
 def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     """Router accuracy (%) per task: the share of task j's test samples routed where they belong
     (their own task once learned, the zero-shot model before), averaged over rows i = 1..N."""
-    tasks = [t["name"] for t in cfg["tasks"]]
+    tasks = list(cfg["tasks"])
     labels = dict(method_layout(cfg, cfg["methods"]).rows)
     table = Table(
         "routing",
@@ -309,7 +309,7 @@ def means_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
 
 def matrix_table(cfg: dict, method: str, label: str, matrices: list[dict]) -> Table:
     """``method``'s A matrix (its row label ``label`` in the caption), mean ± std over seeds."""
-    tasks = [t["name"] for t in cfg["tasks"]]
+    tasks = list(cfg["tasks"])
     stack = np.asarray([m["A"] for m in matrices], dtype=float)  # (seeds, N+1, N)
     table = Table(
         f"A_{method}",
@@ -396,7 +396,7 @@ def save_comparisons(cfg: dict, forgetting: Table, matrices: list[Table]) -> dic
         ),
         per_task: save_curves(
             curves,
-            [t["name"] for t in cfg["tasks"]],
+            list(cfg["tasks"]),
             f"Accuracy on each task after each task on {title}; {spread}",
             out / f"{per_task}.png",
         ),
@@ -426,7 +426,7 @@ def write_tables(cfg: dict) -> Path:
     wide = set(wide_table_names(cfg))
     for table in tables:
         write_table(tables_dir(cfg), table, cfg["benchmark"], wide=table.name in wide)
-    tasks, title = [t["name"] for t in cfg["tasks"]], benchmark_title(cfg)
+    tasks, title = list(cfg["tasks"]), benchmark_title(cfg)
     for method, name in zip(cfg["methods"], heatmap_names(cfg), strict=True):
         mean = np.mean([m["A"] for m in runs[method]], axis=0)
         caption = f"A[i,j] of {labels[method]} on {title}, mean over {seeds_text(cfg)}"

@@ -40,10 +40,11 @@ of the method kinds the job runs. Left out of the walk, neither hashed nor follo
   cover.
 
 Any other module that imports by name at run time (``importlib.import_module``) depends on
-every module of its package. ``codyra.experiment.config`` is hashed but its imports are not
-followed: it imports the method kinds, placement vocabularies and dataset catalogs only to
-validate a config, and a job receives the validated values, which its settings fingerprint
-holds (so editing a method does not rerun the mini pretraining).
+every module of its package. ``codyra.experiment.config`` and ``codyra.experiment.validation``
+are hashed but their imports are not followed: they import the method kinds, placement
+vocabularies and dataset catalogs only to validate a config, and a job receives the validated
+values, which its settings fingerprint holds (so editing a method does not rerun the mini
+pretraining).
 
 Parsing is the cost of a version (about a second for the training's closure, paid by every job and
 every Snakemake start), so what a module's source yields (its normalised tree's dump, its imports,
@@ -71,7 +72,7 @@ from codyra.store.io import atomic_write
 
 PACKAGE = "codyra"
 ROOT = Path(__file__).resolve().parents[1]  # src/codyra
-VALIDATION_ONLY = frozenset({"codyra.experiment.config"})  # hashed, imports not followed (see above)
+VALIDATION_ONLY = frozenset({"codyra.experiment.config", "codyra.experiment.validation"})  # hashed, not followed
 NOT_RESULTS = (
     "codyra.tracking",
     "codyra.progress",

@@ -7,7 +7,7 @@ job compares every cell's with the config, and MLflow runs are tagged with them.
 
 from __future__ import annotations
 
-from codyra.experiment.config import resolve_job
+from codyra.experiment.resolve import resolve_job
 from codyra.family import family_of
 from codyra.store.io import fingerprint
 
@@ -65,7 +65,7 @@ def train_fingerprint(cfg: dict, method: str, i: int) -> str:
         _settings(
             {
                 "job": resolve_job(cfg, method, i),
-                "task": cfg["tasks"][i - 1]["name"],
+                "task": cfg["tasks"][i - 1],
                 "model": _model(cfg),
                 "data": _data(cfg, method),
                 "mini": cfg["mini"] if own_pretraining(cfg) else None,
@@ -79,7 +79,7 @@ def train_fingerprint(cfg: dict, method: str, i: int) -> str:
 def eval_fingerprint(cfg: dict, j: int) -> str:
     """Everything besides the model state that determines a cell of column j."""
     union = cfg["data"]["label_space"] == "union"
-    tasks = [t["name"] for t in cfg["tasks"]] if union else cfg["tasks"][j - 1]["name"]
+    tasks = list(cfg["tasks"]) if union else cfg["tasks"][j - 1]
     return fingerprint(_settings([cfg["eval"], _data(cfg), _model(cfg), _family(cfg), tasks, _version("eval_row")]))
 
 

@@ -116,8 +116,8 @@ def job_threads(cfg: dict, rule: str, method: str | None = None, task: int | Non
     """The CPUs a job of ``rule`` runs on: its threads (the config's), one per data loader process
     beside them (``data.num_workers`` per image stream), and under DeepSpeed every rank's threads and the
     launcher (ranks: ``llm.deepspeed.nproc``, else one per GPU of the job, ``gpus``)."""
-    from codyra.experiment.config import resolve_job
     from codyra.experiment.jobs import job_threads as config_threads
+    from codyra.experiment.resolve import resolve_job
 
     if rule not in TRAINING:
         return config_threads(cfg, rule) + (_workers(cfg) if rule in (*ROWS, *IMAGE_READERS) else 0)
@@ -149,7 +149,7 @@ def _workers(cfg: dict) -> int:
 
 
 def _footprint(cfg: dict, method: str, task: int):
-    from codyra.experiment.config import resolve_job
+    from codyra.experiment.resolve import resolve_job
     from codyra.methods import method_of
 
     cls = method_of(cfg, method)
@@ -183,7 +183,7 @@ class Estimator:
     def training(self, cfg: dict, job: Job, gpus: int) -> Need:
         """An image-text model's task: one process, the plain backend on one GPU; a closed-form method
         (RAIL) passes the task's training images once through the frozen model instead."""
-        from codyra.experiment.config import resolve_job
+        from codyra.experiment.resolve import resolve_job
         from codyra.methods import method_of
 
         shape, footprint = self.shape, _footprint(cfg, job.method, job.task)
@@ -191,7 +191,7 @@ class Estimator:
         steps = not method_of(cfg, job.method).closed_form
         trainable, weights = _trainable(shape, footprint) if steps else 0, 4 * shape.params
         factor = 1 if _bf16(train["precision"]) else 2  # the measured activations are bf16 ones
-        name = cfg["tasks"][job.task - 1]["name"]
+        name = cfg["tasks"][job.task - 1]
         classes = sum(_classes(cfg, t) for t in self._label_space(cfg, name))
         vision, text = shape.towers
         per_token = self.costs.lm_activation_bytes() * factor
@@ -225,8 +225,8 @@ class Estimator:
 
     def lm_training(self, cfg: dict, job: Job, gpus: int) -> Need:
         """A causal LM's task: under DeepSpeed ZeRO-2 one process per rank (a GPU each) and the launcher."""
-        from codyra.experiment.config import resolve_job
         from codyra.experiment.costs import trained_examples
+        from codyra.experiment.resolve import resolve_job
         from codyra.methods import method_of
 
         shape, footprint = self.shape, _footprint(cfg, job.method, job.task)
@@ -264,7 +264,7 @@ class Estimator:
             f"{n} rank(s): method state": n * footprint.host_bytes * trainable,
             "the lead rank: what it stores": footprint.stored_bytes * trainable,
         }
-        name = cfg["tasks"][job.task - 1]["name"]
+        name = cfg["tasks"][job.task - 1]
         if train["epochs"] is not None:
             sequences = train["epochs"] * trained_examples(cfg, name)
         else:
@@ -349,14 +349,14 @@ class Estimator:
     @staticmethod
     def _tested(cfg: dict, job: Job) -> list[str]:
         """The tasks a row evaluates: the stream's, the held-out ones, or a single-task study's task and references."""
-        stream = [t["name"] for t in cfg["tasks"]]
+        stream = list(cfg["tasks"])
         if job.rule.startswith("single_task"):
             return stream + cfg["heldout_tasks"]
         return cfg["heldout_tasks"] if job.rule.startswith("heldout") else stream
 
     @staticmethod
     def _label_space(cfg: dict, task: str) -> list[str]:
-        return [t["name"] for t in cfg["tasks"]] if cfg["data"]["label_space"] == "union" else [task]
+        return list(cfg["tasks"]) if cfg["data"]["label_space"] == "union" else [task]
 
 
 def _classes(cfg: dict, task: str) -> int:
@@ -381,8 +381,8 @@ def _training_images(cfg: dict, task: str) -> int:
 
 def study_configs(cfg: dict) -> dict[str | None, dict]:
     """The configs of a grid's jobs: ``cfg`` (key None) and each single-task study's (key: its task)."""
-    from codyra.experiment.config import single_task_config
     from codyra.experiment.single_task import targets
+    from codyra.experiment.validation import single_task_config
 
     return {None: cfg, **{study: single_task_config(cfg, study) for study in targets(cfg)}}
 
@@ -607,8 +607,8 @@ def _rule_threads(cfg: dict, job: Job, gpus: int) -> int:
     """The threads the job's rule declares (``threads:`` in workflow/rules)."""
     if job.rule in THREADED:
         return job_threads(cfg, job.rule, job.method, job.task, gpus)
-    from codyra.experiment.config import resolve_job
     from codyra.experiment.jobs import job_threads as config_threads
+    from codyra.experiment.resolve import resolve_job
 
     return (
         resolve_job(cfg, job.method, 1)["train"]["threads"] if job.rule in TRAINING else config_threads(cfg, job.rule)

@@ -14,7 +14,7 @@
 Each study lists ``methods`` (run as they are) and ``sweeps`` (:mod:`codyra.experiment.sweeps`:
 ``vary`` crossed, ``zip`` varied together; ``label`` formats a row's name from the variant's
 options). Every study of one task shares that task's runs:
-:func:`codyra.experiment.config.single_task_config` derives a config of its own, benchmark
+:func:`codyra.experiment.validation.single_task_config` derives a config of its own, benchmark
 ``<benchmark>-single-<task>``, whose one task is the target, whose held-out tasks are the
 reference tasks and whose methods are the studies' runs, on the
 same theta_0. The workflow runs its jobs with the ordinary training, cell and held-out jobs

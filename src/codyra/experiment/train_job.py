@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from codyra.device import use_threads
-from codyra.experiment.config import resolve_job
 from codyra.experiment.fingerprints import train_fingerprint
+from codyra.experiment.resolve import resolve_job
 from codyra.family import family_of
 from codyra.methods import build_method
 from codyra.store.checkpoints import checkpoint_dir

@@ -66,7 +66,7 @@ def evaluate_lm_cell(cfg: dict, row, j: int, *, theta, device) -> dict:
     # the backbone's device and dtype; the backbone itself is not copied
     model = backbone if states is None else kind.for_task(backbone, states, j)
     model.to(device, dtype=next(backbone.parameters()).dtype)
-    task = cfg["tasks"][j - 1]["name"]
+    task = cfg["tasks"][j - 1]
     examples = load_split(task_folder(cfg, j), "test")
     prompts, answers = [e.prompt for e in examples], [e.answer for e in examples]
     # what the model is shown: the method may rewrite the prompts (FIX(ICL)'s demonstrations)

@@ -72,7 +72,7 @@ def trace_root(cfg: dict) -> Path:
 
 
 def task_folder(cfg: dict, j: int) -> Path:
-    return trace_root(cfg) / cfg["tasks"][j - 1]["name"]
+    return trace_root(cfg) / cfg["tasks"][j - 1]
 
 
 def length_limits(cfg: dict) -> LengthLimits:

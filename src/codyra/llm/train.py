@@ -8,8 +8,8 @@ with or without accumulation, optimise the same objective. (TRACE averages each 
 token mean instead; with 1 example per GPU that weights every example equally.) AdamW over
 the method's parameter groups, the learning-rate schedule of ``train.lr_schedule`` per optimizer
 step, gradient clipping (``llm.gradient_clipping``).
-The schedule is set in epochs (``train.epochs``, per task through ``tasks[i].train`` or
-``tasks[i].methods[m].train``), or in ``train.iterations`` when ``epochs`` is null.
+The schedule is set in epochs (``train.epochs``, per task through ``task_settings.<task>.train`` or
+``task_settings.<task>.methods[m].train``), or in ``train.iterations`` when ``epochs`` is null.
 
 Two backends: one process with torch AdamW (:class:`codyra.steps.backends.PlainBackend`: CPU,
 tests, one GPU), or DeepSpeed ZeRO-2 with ``llm.deepspeed.enabled`` (:mod:`codyra.llm.deepspeed_backend`),
@@ -61,7 +61,7 @@ class LMSession:
         self.steps_per_epoch = math.ceil(len(self.examples) / examples_per_step(self.hp))
         self.micro_batches_per_step = self.hp["gradient_accumulation"]
         self.micro_batches_per_epoch = math.ceil(len(self.examples) / self.hp["batch_size"])
-        task = cfg["tasks"][task_index - 1]["name"]
+        task = cfg["tasks"][task_index - 1]
         self.description = f"{cfg['benchmark']}/{method_name}/seed{seed}/task{task_index} {task}"
         self._backend = None
 

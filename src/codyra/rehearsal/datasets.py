@@ -2,7 +2,7 @@
 
 Each ``write_<dataset>(root, train_per_class)`` writes the files the real reader reads (annotation
 files, .mat files, CIFAR's pickled batches, IDX files, JPEGs; the layouts of
-:mod:`codyra.data.catalog`) for a few classes of small noise images, and CoOp's
+each dataset's module of :mod:`codyra.data.datasets`) for a few classes of small noise images, and CoOp's
 ``split_zhou_*.json`` file where X-TAIL reads one, so one folder serves both protocols. Every
 class has at least ``train_per_class`` training images (a k-shot draw needs k) and
 ``TEST_PER_CLASS`` test images under each protocol's split: where ZSCL's 80/20 random split
@@ -527,7 +527,7 @@ def write_datasets(cfg: dict, root: Path, *, train_per_class: int) -> None:
     root.mkdir(parents=True, exist_ok=True)
     kind = cfg["data"]["kind"]
     if kind == "trace":
-        write_trace(root, [task["name"] for task in cfg["tasks"]], train_per_class)
+        write_trace(root, list(cfg["tasks"]), train_per_class)
         return
     if kind not in PROTOCOLS:
         raise ValueError(f"data.kind {kind!r} reads no datasets from disk; fixtures exist for {PROTOCOLS} and trace")

@@ -38,6 +38,7 @@ def shrink(raw: dict, *, full: bool = False) -> dict:
     if not full:
         cfg["seeds"] = cfg["seeds"][:1]
         cfg["tasks"] = cfg["tasks"][:SMALL_TASKS]
+        cfg["task_settings"] = {t: s for t, s in (cfg.get("task_settings") or {}).items() if t in cfg["tasks"]}
         for sweep in _sweeps(cfg):
             _first_values(sweep)
         _keep_running_targets(cfg)
@@ -91,18 +92,22 @@ def _keep_running_targets(cfg: dict) -> None:
 
 
 def _method_layers(cfg: dict) -> list[dict]:
-    """Every method config layer: method_configs.<m> and tasks[i].methods.<m>."""
+    """Every method config layer: method_configs.<m> and task_settings.<t>.methods.<m>."""
     layers = list((cfg.get("method_configs") or {}).values())
-    layers += [spec for task in cfg["tasks"] for spec in (task.get("methods") or {}).values()]
+    layers += [spec for task in _task_layers(cfg) for spec in (task.get("methods") or {}).values()]
     return layers
 
 
 def _train_blocks(cfg: dict) -> list[dict]:
-    """Every train block a job's settings resolve from (codyra.experiment.config.resolve_job's layers)."""
+    """Every train block a job's settings resolve from (codyra.experiment.resolve.resolve_job's layers)."""
     blocks = [cfg.get("train") or {}]
     blocks += [layer["train"] for layer in _method_layers(cfg) if layer.get("train")]
-    blocks += [task["train"] for task in cfg["tasks"] if task.get("train")]
+    blocks += [task["train"] for task in _task_layers(cfg) if task.get("train")]
     return blocks
+
+
+def _task_layers(cfg: dict) -> list[dict]:
+    return list((cfg.get("task_settings") or {}).values())
 
 
 def _shrink_steps(train: dict) -> None:
@@ -116,8 +121,8 @@ def _shrink_steps(train: dict) -> None:
 
 def changes(raw: dict, shrunk: dict) -> dict:
     """The keys of ``shrunk`` that differ from ``raw``, as a config overlay (mappings merged, every
-    other value, lists included, replaced: codyra.experiment.config.overlay)."""
-    out = {}
+    other value, lists included, replaced, null removing a mapping: codyra.experiment.config.overlay)."""
+    out = {key: None for key, before in raw.items() if key not in shrunk and isinstance(before, dict)}
     for key, value in shrunk.items():
         before = raw.get(key)
         if isinstance(value, dict) and isinstance(before, dict):

@@ -33,7 +33,7 @@ def read_cell(cfg: dict, path: Path, method: str, seed: int | None, i: int, j: i
         "seed": seed,
         "i": i,
         "j": j,
-        "task": cfg["tasks"][j - 1]["name"],
+        "task": cfg["tasks"][j - 1],
     }
     problems += [
         f"{key} is {cell.get(key)!r}, expected {value!r}" for key, value in expected.items() if cell.get(key) != value
@@ -91,7 +91,7 @@ def cell_record(
         "seed": seed,
         "i": i,
         "j": j,
-        "task": cfg["tasks"][j - 1]["name"],
+        "task": cfg["tasks"][j - 1],
         **fields,
         "seconds": round(time.time() - started, 3),
     }

@@ -114,7 +114,7 @@ def index_width(n: int) -> int:
 
 
 def config_task_labels(cfg: dict) -> list[str]:
-    return task_labels([t["name"] for t in cfg["tasks"]])
+    return task_labels(list(cfg["tasks"]))
 
 
 def run_name(method: str, seed: int | None) -> str:
@@ -525,7 +525,7 @@ SUMMARY_METRICS = (
 
 
 def train_run(cfg: dict, method: str, seed: int, i: int) -> dict:
-    task = cfg["tasks"][i - 1]["name"]
+    task = cfg["tasks"][i - 1]
     return {
         "key": train_key(cfg, method, seed, i),
         "parent": (method, seed),

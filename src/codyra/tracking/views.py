@@ -104,7 +104,7 @@ def experiment_note(cfg: dict, experiment_id: str) -> str:
     def link(view: str, charts: bool = False) -> str:
         return f"[{views[view][0]}]({view_link(experiment_id, view, charts)})"
 
-    tasks = ", ".join(t["name"] for t in cfg["tasks"])
+    tasks = ", ".join(cfg["tasks"])
     return f"""**Start here: {link(SUMMARY)}**, one summary run per method (filter `tags.kind = 'summary'`),
 best {headline(cfg)[0]} first; each metric is the mean over seeds, `<metric> std` its spread. Then
 {link(CURVES, charts=True)} (the summary runs, in the methods' colours) or

@@ -243,7 +243,7 @@ def finish_task(task: TrainingTask, update, summary, history, started, state=Non
     summary = {
         **summary_defaults(summary),
         **task.placement,
-        "task": task.cfg["tasks"][task.task_index - 1]["name"],
+        "task": task.cfg["tasks"][task.task_index - 1],
         "job": task.job,
         "update_kind": update.kind,
         "steps": len(history),

@@ -170,7 +170,7 @@ def demonstration_prompts(options, cfg: dict, seed: int, j: int, examples: list,
     from codyra.steps.batches import derive_seed
 
     fmt = FORMATS[options.format]
-    task = cfg["tasks"][j - 1]["name"]
+    task = cfg["tasks"][j - 1]
     max_prompt_len = options.max_prompt_len or cfg["llm"]["max_prompt_len"]
     prompts = [e.prompt for e in examples]
     # the mini TRACE's tasks carry TRACE's names, not its instructions
