@@ -136,7 +136,7 @@ def test_mlflow_mirrors_the_grid(finished_grid):
         for j in range(1, n + 1)
     } | {"seconds": row.data.metrics["seconds"]}
     assert row.info.run_name == "full-ft s0 row03"  # names that stand alone
-    assert train.info.run_name == f"codyra s1 task02-{cfg['tasks'][1]['name']}"
+    assert train.info.run_name == f"codyra s1 task02-{cfg['tasks'][1]}"
     assert row.data.tags["mlflow.parentRunId"] == runs[f"run/{cfg['benchmark']}/full-ft/seed0"].info.run_id
     parent = runs[f"run/{cfg['benchmark']}/codyra/seed0"]
     artifacts = {a.path for a in store.client.list_artifacts(parent.info.run_id)}
