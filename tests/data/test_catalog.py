@@ -7,12 +7,14 @@ from codyra.data.catalog import (
     HELDOUT_DATASETS,
     MTIL,
     MTIL_DATASETS,
+    PROTOCOLS,
     RECORDS,
     XTAIL,
     XTAIL_DATASETS,
+    protocol_datasets,
     requirement,
 )
-from codyra.data.templates import MTIL_TEMPLATES, XTAIL_TEMPLATES, templates
+from codyra.data.templates import templates
 
 # MTIL (ZSCL): template ensemble sizes, split sizes, 5-shot train sizes (order I).
 MTIL_TEMPLATE_COUNTS = {
@@ -85,13 +87,12 @@ def test_dataset_lists_and_order():
 
 
 def test_mtil_template_ensembles_have_the_protocol_sizes():
-    assert {name: len(MTIL_TEMPLATES[name]) for name in MTIL_DATASETS} == MTIL_TEMPLATE_COUNTS
-    assert len(set(MTIL_TEMPLATES["Caltech101"])) == 34
+    assert {name: len(templates(name, MTIL)) for name in MTIL_DATASETS} == MTIL_TEMPLATE_COUNTS
+    assert len(set(templates("Caltech101", MTIL))) == 34
 
 
 def test_xtail_has_one_template_per_dataset():
-    assert set(XTAIL_TEMPLATES) == set(XTAIL_DATASETS) | set(HELDOUT_DATASETS[XTAIL])
-    assert all(len(ensemble) == 1 for ensemble in XTAIL_TEMPLATES.values())
+    assert all(len(templates(name, XTAIL)) == 1 for name in XTAIL_DATASETS + HELDOUT_DATASETS[XTAIL])
     assert templates("Aircraft", XTAIL) == ("a photo of a {}, a type of aircraft.",)
     assert templates("DTD", XTAIL) == ("{} texture.",)
     assert templates("EuroSAT", XTAIL) == ("a centered satellite photo of {}.",)
@@ -99,7 +100,7 @@ def test_xtail_has_one_template_per_dataset():
 
 
 @pytest.mark.parametrize(
-    "name, protocol", [*((name, MTIL) for name in MTIL_TEMPLATES), *((name, XTAIL) for name in XTAIL_TEMPLATES)]
+    "name, protocol", [(name, protocol) for protocol in PROTOCOLS for name in protocol_datasets(protocol)]
 )
 def test_every_template_has_exactly_one_placeholder(name, protocol):
     ensemble = templates(name, protocol)  # ImageNet's: open_clip's 80 OpenAI prompts

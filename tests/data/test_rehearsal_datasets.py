@@ -51,8 +51,7 @@ def test_every_dataset_of_a_paper_config_is_written_complete(tmp_path, image_con
         assert "8 of 8 tasks usable" in report.text
         for task in cfg["tasks"]:
             counts = [
-                len(json.loads((tmp_path / "data" / task / f"{s}.json").read_text()))
-                for s in ("train", "eval", "test")
+                len(json.loads((tmp_path / "data" / task / f"{s}.json").read_text())) for s in ("train", "eval", "test")
             ]
             assert counts == [per_class, TEST_PER_CLASS, TEST_PER_CLASS]
         return

@@ -10,12 +10,8 @@ the domain predictor) embeds every class of every dataset with the one template 
 
 from __future__ import annotations
 
-from codyra.data.catalog import MTIL, RECORDS, XTAIL, check_name, protocol_datasets
+from codyra.data.catalog import RECORDS, check_name
 from codyra.data.datasets import OPENAI_IMAGENET_TEMPLATES
-
-# Every dataset's templates under a protocol, OPENAI_IMAGENET_TEMPLATES unresolved.
-MTIL_TEMPLATES = {name: RECORDS[name].templates[MTIL] for name in protocol_datasets(MTIL)}
-XTAIL_TEMPLATES = {name: RECORDS[name].templates[XTAIL] for name in protocol_datasets(XTAIL)}
 
 RAIL_TEMPLATE = "a photo of a {}."
 

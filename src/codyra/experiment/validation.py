@@ -217,7 +217,7 @@ def _check_semantics(cfg: dict) -> None:
                 f"config key tasks[{k}]: {name!r} is not a dataset of the {cfg['data']['kind']} protocol; "
                 f"choose from {', '.join(known)}"
             )
-    _check_task_settings(cfg, known if known is not None else _benchmark_tasks(cfg["data"]["kind"]))
+    _check_task_settings(cfg, known)
     _check_heldout(cfg, names)
     from codyra.store.paths import RESERVED_NAMES
 
@@ -291,22 +291,17 @@ def _check_families(cfg: dict) -> None:
             )
 
 
-def _benchmark_tasks(kind: str) -> tuple[str, ...]:
-    """The tasks of the benchmark a data kind without a catalog names (TRACE's: its task folders
-    may be any, but a setting keyed by none of the stream's tasks nor of TRACE's is misspelt)."""
-    if kind == "trace":
-        from codyra.trace.metrics import TRACE_TASKS
-
-        return TRACE_TASKS
-    return ()
-
-
-def _check_task_settings(cfg: dict, known: tuple[str, ...]) -> None:
+def _check_task_settings(cfg: dict, known: tuple[str, ...] | None) -> None:
     """Settings are keyed by the name of a task of the stream, or of a task the benchmark provides (a
     stream may leave out a task its base configures); any other name is misspelt, and its settings
-    would apply to nothing."""
+    would apply to nothing. ``known``: the data kind's datasets; TRACE's task folders may be any,
+    so there the benchmark's are TRACE's own eight."""
+    if known is None and cfg["data"]["kind"] == "trace":
+        from codyra.trace.metrics import TRACE_TASKS
+
+        known = TRACE_TASKS
     for name in cfg["task_settings"]:
-        if name in cfg["tasks"] or name in known:
+        if name in cfg["tasks"] or name in (known or ()):
             continue
         close = difflib.get_close_matches(name, cfg["tasks"], n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
