@@ -12,6 +12,7 @@ from codyra.analysis import cka, drift, magnitude
 from codyra.analysis.common import run_updates
 from codyra.analysis.probes import scaled, without_tower
 from codyra.analysis.significance import mean_ci, paired_p
+from codyra.methods.lora import LoRA
 from codyra.store.io import ResultError
 from codyra.store.paths import task_dir
 from codyra.store.updates import TaskUpdate, placement, save_update
@@ -269,8 +270,8 @@ def test_interpolation_endpoints_are_theta_0_and_theta_n(tiny_run):
     for i in (1, 2, 3):
         train_task(cfg, "lora-r4", 0, i)
     start, end = (
-        probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 0.0))[0],
-        probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 1.0))[0],
+        probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 0.0), LoRA)[0],
+        probe_model(cfg, "lora-r4", 0, lambda u: scaled(u, 1.0), LoRA)[0],
     )
     for probe, reference in ((start, pretrained_clip(cfg)), (end, rebuild_clip(cfg, "lora-r4", 0, 3))):
         ours, theirs = probe.model.state_dict(), reference.model.state_dict()

@@ -16,6 +16,7 @@ from codyra.analysis import orth
 from codyra.analysis.norm_matched import norm_matched_table
 from codyra.analysis.registry import available, skipped, write
 from codyra.experiment.config import ConfigError, load_config
+from codyra.methods import method_classes
 from codyra.methods.lora import LoRA, norm_target_value
 from codyra.store.io import ResultError
 from codyra.store.updates import delta_from_factors
@@ -134,7 +135,7 @@ def test_norm_matched_table_by_hand(tiny_cfg_dict):
     )
     # rows 0..3 of A (3 tasks): plasticity A[j+1,j] - A[0,j] = 10, 20, 30; forgetting A[j+1,j] - A[3,j] = 4, 8
     A = [[50, 40, 30], [60, 0, 0], [58, 60, 0], [56, 52, 60]]
-    table = norm_matched_table(cfg, {"lora-r4": [{"A": A}], "nm": [{"A": A}]})
+    table = norm_matched_table(cfg, {"lora-r4": [{"A": A}], "nm": [{"A": A}]}, method_classes(cfg, cfg["methods"]))
     rows = {label: [None if c is None else c[0] for c in cells] for _, label, cells in table.rows}
     assert (
         rows["lora-r4"][:2] == pytest.approx([4, 4.0])
@@ -146,7 +147,7 @@ def test_norm_matched_table_by_hand(tiny_cfg_dict):
     assert "Learnt less" not in table.caption  # as much Delta-plasticity as its reference
     # nm learns 4 points a task against lora-r4's 20: below 25 %, named
     flat = [[50, 40, 30], [54, 0, 0], [52, 44, 0], [50, 42, 34]]
-    table = norm_matched_table(cfg, {"lora-r4": [{"A": A}], "nm": [{"A": flat}]})
+    table = norm_matched_table(cfg, {"lora-r4": [{"A": A}], "nm": [{"A": flat}]}, method_classes(cfg, cfg["methods"]))
     assert "Learnt less than 25% of the natural runs' Delta-plasticity (lower norm_penalty): nm seed 0" in table.caption
 
 

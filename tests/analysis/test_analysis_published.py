@@ -462,6 +462,7 @@ def test_the_tables_mark_with_a_dagger_the_rows_the_paper_marks(tiny_cfg):
     from codyra.clip.family import CLIP
     from codyra.evaluation.tables import method_layout
     from codyra.llm.family import CAUSAL_LM
+    from codyra.methods import method_classes
     from codyra.methods.l2p import METHOD as L2P
 
     cfg = copy.deepcopy(tiny_cfg)
@@ -470,7 +471,7 @@ def test_the_tables_mark_with_a_dagger_the_rows_the_paper_marks(tiny_cfg):
         "l2p": {"kind": "l2p"},
         "rail-primal": {"kind": "rail", "variant": "primal"},
     }
-    labels = dict(method_layout(cfg, ["codyra", "cl-lora", "l2p", "rail-primal"]).rows)
+    labels = dict(method_layout(cfg, method_classes(cfg, ["codyra", "cl-lora", "l2p", "rail-primal"])).rows)
     # CL-LoRA routes each class to its task's branch, yet the paper prints it bare; L2P's CLIP row has one
     assert labels == {"codyra": "CoDyRA", "cl-lora": "CL-LoRA", "l2p": "L2P†", "rail-primal": "RAIL-Primal†"}
     assert L2P.daggered(CLIP) and not L2P.daggered(CAUSAL_LM)  # TRACE's table prints L2P, DualPrompt

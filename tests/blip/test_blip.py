@@ -249,7 +249,7 @@ def test_config_validation_names_the_problem(tmp_path, change, message):
 
 
 def test_the_blip_table_holds_each_methods_means_over_tasks(tmp_path):
-    from codyra.evaluation.tables import means_table, table_names
+    from codyra.evaluation.tables import grid_layout, means_table, table_names
 
     raw = blip_cfg(tmp_path, tmp_path / "model", methods=["zeroshot", "codyra", "rail-primal"], seeds=[0, 1])
     cfg = load_config(raw)
@@ -260,7 +260,7 @@ def test_the_blip_table_holds_each_methods_means_over_tasks(tmp_path):
         "codyra": [{"A": [[40, 50], [80, 54], [70, 90]]}, {"A": [[40, 50], [82, 52], [72, 88]]}],
         "rail-primal": [{"A": [[40, 50], [90, 50], [88, 94]]}] * 2,
     }
-    table = means_table(cfg, runs)
+    table = means_table(cfg, runs, grid_layout(cfg))
     assert table.name == "blip" and table.columns == ["Transfer", "Average", "Last"]
     rows = {label: [s[0] for s in stats] for _, label, stats in table.stats()}
     # Transfer = A[1, 2]; Average = mean over tasks of the mean over rows 1..2; Last = mean of row 2

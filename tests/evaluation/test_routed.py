@@ -10,6 +10,7 @@ from codyra.evaluation import table_formats, tables
 from codyra.evaluation.evaluate import evaluate_row
 from codyra.experiment.train_job import train_task
 from codyra.methods import _routing as routing
+from codyra.methods import method_classes
 from codyra.store.cells import read_cell
 from codyra.store.io import ResultError, write_json
 from codyra.store.paths import cell_path
@@ -93,7 +94,7 @@ def test_tables_group_methods_and_mark_the_best_within_each_group():
         "lora-r16": [[50, 40], [85, 30], [60, 75]],
         "codyra-dagger": [[50, 40], [80, 45], [79, 70]],
     }
-    table = tables.forgetting_table(cfg, _runs(A))
+    table = tables.forgetting_table(cfg, _runs(A), tables.grid_layout(cfg))
     # paper order: reference, complementation, continually learned; the dagger on the routed method
     assert [label for _, label, _ in table.rows] == ["Zero-shot", "CoDyRA†", "CoDyRA", "LoRA (r=16)"]
     md = table_formats.to_markdown(table).splitlines()
@@ -118,7 +119,7 @@ def test_table2_groups_its_method_columns(monkeypatch):
         "codyra-dagger": [[0, 0], [60, 0], [55, 45]],
         "lora-r16": [[0, 0], [70, 0], [40, 60]],
     }
-    table = tables.table2(cfg, _runs(A))
+    table = tables.table2(cfg, _runs(A), tables.grid_layout(cfg))
     assert table.columns == ["CoDyRA†", "CoDyRA", "LoRA (r=16)"]
     md = table_formats.to_markdown(table).splitlines()
     assert md[4] == "| *group* | Model complementation | Model continually learned | Model continually learned |"
@@ -131,7 +132,7 @@ def test_routing_table_averages_router_accuracy_over_learned_rows(tmp_path):
     runs = _runs({"codyra": [[0, 0]] * 3, "codyra-dagger": [[0, 0]] * 3})
     for s, matrix in enumerate(runs["codyra-dagger"]):
         matrix["routing"] = [[None, None], [90 + s, 50], [80 + s, 70]]
-    table = tables.routing_table(cfg, runs)
+    table = tables.routing_table(cfg, runs, tables.grid_layout(cfg))
     assert [label for _, label, _ in table.rows] == ["CoDyRA†"]
     ((_, _, stats),) = table.stats()
     assert stats[0][:2] == (85.5, pytest.approx(np.std([85, 86], ddof=1))) and stats[1][0] == 60.0
@@ -139,12 +140,14 @@ def test_routing_table_averages_router_accuracy_over_learned_rows(tmp_path):
     assert tables.table_names(cfg) == ["table1", "forgetting", "routing", "A_codyra", "A_codyra-dagger"]
     del runs["codyra-dagger"][0]["routing"]
     with pytest.raises(ValueError, match="has no routing accuracies"):
-        tables.routing_table({**cfg, "results": str(tmp_path)}, runs)
+        tables.routing_table({**cfg, "results": str(tmp_path)}, runs, tables.grid_layout(cfg))
 
 
 def test_tables_without_complementation_methods_are_unchanged():
     cfg = _cfg(["zeroshot", "codyra"], ["zeroshot", "codyra"])
-    table = tables.table1(cfg, _runs({"zeroshot": [[50, 40]] * 3, "codyra": [[50, 40], [70, 45], [68, 60]]}))
+    table = tables.table1(
+        cfg, _runs({"zeroshot": [[50, 40]] * 3, "codyra": [[50, 40], [70, 45], [68, 60]]}), tables.grid_layout(cfg)
+    )
     assert table.groups == {} and "***" not in table_formats.to_markdown(table)
     assert table_formats.to_csv(table).splitlines()[0] == "block,row,method,column,mean,std,n_seeds,best"
     assert [label for _, label, _ in table.rows[:2]] == ["Zero-shot", "CoDyRA"]
@@ -157,7 +160,7 @@ def test_the_zero_shot_reference_never_takes_the_bold_and_is_greyed_out():
         "codyra": [[50, 40], [40, 30], [30, 35]],
         "lora-r16": [[50, 40], [45, 30], [20, 20]],
     }
-    table = tables.forgetting_table(cfg, _runs(A))
+    table = tables.forgetting_table(cfg, _runs(A), tables.grid_layout(cfg))
     best = table.best()
     for column, winner in (("Last", "CoDyRA"), ("Forgetting", "CoDyRA")):
         assert {label for _, label, c in best if table.columns[c] == column} == {winner}
@@ -172,7 +175,7 @@ def test_the_zero_shot_reference_never_takes_the_bold_and_is_greyed_out():
 def test_latex_tables_are_labelled_per_benchmark_and_fit_the_page():
     cfg = _cfg(["zeroshot", "codyra", "codyra-dagger"], ["zeroshot", "codyra", "codyra_dagger"])
     A = {m: [[50, 40], [70, 45], [68, 60]] for m in cfg["methods"]}
-    latex = table_formats.to_latex(tables.table1(cfg, _runs(A)), "xtail-16shot").splitlines()
+    latex = table_formats.to_latex(tables.table1(cfg, _runs(A), tables.grid_layout(cfg)), "xtail-16shot").splitlines()
     assert latex[0] == r"% needs \usepackage{booktabs}, \usepackage{adjustbox}, \usepackage{xcolor}"
     assert latex[1:9] == [
         r"\begin{table}[t]",
@@ -199,7 +202,7 @@ def test_row_labels_are_display_names_unless_two_methods_share_one():
     )
     cfg["method_configs"]["lora-r8"]["rank"] = 8
     cfg["analysis"] = {"paper_names": {"sora": "SoRA-gated"}}
-    assert tables.row_labels(cfg, cfg["methods"]) == {
+    assert tables.row_labels(cfg, method_classes(cfg, cfg["methods"])) == {
         "zeroshot": "Zero-shot",
         "full-ft": "Full FT",  # no paper row: the kind's display name
         "lora-r16": "LoRA (r=16)",

@@ -35,7 +35,7 @@ def matrix(method: str, seed: int) -> list[list[float]]:
 def grid(tiny_cfg_dict, monkeypatch):
     cfg = load_config({**tiny_cfg_dict, "seeds": [0, 1, 2], "methods": list(BASE)})
     runs = {m: [{"A": matrix(m, s), "seed": s} for s in cfg["seeds"]] for m in cfg["methods"]}
-    monkeypatch.setattr(tables, "load_runs", lambda cfg: runs)
+    monkeypatch.setattr(tables, "load_runs", lambda cfg, classes: runs)
     return cfg, runs
 
 
@@ -45,7 +45,7 @@ def rows_of(csv_text: str) -> dict[tuple[str, str], dict]:
 
 def test_negative_numbers_carry_a_minus_sign_where_displayed_and_a_hyphen_in_the_csv(grid):
     cfg, runs = grid
-    table = tables.forgetting_table(cfg, runs)
+    table = tables.forgetting_table(cfg, runs, tables.grid_layout(cfg))
     # CoDyRA: Forgetting ((50 - 60) + (70 - 65)) / 2 = -2.5, BWT (min(10, 0) + min(-5, 0) + 0) / 3 = -1.67
     codyra = next(line for line in table_formats.to_markdown(table).splitlines() if line.startswith("| CoDyRA |"))
     assert [cell.strip("*") for cell in codyra.split(" | ")[1:3]] == ["\u22122.5 ± 0.0", "\u22121.7 ± 0.0"]
@@ -63,7 +63,10 @@ def test_negative_numbers_carry_a_minus_sign_where_displayed_and_a_hyphen_in_the
 
 def test_captions_name_the_benchmark_and_count_the_seeds(grid):
     cfg, runs = grid
-    for table in (tables.table1(cfg, runs), tables.forgetting_table(cfg, runs)):
+    for table in (
+        tables.table1(cfg, runs, tables.grid_layout(cfg)),
+        tables.forgetting_table(cfg, runs, tables.grid_layout(cfg)),
+    ):
         assert table.caption.endswith("on the mini benchmark; mean ± std over 3 seeds")
         assert "[0, 1, 2]" not in table.caption and "tiny" not in table.caption
     one = {**cfg, "seeds": [4]}
@@ -89,7 +92,7 @@ def test_each_paper_config_has_its_benchmarks_display_name(config, title):
 
 def test_the_forgetting_table_defines_its_columns_and_drops_op_which_is_last(grid):
     cfg, runs = grid
-    table = tables.forgetting_table(cfg, runs)
+    table = tables.forgetting_table(cfg, runs, tables.grid_layout(cfg))
     assert table.columns == ["Forgetting", "BWT", "Transfer", "Average", "Last"]
     for definition in (
         "Forgetting (the paper's: the mean over tasks j < N of A[j,j] − A[N,j]; lower is better)",
@@ -121,8 +124,10 @@ def test_a_matrix_table_marks_no_best_and_heads_its_rows_as_models(grid):
     html = table_formats.to_html(table)
     assert "<tr><th>Model</th><th>colour</th>" in html and "<td><b>" not in html
     # the method comparisons keep their bold and name their rows
-    assert r"Method & colour & digits & count & Average \\" in table_formats.to_latex(tables.table1(cfg, runs), "tiny")
-    assert tables.forgetting_table(cfg, runs).best()
+    assert r"Method & colour & digits & count & Average \\" in table_formats.to_latex(
+        tables.table1(cfg, runs, tables.grid_layout(cfg)), "tiny"
+    )
+    assert tables.forgetting_table(cfg, runs, tables.grid_layout(cfg)).best()
 
 
 def test_csv_values_are_rounded_without_float_noise(grid):
@@ -131,7 +136,12 @@ def test_csv_values_are_rounded_without_float_noise(grid):
     rows = rows_of(table_formats.to_csv(tables.matrix_table(cfg, "zeroshot", "Zero-shot", runs["zeroshot"])))
     assert (rows["pretrained", "count"]["mean"], rows["pretrained", "count"]["std"]) == ("29.4", "0.0")
     # Last of LoRA: 173 / 3 + 1 = 58.666..., to the table's 1 decimal + 3
-    assert rows_of(table_formats.to_csv(tables.forgetting_table(cfg, runs)))["LoRA (r=4)", "Last"]["mean"] == "58.6667"
+    assert (
+        rows_of(table_formats.to_csv(tables.forgetting_table(cfg, runs, tables.grid_layout(cfg))))[
+            "LoRA (r=4)", "Last"
+        ]["mean"]
+        == "58.6667"
+    )
 
 
 def test_tables_with_a_column_per_task_have_a_table_star_form(grid):
@@ -200,7 +210,7 @@ def errorbar_data(container) -> tuple[tuple[float, float], tuple[float, float]]:
 
 def test_the_comparison_figures_draw_the_tables_numbers(grid):
     cfg, runs = grid
-    forgetting = tables.forgetting_table(cfg, runs)
+    forgetting = tables.forgetting_table(cfg, runs, tables.grid_layout(cfg))
     matrices = [tables.matrix_table(cfg, m, m, runs[m]) for m in cfg["methods"]]
     figures = tables.save_comparisons(cfg, forgetting, matrices)
     assert list(figures) == tables.comparison_names(cfg)

@@ -336,7 +336,7 @@ def test_the_tables_name_the_methods_left_out_in_every_format(tmp_path, monkeypa
     cfg["left_out"] = {"full-ft": "needs 106 GiB per GPU"}
     n = len(cfg["tasks"])
     matrix = {"A": [[50.0 + i + j for j in range(n)] for i in range(n + 1)]}
-    monkeypatch.setattr(tables, "load_runs", lambda cfg: {m: [matrix] for m in cfg["methods"]})
+    monkeypatch.setattr(tables, "load_runs", lambda cfg, classes: {m: [matrix] for m in cfg["methods"]})
     out = tables.write_tables(cfg)
     line = "Left out: Full FT: needs 106 GiB per GPU"
     assert f"*{line}*" in (out / "table1.md").read_text()

@@ -16,6 +16,8 @@ from codyra.cli import main
 from codyra.experiment.fingerprints import expected_cell_fingerprints, train_fingerprint
 from codyra.grid.invalidate import outdated_by, selected_paths
 from codyra.grid.status import grid_status, render
+from codyra.methods import method_of
+from codyra.methods.codyra import CoDyRA
 from codyra.store.paths import cell_path, row0_cell_path, run_dir, tables_dir, task_dir
 
 from ..conftest import write_yaml
@@ -61,7 +63,7 @@ def train(cfg, method, seed, i, seconds, settings=None, mtime=1000.0):
 
 def evaluate(cfg, method, seed, i, seconds, mtime=2000.0, copied=False):
     """Row i's cells as a row job writes them (a copy of row 0: no seconds of its own)."""
-    expected = expected_cell_fingerprints(cfg, method)
+    expected = expected_cell_fingerprints(cfg, method, method_of(cfg, method))
     for j in range(1, len(cfg["tasks"]) + 1):
         cell = {"accuracy": 50.0, "settings": expected[i][j - 1], "seconds": seconds}
         if copied:
@@ -74,7 +76,10 @@ def half_finished(cfg):
     the cluster (seed 0) and started (seed 1); zeroshot's copies made for seed 0 only."""
     results = cfg["results"]
     for j in range(1, 4):  # the shared row 0: 3 s per cell, computed
-        write(row0_cell_path(cfg, j), {"settings": expected_cell_fingerprints(cfg, "codyra")[0][j - 1], "seconds": 3.0})
+        write(
+            row0_cell_path(cfg, j),
+            {"settings": expected_cell_fingerprints(cfg, "codyra", CoDyRA)[0][j - 1], "seconds": 3.0},
+        )
     for i, seconds in enumerate((10.0, 20.0, 30.0), 1):
         train(cfg, "codyra", 0, i, seconds)
     for i in range(4):

@@ -63,13 +63,24 @@ class Recorder(LoRA):
         return model
 
 
+def recording(built: list) -> type[Recorder]:
+    """A Recorder class whose instances are appended to ``built`` (the training job builds its method)."""
+
+    class Recording(Recorder):
+        def __init__(self, spec):
+            super().__init__(spec)
+            built.append(self)
+
+    return Recording
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(CASES))
 def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, monkeypatch):
     fixture, method = CASES[family]
     cfg = request.getfixturevalue(fixture)
     built = []
-    monkeypatch.setattr(train_job, "build_method", lambda spec: built.append(Recorder(spec)) or built[-1])
+    monkeypatch.setattr(train_job, "method_of", lambda cfg, name: recording(built))
 
     first = train_job.train_task(cfg, method, 0, 1, device="cpu")
     total = first.summary["steps"]
@@ -101,7 +112,7 @@ def test_one_method_runs_its_hooks_in_order_in_both_families(family, request, mo
 
 
 def test_a_changed_method_state_is_detected(tiny_trace, monkeypatch):
-    monkeypatch.setattr(train_job, "build_method", lambda spec: Recorder(spec))
+    monkeypatch.setattr(train_job, "method_of", lambda cfg, name: Recorder)
     train_job.train_task(tiny_trace, "lora-qv", 0, 1, device="cpu")
     out = task_dir(tiny_trace, "lora-qv", 0, 1)
     save_file({"marker": torch.zeros(3)}, str(out / METHOD_STATE_FILE))

@@ -16,6 +16,7 @@ from codyra.experiment.train_job import train_task
 from codyra.llm.evaluate import predictions_path
 from codyra.llm.loss import position_ids
 from codyra.llm.model import pretrained_lm
+from codyra.methods import method_of
 from codyra.methods._prompting import pools as prompts
 from codyra.methods._prompting.llm import PromptedLM, attach_prompts
 from codyra.methods.icl import llm as icl
@@ -118,7 +119,7 @@ def _rebuilt_identically(cfg, method, cells):
     again = evaluate_row(cfg, method, 0, 2, [1, 2])
     assert [c["accuracy"] for c in again] == [c["accuracy"] for c in cells]
     assert [predictions_path(cell_path(cfg, method, 0, 2, j)).read_text() for j in (1, 2)] == first
-    expected = expected_cell_fingerprints(cfg, method)
+    expected = expected_cell_fingerprints(cfg, method, method_of(cfg, method))
     assert [c["settings"] for c in again] == expected[2][:2]
 
 
@@ -218,7 +219,7 @@ def test_icl_cells_are_evaluated_with_demonstrations_not_copied(tiny_trace):
     }  # 96: no demonstration fits the budget
     cells = evaluate_row(tiny_trace, "icl", 0, 1, [1, 2])  # theta_0: no training job, no update needed
     assert all("copied_from" not in c for c in cells)
-    assert [c["settings"] for c in cells] == expected_cell_fingerprints(tiny_trace, "icl")[1]
+    assert [c["settings"] for c in cells] == expected_cell_fingerprints(tiny_trace, "icl", ICL)[1]
     rows = [
         json.loads(line) for line in predictions_path(cell_path(tiny_trace, "icl", 0, 1, 2)).read_text().splitlines()
     ]
@@ -227,4 +228,4 @@ def test_icl_cells_are_evaluated_with_demonstrations_not_copied(tiny_trace):
     assert "copied_from" in evaluate_row(tiny_trace, "icl", 0, 0, [1])[0]
     # its cells rest on its config: another number of demonstrations is other settings
     tiny_trace["method_configs"]["icl"]["demonstrations"] = 3
-    assert expected_cell_fingerprints(tiny_trace, "icl")[1] != [c["settings"] for c in cells]
+    assert expected_cell_fingerprints(tiny_trace, "icl", ICL)[1] != [c["settings"] for c in cells]

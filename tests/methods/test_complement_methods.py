@@ -183,7 +183,7 @@ def test_rail_aggregation_table_pairs_rail_with_codyra_rail_per_variant():
     A = {m: [[50, 40], [80, 45], [70, 90]] for m in methods}
     A["codyra-rail-primal"] = [[50, 40], [85, 50], [80, 95]]
     runs = {m: [{"A": np.asarray(a, float).tolist(), "seed": 0}] for m, a in A.items()}
-    table = tables.rail_aggregation_table(cfg, runs)
+    table = tables.rail_aggregation_table(cfg, runs, tables.grid_layout(cfg))
     assert [(b, table.methods[label], label) for b, label, _ in table.rows] == [
         ("RAIL-Primal", "rail-primal", "RAIL-Primal†"),
         ("RAIL-Primal", "codyra-rail-primal", "CoDyRA + RAIL-Primal†"),

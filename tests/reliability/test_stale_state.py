@@ -13,6 +13,7 @@ from codyra.evaluation.results import summarize_run
 from codyra.evaluation.tables import write_tables
 from codyra.experiment.fingerprints import expected_cell_fingerprints, train_fingerprint
 from codyra.experiment.train_job import train_task
+from codyra.methods.lora import LoRA
 from codyra.store.io import ResultError, read_json
 from codyra.store.paths import SUMMARY_FILE, cell_path, task_dir
 from codyra.store.updates import load_update
@@ -81,4 +82,7 @@ def test_tables_refuse_results_of_an_out_of_band_retraining(tiny_run):
     summarize_run(cfg, "lora-r4", 0)
     write_tables(cfg)
     assert read_json(task_dir(cfg, "lora-r4", 0, 2) / SUMMARY_FILE)["settings"] == train_fingerprint(cfg, "lora-r4", 2)
-    assert read_json(cell_path(cfg, "lora-r4", 0, 2, 1))["settings"] == expected_cell_fingerprints(cfg, "lora-r4")[2][0]
+    assert (
+        read_json(cell_path(cfg, "lora-r4", 0, 2, 1))["settings"]
+        == expected_cell_fingerprints(cfg, "lora-r4", LoRA)[2][0]
+    )

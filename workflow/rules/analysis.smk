@@ -20,7 +20,7 @@ CONFLICT_FILE = GRAD_CONFLICT.format(**_fixed)
 MATRICES = [run_path(m, s, "matrix.json") for m in CFG["methods"] for s in CFG["seeds"]]
 HELDOUT_FILES = [HELDOUT_PATTERN.format(method=m, seed=s, i=i, name=h) for m in CFG["methods"] for s in CFG["seeds"] for i in range(N + 1) for h in HELDOUT_TASKS]
 # the comparison reads our tables' CSVs: the paper's headline tables and the analyses it compares
-COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG)]
+COMPARED = [f"{TABLES}/{t}.csv" for t in ("table1", "forgetting", "table2") if t in table_names(CFG, CLASSES)]
 COMPARED += [f"{TABLES}/{t}.csv" for a in ("drift", "magnitude", "cka", "retention") if a in ANALYSES for t in outputs(CFG, a)[0]]
 COMPARED += [f"{TABLES}/{t}.csv" for t in named_tables(CFG)]  # single-task studies and ablation tables named as the paper's
 # the files of each input set an analysis may read (codyra.analysis.registry.INPUT_SETS)

@@ -17,7 +17,7 @@ from codyra.experiment.resources import ProfileResources, job_threads, refuse_un
 from codyra.analysis.probe_files import probe_names
 from codyra.analysis.registry import outputs
 from codyra.evaluation.table_formats import TABLE_FORMATS
-from codyra.methods import method_of, reference_readers
+from codyra.methods import method_classes, reference_readers
 from codyra.methods.lora import norm_references
 from codyra.store.paths import CELL, EVAL_CACHE_IMAGES, EVAL_CACHE_MANIFEST, FAILED_JOBS_DIR, FIGURES_DIR, HELDOUT, LOGS_DIR, PROBE, ROW0_CELL, ROW0_HELDOUT, RUN_DIR, TABLES_DIR, eval_cache_dir
 
@@ -61,6 +61,7 @@ try:
 except ConfigError as err:
     raise WorkflowError(f"configuration error (nothing was run):\n{err}")
 config.update(CFG)  # report captions read snakemake.config: give them the validated values, defaults filled in
+CLASSES = method_classes(CFG, CFG["methods"])  # the grid's methods, each looked up once where the DAG is built
 if workflow.remote_exec:  # a submitted job: compute nodes read the weights cache, never wait on the network
     offline_by_default()
 # Presence checks (stat calls, a cache look-up) where the grid is planned, not again in every submitted job:
@@ -153,11 +154,11 @@ def run_started():
 
 
 def trains(method):
-    return method_of(CFG, method).trains
+    return CLASSES[method].trains
 
 
 def copies_row0(method):
-    return method_of(CFG, method).copies_row0()
+    return CLASSES[method].copies_row0()
 
 
 def run_path(method, seed, *parts):

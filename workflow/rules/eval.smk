@@ -90,7 +90,7 @@ if EVALUATED:
             i=r"[1-9]\d*",
         params:
             # an untrained row (FIX(ICL)) has no update inputs: its config's settings rerun it
-            settings=lambda w: eval_settings() if trains(w.method) else [eval_settings(), *untrained_settings(method_of(CFG, w.method), CFG["method_configs"][w.method])],
+            settings=lambda w: eval_settings() if trains(w.method) else [eval_settings(), *untrained_settings(CLASSES[w.method], CFG["method_configs"][w.method])],
         threads: job_threads(CFG, eval_rule(CFG))
         group:
             ROW_GROUP

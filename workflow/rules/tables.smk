@@ -26,8 +26,8 @@ rule tables:
     input:
         [run_path(m, s, "matrix.json") for m in CFG["methods"] for s in CFG["seeds"]],
     output:
-        [table_result(name, ext, place) for place, name in enumerate(table_names(CFG), 1) for ext in TABLE_FORMATS],
-        [f"{TABLES}/{name}-wide.tex" for name in wide_table_names(CFG)],
+        [table_result(name, ext, place) for place, name in enumerate(table_names(CFG, CLASSES), 1) for ext in TABLE_FORMATS],
+        [f"{TABLES}/{name}-wide.tex" for name in wide_table_names(CFG, CLASSES)],
         [heatmap_result(method, name) for method, name in zip(CFG["methods"], heatmap_names(CFG))],
         [comparison_result(name, place) for place, name in enumerate(comparison_names(CFG), 1)],
         [f"{FIGURES}/{name}.pdf" for name in heatmap_names(CFG) + comparison_names(CFG)],

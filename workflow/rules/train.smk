@@ -12,7 +12,7 @@ rule:
         summary=f"{RUN}/task{{i}}/summary.json",
         history=f"{RUN}/task{{i}}/history.jsonl",
     params:
-        settings=lambda w: train_fingerprint(CFG, w.method, int(w.i)),
+        settings=lambda w: train_fingerprint(CFG, w.method, int(w.i), CLASSES[w.method]),
     threads: lambda w: job_threads(CFG, train_rule(CFG), w.method, int(w.i), REQUESTS.gpus(train_rule(CFG)))
     group:
         JOB_GROUP

@@ -59,13 +59,21 @@ def consecutive_cka(updates) -> list[float | None]:
     return values
 
 
+TABLE, MEAN = "cka", "Mean"
+
+
+def pair_column(t: int) -> str:
+    """The CKA table's column of the updates of tasks ``t`` and ``t + 1``."""
+    return f"{t}-{t + 1}"
+
+
 def cka_table(cfg: dict) -> Table:
     n = len(cfg["tasks"])
     if n < 2:
         raise ValueError("CKA between consecutive task updates needs at least two tasks (config key tasks)")
-    columns = [f"{t}-{t + 1}" for t in range(1, n)] + ["Mean"]
+    columns = [pair_column(t) for t in range(1, n)] + [MEAN]
     table = Table(
-        "cka",
+        TABLE,
         f"{cfg['benchmark']}: linear CKA between consecutive task updates "
         "(lower: less interfering; paper: supp_cka), mean ± std over seeds",
         columns,

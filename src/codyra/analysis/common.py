@@ -21,16 +21,17 @@ if TYPE_CHECKING:
 
 
 def trained_methods(cfg: dict) -> list[str]:
-    from codyra.methods import method_of
+    from codyra.methods import method_classes
 
-    return [m for m in cfg["methods"] if method_of(cfg, m).trains]
+    return [m for m, cls in method_classes(cfg, cfg["methods"]).items() if cls.trains]
 
 
 def adapter_methods(cfg: dict) -> list[str]:
-    """Methods whose updates are low-rank adapters, as their kind declares (``stores_low_rank_update``)."""
-    from codyra.methods import method_of
+    """Trained methods whose updates are low-rank adapters, as their kind declares (``stores_low_rank_update``)."""
+    from codyra.methods import method_classes
 
-    return [m for m in trained_methods(cfg) if method_of(cfg, m).stores_low_rank_update]
+    classes = method_classes(cfg, cfg["methods"])
+    return [m for m, cls in classes.items() if cls.trains and cls.stores_low_rank_update]
 
 
 def norm_methods(cfg: dict) -> list[str]:

@@ -46,7 +46,7 @@ from codyra.analysis.paper_metrics import (
     ranking,
 )
 from codyra.analysis.published import table
-from codyra.evaluation.tables import method_layout
+from codyra.evaluation.tables import grid_layout
 from codyra.experiment.pretraining import own_pretraining
 
 
@@ -60,8 +60,8 @@ def comparison_table(cfg: dict, tables_dir: Path) -> PlainTable:
         f"(mean ± std over seeds {cfg['seeds']}); flagged where |difference| > 2 x spread",
         ["Metric", "Method", "Status", "Paper row", "Paper table", "Published", "Ours", "Difference", "Flag", "Note"],
     )
-    labels = dict(method_layout(cfg, cfg["methods"])[0])
-    rows = {m: paper_row(cfg, m) for m in cfg["methods"]}
+    layout = grid_layout(cfg)
+    labels, rows = dict(layout.rows), {m: paper_row(cfg, m, cls) for m, cls in layout.classes.items()}
     cache: dict = {}
     for metric in metrics(cfg, setting):
         for method in cfg["methods"]:
@@ -116,8 +116,8 @@ def ordering_table(cfg: dict, tables_dir: Path) -> PlainTable:
         f"paper ({setting.benchmark}) vs ours (best first)",
         ["Metric", "Paper table", "Paper order", "Our order", "Concordant pairs", "Kendall tau"],
     )
-    labels = dict(method_layout(cfg, cfg["methods"])[0])
-    rows = {m: paper_row(cfg, m) for m in cfg["methods"]}
+    layout = grid_layout(cfg)
+    labels, rows = dict(layout.rows), {m: paper_row(cfg, m, cls) for m, cls in layout.classes.items()}
     cache: dict = {}
     for metric in (m for m in metrics(cfg, setting) if not m.detail):
         common, left_out = [], {}

@@ -50,14 +50,23 @@ def cumulative_drift(updates: Iterable[TaskUpdate]) -> list[float]:
     return drift
 
 
+TABLE = "drift"
+
+
+def step_column(t: int, task: str) -> str:
+    """The drift table's column of the shift after task ``t`` (1-based), named ``task``."""
+    return f"{t}: {task}"
+
+
 def drift_table(cfg: dict) -> tuple[Table, dict]:
     tasks = list(cfg["tasks"])
+    columns = [step_column(t, name) for t, name in enumerate(tasks, 1)]
     table = Table(
-        "drift",
+        TABLE,
         f"{cfg['benchmark']}: cumulative parameter shift ||theta_t - theta_0||_F after task t (paper: drift table), "
         f"mean ± std over seeds {cfg['seeds']}",
-        [f"{t + 1}: {name}" for t, name in enumerate(tasks)],
-        higher_is_better=dict.fromkeys([f"{t + 1}: {name}" for t, name in enumerate(tasks)], False),
+        columns,
+        higher_is_better=dict.fromkeys(columns, False),
         decimals=3,
     )
     curves = {}

@@ -20,8 +20,11 @@ from codyra.analysis.common import run_updates, trained_methods
 from codyra.evaluation.table_formats import Table
 from codyra.store.updates import TaskUpdate
 
+TABLE = "magnitude"
 # Markdown tables cannot hold "|": the norms are named in words
-COLUMNS = ["eff. rank", "Frobenius dW (task)", "Frobenius dW (per matrix)", "spectral A", "spectral B"]
+EFF_RANK, FRO_TASK, FRO_MATRIX = "eff. rank", "Frobenius dW (task)", "Frobenius dW (per matrix)"
+SPECTRAL_A, SPECTRAL_B = "spectral A", "spectral B"
+COLUMNS = [EFF_RANK, FRO_TASK, FRO_MATRIX, SPECTRAL_A, SPECTRAL_B]
 
 
 def update_magnitude(update: TaskUpdate) -> dict:
@@ -57,7 +60,7 @@ def run_magnitude(cfg: dict, method: str, seed: int) -> dict:
 
 def magnitude_table(cfg: dict) -> Table:
     table = Table(
-        "magnitude",
+        TABLE,
         f"{cfg['benchmark']}: per-task update magnitude, averaged over tasks (paper: norm tables); "
         f"mean ± std over seeds {cfg['seeds']}",
         COLUMNS,

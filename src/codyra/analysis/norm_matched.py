@@ -17,7 +17,6 @@ import statistics
 from codyra.analysis.ablation import plasticity_forgetting
 from codyra.analysis.common import new_figure, norm_methods, run_summaries, save_figure
 from codyra.evaluation.table_formats import Table
-from codyra.methods import method_of
 from codyra.methods.lora import norm_references
 from codyra.store.paths import figures_dir
 
@@ -63,7 +62,8 @@ def caption_notes(misses: list[str], stalls: list[str]) -> str:
     return "".join(f". {what}: {'; '.join(runs)}" for what, runs in notes if runs)
 
 
-def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+def norm_matched_table(cfg: dict, runs: dict[str, list[dict]], classes: dict) -> Table:
+    """The probe's table from the grid's ``runs`` (``classes``: method -> its class)."""
     matched = norm_methods(cfg)
     if not matched:
         raise ValueError(
@@ -76,7 +76,7 @@ def norm_matched_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     plasticity = COLUMNS.index("Delta-plasticity")
     natural = {seed: [] for seed in cfg["seeds"]}  # the references' Delta-plasticity per seed
     for method in dict.fromkeys(references + matched):
-        if not method_of(cfg, method).stores_low_rank_update:
+        if not classes[method].stores_low_rank_update:
             raise ValueError(
                 f"norm-matched probe: {method} stores no low-rank adapter updates (no ||dW||_F per task); "
                 "list only low-rank adapter methods in norm_target"

@@ -11,10 +11,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from codyra.analysis import cka, drift, magnitude, retention
 from codyra.analysis.published import benchmarks, inconsistency, mean_std, table, tables_of, value
+from codyra.evaluation.tables import AVERAGE, FORGETTING, MEANS, OP
 from codyra.experiment.pretraining import own_pretraining
 from codyra.family import family_of
 from codyra.methods import method_class
+from codyra.methods.base import Method
 
 COMPARED, NO_ROW, NO_NUMBER, NOT_RUN = "compared", "no published row", "no published number", "not run"
 PAPER_COLUMNS = {
@@ -40,8 +43,9 @@ MEANS_TABLES = (
 ZERO_SHOT_BLOCK = "CLIP zero-shot reference"  # a zero-shot model's Average and Last equal its zero-shot accuracy
 
 
-def paper_row(cfg: dict, method: str) -> tuple[str | None, str]:
-    """(the paper's row of ``method``, or None and why it has none)."""
+def paper_row(cfg: dict, method: str, cls: type[Method] | None = None) -> tuple[str | None, str]:
+    """(the paper's row of ``method``, or None and why it has none); ``cls``: the method's class
+    where the caller has resolved it."""
     from codyra.experiment.sweeps import variant_names
 
     explicit = cfg["analysis"].get("paper_names", {})
@@ -50,7 +54,8 @@ def paper_row(cfg: dict, method: str) -> tuple[str | None, str]:
     if method in variant_names(cfg):
         return None, "an ablation variant (the paper's rows are the defaults)"
     spec = cfg["method_configs"][method]
-    cls = method_class(spec["kind"])
+    if cls is None:
+        cls = method_class(spec["kind"])
     if "paper_row" not in vars(cls):
         return None, f"method kind {spec['kind']} declares no paper_row (codyra.methods.{spec['kind']})"
     if cls.paper_row is None:
@@ -182,25 +187,25 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
     accuracy = next((t for t in ACCURACY_TABLES if t in tables), None)
     columns = table(accuracy)["columns"] if accuracy else []
     out = []
-    for block in ("Transfer", "Average", "Last"):
-        for ours in [*tasks, "Average"]:
+    for block in MEANS:
+        for ours in [*tasks, AVERAGE]:
             paper = PAPER_COLUMNS.get(ours, ours)
-            if ours != "Average" and paper not in columns:
+            if ours != AVERAGE and paper not in columns:
                 continue
             candidates = [Source("supp_training_stability", "", f"CoDyRA {block}", paper, only="CoDyRA")]
             if accuracy:
                 candidates.append(Source(accuracy, block, None, paper))
                 if block != "Transfer":
                     candidates.append(Source(accuracy, ZERO_SHOT_BLOCK, None, paper))
-            if ours == "Average":
+            if ours == AVERAGE:
                 candidates += [Source(t, "", None, block) for t in MEANS_TABLES]
-            name = block if ours == "Average" else f"{block} / {ours}"
-            out.append(Metric(name, sources(*candidates), ("table1", block, None, ours), detail=ours != "Average"))
+            name = block if ours == AVERAGE else f"{block} / {ours}"
+            out.append(Metric(name, sources(*candidates), ("table1", block, None, ours), detail=ours != AVERAGE))
     out.append(
         Metric(
             "Forgetting",
             sources(Source("bwt_main", "", "Forgetting", None)),
-            ("forgetting", "", None, "Forgetting"),
+            ("forgetting", "", None, FORGETTING),
             False,
         )
     )
@@ -209,7 +214,7 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
         Metric(
             "Drift (last task)",
             sources(Source("drift", "", None, steps[-1])),
-            ("drift", "", None, f"{len(tasks)}: {tasks[-1]}"),
+            (drift.TABLE, "", None, drift.step_column(len(tasks), tasks[-1])),
             False,
         )
     )
@@ -217,7 +222,7 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
         Metric(
             f"Drift after task {t}",
             sources(Source("drift", "", None, t)),
-            ("drift", "", None, f"{t}: {tasks[int(t) - 1]}"),
+            (drift.TABLE, "", None, drift.step_column(int(t), tasks[int(t) - 1])),
             False,
             True,
         )
@@ -225,18 +230,22 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
         if int(t) <= len(tasks)
     ]
     for name, ours, norm_lowest, stability in (
-        ("Effective rank per task", "eff. rank", "Effective Rank", "eff-rank"),
-        ("Frobenius dW per task", "Frobenius dW (task)", "||DeltaW||_F", "||DeltaW||_F"),
-        ("Spectral norm of A", "spectral A", None, "||A||_2"),
-        ("Spectral norm of B", "spectral B", None, "||B||_2"),
+        ("Effective rank per task", magnitude.EFF_RANK, "Effective Rank", "eff-rank"),
+        ("Frobenius dW per task", magnitude.FRO_TASK, "||DeltaW||_F", "||DeltaW||_F"),
+        ("Spectral norm of A", magnitude.SPECTRAL_A, None, "||A||_2"),
+        ("Spectral norm of B", magnitude.SPECTRAL_B, None, "||B||_2"),
     ):
         candidates = ([Source("norm_lowest", "", None, norm_lowest)] if norm_lowest else []) + [
             Source("supp_norm_stability", "", None, stability)
         ]
-        out.append(Metric(name, sources(*candidates), ("magnitude", "", None, ours), False, decimals=3))
+        out.append(Metric(name, sources(*candidates), (magnitude.TABLE, "", None, ours), False, decimals=3))
     out.append(
         Metric(
-            "CKA (mean)", sources(Source("supp_cka", "", "Mean", None)), ("cka", "", None, "Mean"), False, decimals=4
+            "CKA (mean)",
+            sources(Source("supp_cka", "", "Mean", None)),
+            (cka.TABLE, "", None, cka.MEAN),
+            False,
+            decimals=4,
         )
     )
     pairs = [r["row"] for r in table("supp_cka")["rows"] if r["row"] != "Mean"]  # "1--2", ...
@@ -244,7 +253,7 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
         Metric(
             f"CKA {p}",
             sources(Source("supp_cka", "", p, None)),
-            ("cka", "", None, p.replace("--", "-")),
+            (cka.TABLE, "", None, cka.pair_column(int(p.split("--")[0]))),
             False,
             True,
             4,
@@ -256,7 +265,7 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
         Metric(
             "Held-out average",
             sources(Source("unseen_transfer", "", None, "Average")),
-            ("general_capability", "", None, "Average"),
+            (retention.CAPABILITY_TABLE, "", None, retention.AVERAGE),
         )
     )
     for name in cfg["heldout_tasks"]:
@@ -265,7 +274,7 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
                 Metric(
                     f"Held-out / {name}",
                     sources(Source("unseen_transfer", "", None, PAPER_COLUMNS.get(name, name))),
-                    ("general_capability", "", None, name),
+                    (retention.CAPABILITY_TABLE, "", None, name),
                     detail=True,
                 )
             )
@@ -274,7 +283,7 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
         Metric(
             "Held-out average at theta_0",
             sources(Source("supp_zs_tracking", "", "Pretrained (theta_0)", tracking, only="CoDyRA")),
-            ("heldout_tracking", "Average", None, "theta_0"),
+            (retention.TRACKING_TABLE, retention.AVERAGE, None, retention.step_column(0)),
             detail=True,
         )
     )
@@ -285,7 +294,7 @@ def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
                 Metric(
                     f"Held-out average {row.lower()}",
                     sources(Source("supp_zs_tracking", "", row, tracking, only="CoDyRA")),
-                    ("heldout_tracking", "Average", None, f"after {t}"),
+                    (retention.TRACKING_TABLE, retention.AVERAGE, None, retention.step_column(t)),
                     detail=True,
                 )
             )
@@ -304,7 +313,7 @@ def metrics(cfg: dict, setting: Setting) -> list[Metric]:
                 ("table2", "", m, None),
                 m == "OP",
             )
-            for m in ("OP", "Forgetting")
+            for m in (OP, FORGETTING)  # the paper names its rows as we do
         ]
     return _clip_metrics(cfg, tables)
 

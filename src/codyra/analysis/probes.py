@@ -75,12 +75,11 @@ def without_modules(update: TaskUpdate, placement) -> TaskUpdate:
     return TaskUpdate("lora", tensors, targets)
 
 
-def probe_model(cfg: dict, method: str, seed: int, transform):
-    """theta_0 plus ``transform(update_i)`` for i = 1..N in task order, handed to the method's
-    ``for_inference`` hook with the stored method states as theta_N is for its cells; and the
-    updates' digests."""
+def probe_model(cfg: dict, method: str, seed: int, transform, method_class):
+    """theta_0 plus ``transform(update_i)`` for i = 1..N in task order, handed to the ``for_inference``
+    hook of the method (of class ``method_class``) with the stored method states as theta_N is for
+    its cells; and the updates' digests."""
     from codyra.clip.model import pretrained_clip
-    from codyra.methods import method_of
     from codyra.store.model_states import for_inference, require_updates
 
     n = len(cfg["tasks"])
@@ -88,7 +87,7 @@ def probe_model(cfg: dict, method: str, seed: int, transform):
     bundle = pretrained_clip(cfg)
     for d in dirs:
         apply_update(bundle.model, transform(load_update(d)))
-    return for_inference(cfg, method, seed, n, bundle, method_of(cfg, method)), [
+    return for_inference(cfg, method, seed, n, bundle, method_class), [
         read_json(d / SUMMARY_FILE)["update_digest"] for d in dirs
     ]
 
@@ -113,6 +112,7 @@ def evaluate_probe(cfg: dict, bundle, stream: bool, device) -> dict:
 def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
     """Every interpolation and module-removal probe of (method, seed); returns the written records."""
     from codyra.device import pick_device
+    from codyra.methods import method_of
 
     family = family_of(cfg)
     if "probes" in family.inapplicable_analyses:
@@ -133,10 +133,10 @@ def run_probes(cfg: dict, method: str, seed: int, *, device=None) -> list[dict]:
         (without_name(p), {"removed_modules": p}, lambda u, p=p: without_modules(u, p), True)
         for p in cfg["analysis"]["remove_modules"]
     ]
-    records = []
+    records, method_class = [], method_of(cfg, method)
     for name, fields, transform, stream in probes:
         started = time.time()
-        bundle, digests = probe_model(cfg, method, seed, transform)
+        bundle, digests = probe_model(cfg, method, seed, transform, method_class)
         record = {
             "probe": name,
             **fields,

@@ -180,8 +180,10 @@ def _write_orth(cfg: dict, method: str | None) -> None:
 def _write_norm_matched(cfg: dict, method: str | None) -> None:
     from codyra.analysis.norm_matched import norm_matched_table, write_norm_matched_figure
     from codyra.evaluation.tables import load_runs
+    from codyra.methods import method_classes
 
-    table = norm_matched_table(cfg, load_runs(cfg))
+    classes = method_classes(cfg, cfg["methods"])
+    table = norm_matched_table(cfg, load_runs(cfg, classes), classes)
     write_any_table(cfg, table)
     write_norm_matched_figure(cfg, table)
 
@@ -195,8 +197,9 @@ def _ablation_outputs(cfg: dict, method: str | None):
 def _write_ablations(cfg: dict, method: str | None) -> None:
     from codyra.analysis.ablation import write_ablations
     from codyra.evaluation.tables import load_runs
+    from codyra.methods import method_classes
 
-    write_ablations(cfg, load_runs(cfg))
+    write_ablations(cfg, load_runs(cfg, method_classes(cfg, cfg["methods"])))
 
 
 def _single_task_outputs(cfg: dict, method: str | None):
@@ -214,8 +217,9 @@ def _write_single_task(cfg: dict, method: str | None) -> None:
 def _write_significance(cfg: dict, method: str | None) -> None:
     from codyra.analysis.significance import significance_table
     from codyra.evaluation.tables import load_runs
+    from codyra.methods import method_classes
 
-    write_any_table(cfg, significance_table(cfg, load_runs(cfg)))
+    write_any_table(cfg, significance_table(cfg, load_runs(cfg, method_classes(cfg, cfg["methods"]))))
 
 
 def _write_compare(cfg: dict, method: str | None) -> None:

@@ -14,6 +14,8 @@ from codyra.evaluation.table_formats import Table
 from codyra.store.io import ResultError, read_json
 from codyra.store.paths import heldout_path
 
+TRACKING_TABLE, CAPABILITY_TABLE, AVERAGE = "heldout_tracking", "general_capability", "Average"
+
 
 def read_heldout(cfg: dict, method: str, seed: int, i: int, name: str) -> float:
     """The accuracy of a held-out file, checked to be the record it claims to be."""
@@ -41,7 +43,7 @@ def heldout_curve(cfg: dict, method: str, seed: int) -> dict[str, list[float]]:
     """Held-out task (and "Average") -> accuracy after each i = 0..N."""
     n, names = len(cfg["tasks"]), cfg["heldout_tasks"]
     curves = {name: [read_heldout(cfg, method, seed, i, name) for i in range(n + 1)] for name in names}
-    curves["Average"] = [statistics.fmean(curves[name][i] for name in names) for i in range(n + 1)]
+    curves[AVERAGE] = [statistics.fmean(curves[name][i] for name in names) for i in range(n + 1)]
     return curves
 
 
@@ -52,16 +54,21 @@ def _curves(cfg: dict) -> dict[str, list[dict[str, list[float]]]]:
     return {m: [heldout_curve(cfg, m, s) for s in cfg["seeds"]] for m in cfg["methods"]}
 
 
+def step_column(i: int) -> str:
+    """The tracking table's column of theta_i."""
+    return "theta_0" if i == 0 else f"after {i}"
+
+
 def tracking_table(cfg: dict) -> Table:
     curves, n = _curves(cfg), len(cfg["tasks"])
     table = Table(
-        "heldout_tracking",
+        TRACKING_TABLE,
         f"{cfg['benchmark']}: held-out (zero-shot) accuracy (%) of theta_i after each task i "
         "(paper: supp_zs_tracking), mean ± std over seeds",
-        ["theta_0"] + [f"after {i}" for i in range(1, n + 1)],
+        [step_column(i) for i in range(n + 1)],
         mark_best=False,
     )
-    for block in [*cfg["heldout_tasks"], "Average"]:
+    for block in [*cfg["heldout_tasks"], AVERAGE]:
         for method, per_seed in curves.items():
             table.rows.append((block, method, [[c[block][i] for c in per_seed] for i in range(n + 1)]))
     return table
@@ -70,10 +77,10 @@ def tracking_table(cfg: dict) -> Table:
 def general_capability_table(cfg: dict) -> Table:
     curves, n = _curves(cfg), len(cfg["tasks"])
     table = Table(
-        "general_capability",
+        CAPABILITY_TABLE,
         f"{cfg['benchmark']}: held-out accuracy (%) after the last task (paper: unseen_transfer), "
         "mean ± std over seeds",
-        [*cfg["heldout_tasks"], "Average"],
+        [*cfg["heldout_tasks"], AVERAGE],
     )
     for method, per_seed in curves.items():
         table.rows.append(("", method, [[c[col][n] for c in per_seed] for col in table.columns]))

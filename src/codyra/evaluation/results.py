@@ -54,13 +54,14 @@ def check_task_folders(cfg: dict, method: str, seed: int) -> None:
             task_summary(cfg, method, seed, i)
 
 
-def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict]) -> None:
+def check_settings(cfg: dict, matrices: dict[tuple[str, int], dict], classes: dict) -> None:
     """Refuse to combine runs whose cells were computed with settings other than ``cfg``'s
-    (e.g. a task retrained out-of-band with ``codyra train --set``): name them and the fix."""
+    (e.g. a task retrained out-of-band with ``codyra train --set``): name them and the fix.
+    ``classes``: method -> its class (:func:`codyra.methods.method_classes`)."""
     from codyra.experiment.fingerprints import expected_cell_fingerprints
 
     n, stale = len(cfg["tasks"]), []
-    expected = {method: expected_cell_fingerprints(cfg, method) for method, _ in matrices}
+    expected = {m: expected_cell_fingerprints(cfg, m, classes[m]) for m in dict.fromkeys(m for m, _ in matrices)}
     for (method, seed), matrix in matrices.items():
         recorded = matrix.get("settings") or [[None] * n] * (n + 1)
         cells = [

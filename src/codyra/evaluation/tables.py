@@ -52,17 +52,26 @@ from codyra.evaluation.figures import Curve, Point, method_styles, save_curves, 
 from codyra.evaluation.metrics import summarize
 from codyra.evaluation.table_formats import TABLE_FORMATS, Table, defined, write_table
 from codyra.family import family_of
-from codyra.methods import method_of
+from codyra.methods import method_classes
+from codyra.methods.base import Method
 from codyra.store.io import read_json, write_json
 from codyra.store.paths import MATRIX_FILE, figures_dir, run_dir, tables_dir
 
+Classes = dict[str, type[Method]]  # method -> its class, looked up once per job (codyra.methods.method_classes)
 
-def load_runs(cfg: dict) -> dict[str, list[dict]]:
-    """method -> the matrix.json of each seed (in config order), refused if computed with other settings."""
+
+# the names of the tables' metrics (columns, blocks and rows), which the paper comparison reads back
+TRANSFER, AVERAGE, LAST, FORGETTING, BWT, OP = "Transfer", "Average", "Last", "Forgetting", "BWT", "OP"
+MEANS = (TRANSFER, AVERAGE, LAST)  # means over tasks: Table 1's blocks, the means tables' columns
+
+
+def load_runs(cfg: dict, classes: Classes) -> dict[str, list[dict]]:
+    """method -> the matrix.json of each seed (in config order), refused if computed with other
+    settings; ``classes``: the methods' classes (:func:`codyra.methods.method_classes`)."""
     from codyra.evaluation.results import check_settings
 
     matrices = {(m, s): read_json(run_dir(cfg, m, s) / MATRIX_FILE) for m in cfg["methods"] for s in cfg["seeds"]}
-    check_settings(cfg, matrices)
+    check_settings(cfg, matrices, classes)
     return {m: [matrices[m, s] for s in cfg["seeds"]] for m in cfg["methods"]}
 
 
@@ -75,16 +84,17 @@ GROUPS = {
 DAGGER = "†"
 
 
-def row_labels(cfg: dict, methods) -> dict[str, str]:
-    """method -> its row label: config ``analysis.paper_names``, else its kind's ``Method.row_label``
-    (its paper row or display name filled in with its options; an ablation variant keeps its own
-    name), else the method's name. Labels that two methods would share fall back to their names."""
+def row_labels(cfg: dict, classes: Classes) -> dict[str, str]:
+    """method -> its row label, for the methods of ``classes``: config ``analysis.paper_names``, else
+    its kind's ``Method.row_label`` (its paper row or display name filled in with its options; an
+    ablation variant keeps its own name), else the method's name. Labels that two methods would
+    share fall back to their names."""
     from codyra.experiment.sweeps import variant_names
 
     explicit, variants = cfg["analysis"].get("paper_names", {}), set(variant_names(cfg))
     labels = {}
-    for m in methods:
-        declared = None if m in variants else method_of(cfg, m).row_label(cfg["method_configs"][m])
+    for m, cls in classes.items():
+        declared = None if m in variants else cls.row_label(cfg["method_configs"][m])
         labels[m] = explicit.get(m) or declared or m
     shared = Counter(labels.values())
     return {m: label if shared[label] == 1 else m for m, label in labels.items()}
@@ -94,25 +104,30 @@ class Layout(NamedTuple):
     rows: list[tuple[str, str]]  # (method, row label) in table order
     groups: dict[str, str]  # row label -> group title; {}: no groups
     reference: set[str]  # the row labels of the zero-shot reference (never best)
+    classes: Classes  # method -> its class, in config order
 
     def table_fields(self) -> dict:
         """A ``Table``'s groups, reference rows and config method per label."""
         return {"groups": self.groups, "reference": self.reference, "methods": {label: m for m, label in self.rows}}
 
 
-def method_layout(cfg: dict, methods) -> Layout:
-    """The methods' rows, labelled by :func:`row_labels`. Without a model-complementation method:
-    config order, no groups. With one: grouped as the paper (stable within a group), a dagger
-    after each method the paper marks with one (``Method.daggered``)."""
-    classes = {m: method_of(cfg, m) for m in methods}
-    labels = row_labels(cfg, methods)
+def method_layout(cfg: dict, classes: Classes) -> Layout:
+    """The rows of the methods of ``classes``, labelled by :func:`row_labels`. Without a
+    model-complementation method: config order, no groups. With one: grouped as the paper (stable
+    within a group), a dagger after each method the paper marks with one (``Method.daggered``)."""
+    labels = row_labels(cfg, classes)
     reference = {labels[m] for m, c in classes.items() if c.group == "reference"}
     if not any(c.group == "complementation" or c.predicts_domain for c in classes.values()):
-        return Layout([(m, labels[m]) for m in methods], {}, reference)
-    order = sorted(methods, key=lambda m: list(GROUPS).index(classes[m].group))
+        return Layout([(m, labels[m]) for m in classes], {}, reference, classes)
+    order = sorted(classes, key=lambda m: list(GROUPS).index(classes[m].group))
     family = family_of(cfg)
     rows = [(m, _daggered(labels[m]) if classes[m].daggered(family) else labels[m]) for m in order]
-    return Layout(rows, {label: GROUPS[classes[m].group] for m, label in rows}, reference)
+    return Layout(rows, {label: GROUPS[classes[m].group] for m, label in rows}, reference, classes)
+
+
+def grid_layout(cfg: dict) -> Layout:
+    """:func:`method_layout` of the grid's methods, each looked up once."""
+    return method_layout(cfg, method_classes(cfg, cfg["methods"]))
 
 
 def _daggered(label: str) -> str:
@@ -149,18 +164,18 @@ def spread_text(cfg: dict) -> str:
     return seeds_text(cfg) if len(cfg["seeds"]) == 1 else f"mean ± std over {seeds_text(cfg)}"
 
 
-def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+def table1(cfg: dict, runs: dict[str, list[dict]], layout: Layout) -> Table:
     tasks = list(cfg["tasks"])
-    layout = method_layout(cfg, runs)
     table = Table(
         "table1",
         f"Transfer, Average and Last accuracy (%) per task and their mean on {benchmark_title(cfg)}; "
         f"{spread_text(cfg)}",
-        tasks + ["Average"],
+        tasks + [AVERAGE],
         row_header="Method",
         **layout.table_fields(),
     )
-    for block, key in (("Transfer", "transfer"), ("Average", "average"), ("Last", "last")):
+    for block in MEANS:
+        key = block.lower()
         for method, label in layout.rows:
             summaries = [summarize(m["A"]) for m in runs[method]]
             cells = [defined([s["per_task"][key][j] for s in summaries]) for j in range(len(tasks))]
@@ -168,9 +183,8 @@ def table1(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     return table
 
 
-def forgetting_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
-    columns = ["Forgetting", "BWT", "Transfer", "Average", "Last"]
-    layout = method_layout(cfg, runs)
+def forgetting_table(cfg: dict, runs: dict[str, list[dict]], layout: Layout) -> Table:
+    columns = [FORGETTING, BWT, *MEANS]
     table = Table(
         "forgetting",
         "Forgetting (the paper's: the mean over tasks j < N of A[j,j] − A[N,j]; lower is better), "
@@ -178,7 +192,7 @@ def forgetting_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
         "over tasks of Transfer (A[i,j] over i < j), Average (A[i,j] over i = 1..N) and Last (A[N,j]; "
         f"its mean is TRACE's Overall Performance, OP), in %, on {benchmark_title(cfg)}; {spread_text(cfg)}",
         columns,
-        higher_is_better={"Forgetting": False},
+        higher_is_better={FORGETTING: False},
         row_header="Method",
         **layout.table_fields(),
     )
@@ -188,42 +202,42 @@ def forgetting_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
     return table
 
 
-def table2(cfg: dict, runs: dict[str, list[dict]]) -> Table:
-    layout = method_layout(cfg, runs)
+def table2(cfg: dict, runs: dict[str, list[dict]], layout: Layout) -> Table:
     table = Table(
         "table2",
         "Overall Performance (OP: the mean over tasks of A[N,j]; higher is better) and Forgetting (the mean over "
         f"tasks j < N of A[j,j] − A[N,j]; lower is better), in %, on {benchmark_title(cfg)}; {spread_text(cfg)}",
         [label for _, label in layout.rows],
-        higher_is_better={"Forgetting": False},
+        higher_is_better={FORGETTING: False},
         best_along="row",
         row_header="Metric",
         **layout.table_fields(),
     )
     summaries = {m: [summarize(x["A"]) for x in matrices] for m, matrices in runs.items()}
-    for label, key in (("OP", "op"), ("Forgetting", "forgetting")):
+    for label, key in ((OP, "op"), (FORGETTING, "forgetting")):
         table.rows.append(("", label, [defined([s[key] for s in summaries[m]]) for m, _ in layout.rows]))
     return table
 
 
-def routed_methods(cfg: dict) -> list[str]:
-    return [m for m in cfg["methods"] if method_of(cfg, m).predicts_domain]
+def routed_methods(classes: Classes) -> list[str]:
+    """The methods that predict the domain at inference, in config order."""
+    return [m for m, cls in classes.items() if cls.predicts_domain]
 
 
-def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+def routing_table(cfg: dict, runs: dict[str, list[dict]], layout: Layout) -> Table:
     """Router accuracy (%) per task: the share of task j's test samples routed where they belong
     (their own task once learned, the zero-shot model before), averaged over rows i = 1..N."""
     tasks = list(cfg["tasks"])
-    labels = dict(method_layout(cfg, cfg["methods"]).rows)
+    labels = dict(layout.rows)
     table = Table(
         "routing",
         f"Domain-router accuracy (%) per task on {benchmark_title(cfg)}: the share of task j's test samples routed "
         f"where they belong, averaged over the rows i = 1..N; {spread_text(cfg)}",
-        tasks + ["Average"],
+        tasks + [AVERAGE],
         row_header="Method",
-        methods={labels[m]: m for m in routed_methods(cfg)},
+        methods={labels[m]: m for m in routed_methods(layout.classes)},
     )
-    for method in routed_methods(cfg):
+    for method in routed_methods(layout.classes):
         per_seed = []
         for matrix in runs[method]:
             routing = matrix.get("routing")
@@ -248,22 +262,22 @@ def routing_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
 RAIL_KINDS = ("rail", "codyra_rail")  # RAIL's head on the frozen backbone, then on CoDyRA's
 
 
-def rail_aggregation_methods(cfg: dict) -> dict[str, list[str]]:
+def rail_aggregation_methods(cfg: dict, classes: Classes) -> dict[str, list[str]]:
     """{RAIL variant: its rail methods, then its codyra_rail methods}; {} without a codyra_rail method."""
-    kinds = {m: cfg["method_configs"][m]["kind"] for m in cfg["methods"]}
+    kinds = {m: cls.kind for m, cls in classes.items()}
     if RAIL_KINDS[1] not in kinds.values():
         return {}
     blocks: dict[str, list[str]] = {}
     for kind in RAIL_KINDS:
-        for m in (m for m in cfg["methods"] if kinds[m] == kind):
-            variant = method_of(cfg, m)(cfg["method_configs"][m]).options.variant
+        for m in (m for m in classes if kinds[m] == kind):
+            variant = classes[m](cfg["method_configs"][m]).options.variant
             blocks.setdefault(variant, []).append(m)
     return blocks
 
 
-def rail_aggregation_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
-    columns, blocks = ["Transfer", "Average", "Last"], rail_aggregation_methods(cfg)
-    labels = dict(method_layout(cfg, cfg["methods"]).rows)
+def rail_aggregation_table(cfg: dict, runs: dict[str, list[dict]], layout: Layout) -> Table:
+    columns, blocks = list(MEANS), rail_aggregation_methods(cfg, layout.classes)
+    labels = dict(layout.rows)
     table = Table(
         "rail_aggregation",
         f"CoDyRA + RAIL's aggregation-based adapters on {benchmark_title(cfg)}: Transfer, Average and Last, "
@@ -288,11 +302,10 @@ def rail_aggregation_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
 MEANS_CAPTIONS = {"blip": "Averaged performance using BLIP"}  # the paper's caption of a family's means table
 
 
-def means_table(cfg: dict, runs: dict[str, list[dict]]) -> Table:
+def means_table(cfg: dict, runs: dict[str, list[dict]], layout: Layout) -> Table:
     """The family's table of means (``Family.means_table``): Transfer / Average / Last over tasks
     per method, the rows labelled and grouped as Table 1's."""
-    name, columns = family_of(cfg).means_table, ["Transfer", "Average", "Last"]
-    layout = method_layout(cfg, runs)
+    name, columns = family_of(cfg).means_table, list(MEANS)
     table = Table(
         name,
         f"{MEANS_CAPTIONS[name]} on {benchmark_title(cfg)}: Transfer, Average and Last, means over tasks (%); "
@@ -325,19 +338,22 @@ def matrix_table(cfg: dict, method: str, label: str, matrices: list[dict]) -> Ta
     return table
 
 
-def table_names(cfg: dict) -> list[str]:
-    """The tables ``write_tables`` produces for ``cfg`` (the workflow declares them as outputs)."""
+def table_names(cfg: dict, classes: Classes | None = None) -> list[str]:
+    """The tables ``write_tables`` produces for ``cfg`` (the workflow declares them as outputs);
+    ``classes``: the methods' classes where the caller has resolved them."""
+    if classes is None:
+        classes = method_classes(cfg, cfg["methods"])
     trace = ["table2"] if cfg["data"]["kind"] == "trace" else []
     means = [family_of(cfg).means_table] if family_of(cfg).means_table else []
-    routing = ["routing"] if routed_methods(cfg) else []
-    rail = ["rail_aggregation"] if rail_aggregation_methods(cfg) else []
+    routing = ["routing"] if routed_methods(classes) else []
+    rail = ["rail_aggregation"] if rail_aggregation_methods(cfg, classes) else []
     return ["table1", "forgetting", *trace, *means, *routing, *rail, *(f"A_{m}" for m in cfg["methods"])]
 
 
-def wide_table_names(cfg: dict) -> list[str]:
+def wide_table_names(cfg: dict, classes: Classes | None = None) -> list[str]:
     """The tables with a column per task, which ``write_tables`` also writes as ``<name>-wide.tex``
     (a ``table*``, across both columns of a two-column paper)."""
-    return [n for n in table_names(cfg) if n in ("table1", "routing") or n.startswith("A_")]
+    return [n for n in table_names(cfg, classes) if n in ("table1", "routing") or n.startswith("A_")]
 
 
 def heatmap_names(cfg: dict) -> list[str]:
@@ -355,11 +371,14 @@ def comparison_names(cfg: dict) -> list[str]:
 SUMMARY_NAME = "summary.json"  # every run's summary metrics, for scripts
 
 
-def output_files(cfg: dict) -> list[Path]:
-    """Every file ``write_tables`` writes for ``cfg`` (the workflow's tables rule declares each)."""
+def output_files(cfg: dict, classes: Classes | None = None) -> list[Path]:
+    """Every file ``write_tables`` writes for ``cfg`` (the workflow's tables rule declares each);
+    ``classes``: the methods' classes where the caller has resolved them."""
+    if classes is None:
+        classes = method_classes(cfg, cfg["methods"])
     tables, figures = tables_dir(cfg), figures_dir(cfg)
-    files = [tables / f"{name}.{ext}" for name in table_names(cfg) for ext in TABLE_FORMATS]
-    files += [tables / f"{name}-wide.tex" for name in wide_table_names(cfg)]
+    files = [tables / f"{name}.{ext}" for name in table_names(cfg, classes) for ext in TABLE_FORMATS]
+    files += [tables / f"{name}-wide.tex" for name in wide_table_names(cfg, classes)]
     drawn = heatmap_names(cfg) + comparison_names(cfg)
     files += [figures / f"{name}.{ext}" for name in drawn for ext in ("png", "pdf")]
     return [*files, tables / SUMMARY_NAME]
@@ -374,7 +393,7 @@ def save_comparisons(cfg: dict, forgetting: Table, matrices: list[Table]) -> dic
     label_of = {m: label for label, m in forgetting.methods.items()}
     reference = {forgetting.methods[label] for label in forgetting.reference}
     styles = method_styles(cfg["methods"], reference)
-    forget, last = forgetting.columns.index("Forgetting"), forgetting.columns.index("Last")
+    forget, last = forgetting.columns.index(FORGETTING), forgetting.columns.index(LAST)
     points = [
         Point(label, styles[forgetting.methods[label]], stats[forget][:2], stats[last][:2])
         for _, label, stats in forgetting.stats()
@@ -405,25 +424,28 @@ def save_comparisons(cfg: dict, forgetting: Table, matrices: list[Table]) -> dic
 
 def write_tables(cfg: dict) -> Path:
     """Every table of ``cfg``'s benchmark under results/tables/<benchmark>/; returns that folder."""
-    runs = load_runs(cfg)
-    forgetting = forgetting_table(cfg, runs)
-    tables = [table1(cfg, runs), forgetting]
+    every = method_classes(cfg, [*cfg["methods"], *cfg["left_out"]])  # the job's one lookup per method
+    classes = {m: every[m] for m in cfg["methods"]}
+    runs = load_runs(cfg, classes)
+    layout = method_layout(cfg, classes)
+    forgetting = forgetting_table(cfg, runs, layout)
+    tables = [table1(cfg, runs, layout), forgetting]
     if cfg["data"]["kind"] == "trace":
-        tables.append(table2(cfg, runs))
+        tables.append(table2(cfg, runs, layout))
     if family_of(cfg).means_table:
-        tables.append(means_table(cfg, runs))
-    if routed_methods(cfg):
-        tables.append(routing_table(cfg, runs))
-    if rail_aggregation_methods(cfg):
-        tables.append(rail_aggregation_table(cfg, runs))
-    left_out = list(row_labels(cfg, cfg["left_out"]).items())
+        tables.append(means_table(cfg, runs, layout))
+    if routed_methods(classes):
+        tables.append(routing_table(cfg, runs, layout))
+    if rail_aggregation_methods(cfg, classes):
+        tables.append(rail_aggregation_table(cfg, runs, layout))
+    left_out = list(row_labels(cfg, {m: every[m] for m in cfg["left_out"]}).items())
     for table in tables:  # the method tables (a method's matrix is its own)
         table.left_out = [(label, cfg["left_out"][m]) for m, label in left_out]
-    labels = row_labels(cfg, cfg["methods"])
+    labels = row_labels(cfg, classes)
     matrices = [matrix_table(cfg, m, labels[m], runs[m]) for m in cfg["methods"]]
     tables += matrices
-    assert [t.name for t in tables] == table_names(cfg)
-    wide = set(wide_table_names(cfg))
+    assert [t.name for t in tables] == table_names(cfg, classes)
+    wide = set(wide_table_names(cfg, classes))
     for table in tables:
         write_table(tables_dir(cfg), table, cfg["benchmark"], wide=table.name in wide)
     tasks, title = list(cfg["tasks"]), benchmark_title(cfg)

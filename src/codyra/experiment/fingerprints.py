@@ -7,9 +7,14 @@ job compares every cell's with the config, and MLflow runs are tagged with them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from codyra.experiment.resolve import resolve_job
 from codyra.family import family_of
 from codyra.store.io import fingerprint
+
+if TYPE_CHECKING:
+    from codyra.methods.base import Method
 
 # Left out: DeepSpeed's ranks (a ZeRO-2 checkpoint resumes in a plain process and vice versa) and
 # the thread counts. Threads change nothing on a GPU; on a CPU they change a reduction's order,
@@ -38,14 +43,11 @@ def _family(cfg: dict) -> dict:
     return family_of(cfg).settings(cfg)
 
 
-def _data(cfg: dict, method: str | None = None) -> dict:
-    """The data settings; the reference data only where ``method`` trains on it (ZSCL): evaluations
+def _data(cfg: dict, reads_reference: bool = False) -> dict:
+    """The data settings; the reference data only where the method trains on it (ZSCL): evaluations
     and every other method read none, and hold it as null (the default), so a grid that adds ZSCL
     (config/mini_baselines.yaml) shares the default grid's runs and cells."""
-    from codyra.methods import method_of
-
-    reads = method is not None and method_of(cfg, method).reads_reference_data
-    return {**cfg["data"], "reference": cfg["data"]["reference"] if reads else None}
+    return {**cfg["data"], "reference": cfg["data"]["reference"] if reads_reference else None}
 
 
 def _version(rule: str, kinds: list[str] | tuple[str, ...] = ()) -> str:
@@ -56,10 +58,15 @@ def _version(rule: str, kinds: list[str] | tuple[str, ...] = ()) -> str:
     return job_version(rule, kinds)
 
 
-def train_fingerprint(cfg: dict, method: str, i: int) -> str:
-    """Everything that determines task i's update given theta_{i-1}."""
+def train_fingerprint(cfg: dict, method: str, i: int, method_class: type[Method] | None = None) -> str:
+    """Everything that determines task i's update given theta_{i-1}; ``method_class``: the method's
+    class where the caller has resolved it (looked up here otherwise)."""
     from codyra.experiment.jobs import method_kinds, train_rule
     from codyra.experiment.pretraining import own_pretraining
+    from codyra.methods import method_of
+
+    if method_class is None:
+        method_class = method_of(cfg, method)
 
     return fingerprint(
         _settings(
@@ -67,7 +74,7 @@ def train_fingerprint(cfg: dict, method: str, i: int) -> str:
                 "job": resolve_job(cfg, method, i),
                 "task": cfg["tasks"][i - 1],
                 "model": _model(cfg),
-                "data": _data(cfg, method),
+                "data": _data(cfg, method_class.reads_reference_data),
                 "mini": cfg["mini"] if own_pretraining(cfg) else None,
                 "family": _family(cfg),
                 "version": _version(train_rule(cfg), method_kinds(cfg, [method])),
@@ -109,13 +116,13 @@ def pretrain_fingerprint(cfg: dict) -> str:
     return fingerprint(_settings([cfg["mini"], _model(cfg), _family(cfg), pretrain_version(cfg)]))
 
 
-def untrained_settings(kind, spec: dict) -> list[str]:
-    """What stands in for the updates in a cell of a method that never trains (``kind`` its class,
+def untrained_settings(method_class: type[Method], spec: dict) -> list[str]:
+    """What stands in for the updates in a cell of a method that never trains (``method_class`` its class,
     ``spec`` its config): its config and its code where they change what the model is shown
     (FIX(ICL)'s demonstrations), else nothing."""
     from codyra.experiment.codeversions import code_version
 
-    if not kind.rewrites_prompts:
+    if not method_class.rewrites_prompts:
         return []
     return [fingerprint([_settings(spec), code_version(methods=(spec["kind"],))])]
 
@@ -125,16 +132,14 @@ def cell_fingerprint(eval_settings: str, update_settings: list[str]) -> str:
     return fingerprint([eval_settings, update_settings])
 
 
-def expected_cell_fingerprints(cfg: dict, method: str) -> list[list[str]]:
-    """The fingerprints the cells ``A[i][j-1]`` of ``method`` record when computed from ``cfg`` as it stands."""
-    from codyra.methods import method_of
-
+def expected_cell_fingerprints(cfg: dict, method: str, method_class: type[Method]) -> list[list[str]]:
+    """The fingerprints the cells ``A[i][j-1]`` of ``method`` (of class ``method_class``) record when
+    computed from ``cfg`` as it stands."""
     n = len(cfg["tasks"])
-    kind = method_of(cfg, method)
     updates = (
-        [train_fingerprint(cfg, method, k) for k in range(1, n + 1)]
-        if kind.trains
-        else untrained_settings(kind, cfg["method_configs"][method]) * n
+        [train_fingerprint(cfg, method, k, method_class) for k in range(1, n + 1)]
+        if method_class.trains
+        else untrained_settings(method_class, cfg["method_configs"][method]) * n
     )
     columns = [eval_fingerprint(cfg, j) for j in range(1, n + 1)]
     return [[cell_fingerprint(column, updates[:i]) for column in columns] for i in range(n + 1)]

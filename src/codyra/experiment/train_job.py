@@ -17,7 +17,7 @@ from codyra.device import use_threads
 from codyra.experiment.fingerprints import train_fingerprint
 from codyra.experiment.resolve import resolve_job
 from codyra.family import family_of
-from codyra.methods import build_method
+from codyra.methods import method_of
 from codyra.store.checkpoints import checkpoint_dir
 from codyra.store.io import fingerprint, read_json, require_writable
 from codyra.store.model_states import require_updates
@@ -32,10 +32,11 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
 
     ``on_step(step)`` is called after every optimizer step (tests use it to simulate a kill).
     """
-    task = training_task(cfg, method_name, seed, task_index)
+    method_class = method_of(cfg, method_name)  # the job's one lookup of its method
+    task = training_task(cfg, method_name, seed, task_index, method_class)
     require_writable(task.out)
     use_threads(task.job["train"]["threads"])
-    method = build_method(task.job["method"])
+    method = method_class(task.job["method"])
     if method.trains:
         require_updates(cfg, method_name, seed, task_index - 1)
     run = JobRun(cfg, **train_run(cfg, method_name, seed, task_index), params=task.job, system_metrics=True)
@@ -58,17 +59,19 @@ def train_task(cfg: dict, method_name: str, seed: int, task_index: int, *, devic
     return trained
 
 
-def training_task(cfg: dict, method_name: str, seed: int, task_index: int) -> TrainingTask:
-    """Task i of (method, seed) as the loop gets it: settings, folders and stored updates resolved."""
+def training_task(cfg: dict, method_name: str, seed: int, task_index: int, method_class=None) -> TrainingTask:
+    """Task i of (method, seed) as the loop gets it: settings, folders and stored updates resolved
+    (``method_class``: the method's class where the caller has resolved it)."""
+    settings = train_fingerprint(cfg, method_name, task_index, method_class)
     return TrainingTask(
         cfg=cfg,
         method_name=method_name,
         seed=seed,
         task_index=task_index,
         job=resolve_job(cfg, method_name, task_index),
-        settings=train_fingerprint(cfg, method_name, task_index),
+        settings=settings,
         out=task_dir(cfg, method_name, seed, task_index),
-        checkpoints=task_checkpoint_dir(cfg, method_name, seed, task_index),
+        checkpoints=task_checkpoint_dir(cfg, method_name, seed, task_index, settings),
         placement=placement(cfg, method_name, seed, task_index),
         stored_state=lambda k: stored_state(cfg, method_name, seed, k),
         stored_update=lambda k: stored_update(cfg, method_name, seed, k),
@@ -84,9 +87,10 @@ def run_summary(cfg: dict, method_name: str, seed: int, task_index: int) -> dict
     return read_json(path)
 
 
-def task_checkpoint_dir(cfg: dict, method_name: str, seed: int, task_index: int) -> Path:
-    """This job's checkpoint folder: keyed by its settings and the updates 1..i-1 it starts from."""
-    key = fingerprint(
-        [train_fingerprint(cfg, method_name, task_index), previous_digests(cfg, method_name, seed, task_index)]
-    )
+def task_checkpoint_dir(cfg: dict, method_name: str, seed: int, task_index: int, settings: str | None = None) -> Path:
+    """This job's checkpoint folder: keyed by its settings (``train_fingerprint``, computed here
+    where the caller has not) and the updates 1..i-1 it starts from."""
+    if settings is None:
+        settings = train_fingerprint(cfg, method_name, task_index)
+    key = fingerprint([settings, previous_digests(cfg, method_name, seed, task_index)])
     return checkpoint_dir(task_dir(cfg, method_name, seed, task_index), key)

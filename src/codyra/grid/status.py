@@ -37,7 +37,7 @@ from codyra.experiment.fingerprints import (
     expected_cell_fingerprints,
     train_fingerprint,
 )
-from codyra.methods import method_of
+from codyra.methods import method_classes
 from codyra.store.paths import (
     FAILED_JOBS_DIR,
     LOGS_DIR,
@@ -106,18 +106,20 @@ class GridState:
 def grid_status(cfg: dict, config: str = "") -> GridState:
     """The state of ``cfg``'s grid (``config``: the file it was read from, for the header)."""
     row0, row0_seconds = pretrained_row(cfg)
-    runs = [run_state(cfg, m, s, expected_cell_fingerprints(cfg, m)) for m in cfg["methods"] for s in cfg["seeds"]]
-    state = GridState(cfg["benchmark"], config, len(cfg["tasks"]), runs, row0, tables_state(cfg, runs))
+    classes = method_classes(cfg, cfg["methods"])
+    expected = {m: expected_cell_fingerprints(cfg, m, cls) for m, cls in classes.items()}
+    runs = [run_state(cfg, m, s, expected[m], classes[m]) for m in cfg["methods"] for s in cfg["seeds"]]
+    state = GridState(cfg["benchmark"], config, len(cfg["tasks"]), runs, row0, tables_state(cfg, runs, classes))
     state.failed, state.started = job_logs(cfg, {(r.method, r.seed): r for r in runs}, row0)
     state.eta = time_left(runs, pretrained=(int(row0 != DONE), row0_seconds))
     return state
 
 
-def run_state(cfg: dict, method: str, seed: int, expected: list[list[str]]) -> RunState:
-    """One run's tasks, cells and matrix, each checked as the module docstring says."""
+def run_state(cfg: dict, method: str, seed: int, expected: list[list[str]], method_class) -> RunState:
+    """One run's tasks, cells and matrix, each checked as the module docstring says (``expected``:
+    its cells' fingerprints, ``method_class``: its method's class)."""
     n = len(cfg["tasks"])
-    kind = method_of(cfg, method)
-    trains, computed_rows = kind.trains, not kind.copies_row0()
+    trains, computed_rows = method_class.trains, not method_class.copies_row0()
     tasks, digests, updated, seconds = [], [], {}, {TRAINING: [], ROW: []}
     for i in range(1, n + 1) if trains else ():
         folder = task_dir(cfg, method, seed, i)
@@ -128,7 +130,7 @@ def run_state(cfg: dict, method: str, seed: int, expected: list[list[str]]) -> R
             continue
         if "seconds" in summary:
             seconds[TRAINING].append(float(summary["seconds"]))
-        fresh = summary.get("settings") == train_fingerprint(cfg, method, i)
+        fresh = summary.get("settings") == train_fingerprint(cfg, method, i, method_class)
         fresh = fresh and summary.get("previous_updates") == digests and tasks.count(DONE) == i - 1
         tasks.append(DONE if fresh else STALE)
         digests.append(summary.get("update_digest"))
@@ -177,10 +179,10 @@ def pretrained_row(cfg: dict) -> tuple[str, list[float]]:
     return DONE if fresh else STALE, [sum(cell_seconds(cell) for cell in cells)]
 
 
-def tables_state(cfg: dict, runs: list[RunState]) -> dict:
+def tables_state(cfg: dict, runs: list[RunState], classes: dict) -> dict:
     """The files the tables job writes (the tables in every format, their figures, the summary): how
     many exist, and whether they are newer than every run's matrix (all done)."""
-    files = output_files(cfg)
+    files = output_files(cfg, classes)
     present = [f.stat().st_mtime for f in files if f.is_file()]
     matrices = [run_dir(cfg, r.method, r.seed) / MATRIX_FILE for r in runs]
     newest = max((m.stat().st_mtime for m in matrices if m.is_file()), default=0.0)

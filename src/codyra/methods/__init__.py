@@ -104,6 +104,12 @@ def method_of(cfg: dict, name: str) -> type[Method]:
     return method_class(cfg["method_configs"][name]["kind"])
 
 
+def method_classes(cfg: dict, names) -> dict[str, type[Method]]:
+    """The classes of the grid's methods ``names``, in their order, each looked up once: a job that
+    reads several methods resolves them where it starts and hands the classes on."""
+    return {name: method_of(cfg, name) for name in dict.fromkeys(names)}
+
+
 def build_method(spec: dict) -> Method:
     return method_class(spec["kind"])(spec)
 
@@ -116,4 +122,4 @@ def reference_readers(cfg: dict) -> list[str]:
     named = [*cfg["methods"]]
     named += [m for study in studies.values() for m in study.get("methods", [])]
     named += [sweep["method"] for study in studies.values() for sweep in study.get("sweeps", [])]
-    return [m for m in dict.fromkeys(named) if method_of(cfg, m).reads_reference_data]
+    return [m for m, cls in method_classes(cfg, named).items() if cls.reads_reference_data]
