@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from codyra.analysis import cka, drift, magnitude, retention
+from codyra.analysis import retention
 from codyra.analysis.published import benchmarks, inconsistency, mean_std, table, tables_of, value
 from codyra.evaluation.tables import AVERAGE, FORGETTING, MEANS, OP
 from codyra.experiment.pretraining import own_pretraining
@@ -180,6 +180,8 @@ def read_csv_table(path: Path) -> dict[tuple[str, str, str], tuple[float, float,
 
 
 def _clip_metrics(cfg: dict, tables: list[str]) -> list[Metric]:
+    from codyra.analysis import cka, drift, magnitude  # torch: not where the workflow builds its DAG
+
     def sources(*candidates: Source) -> tuple[Source, ...]:
         return tuple(s for s in candidates if s.table in tables)
 
