@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ from codyra.experiment.resources import (
     check_profile,
     job_threads,
 )
+from codyra.methods import method_of
 
 from ..conftest import ROOT, TINY
 
@@ -52,7 +54,12 @@ def trace(backbone: str, **overrides) -> dict:
 
 
 def need(cfg: dict, job: Job, gpus: int = 1):
+    job = replace(job, method_class=method_of(cfg, job.method) if job.method else None)  # as planned_jobs gives it
     return Estimator({None: cfg}, read_record(), "NVIDIA H100 80GB HBM3").need(job, gpus)
+
+
+def threads(cfg: dict, rule: str, method: str | None = None, task: int | None = None, gpus: int = 1) -> int:
+    return job_threads(cfg, rule, method, task, gpus, method_of(cfg, method) if method else None)
 
 
 def edited_profile(tmp_path: Path, old: str, new: str) -> Path:
@@ -239,14 +246,16 @@ def test_a_trace_row_is_a_job_of_its_own_and_a_group_that_idles_gpus_is_warned_a
 
 def test_every_job_asks_for_the_cpus_it_runs():
     cfg = trace("gemma-2b-it")
-    assert job_threads(cfg, "train_lm_task", "codyra", 1, gpus=4) == 4 * 4 + 1  # 4 ranks of 4 threads, the launcher
+    assert threads(cfg, "train_lm_task", "codyra", 1, gpus=4) == 4 * 4 + 1  # 4 ranks of 4 threads, the launcher
     cfg["llm"]["deepspeed"]["nproc"] = 2
-    assert job_threads(cfg, "train_lm_task", "codyra", 1, gpus=4) == 2 * 4 + 1
-    assert job_threads(cfg, "eval_lm_row") == 4
+    assert threads(cfg, "train_lm_task", "codyra", 1, gpus=4) == 2 * 4 + 1
+    assert threads(cfg, "eval_lm_row") == 4
     clip = paper("mtil_5shot.yaml")  # 8 threads, 8 loader processes per image stream
-    assert job_threads(clip, "train_task", "codyra", 1) == 8 + 8
-    assert job_threads(clip, "train_task", "lwf", 1) == 8 + 2 * 8  # and its distillation stream's
-    assert job_threads(clip, "eval_row") == job_threads(clip, "eval_cache") == 8 + 8
+    assert threads(clip, "train_task", "codyra", 1) == 8 + 8
+    assert threads(clip, "train_task", "lwf", 1) == 8 + 2 * 8  # and its distillation stream's
+    assert threads(clip, "eval_row") == threads(clip, "eval_cache") == 8 + 8
+    with pytest.raises(TypeError, match="needs the method's class"):  # a training job's threads depend on it
+        job_threads(clip, "train_task", "lwf", 1)
     assert not [w for w in check(trace("gemma-2b-it"), ProfileResources.read(PROFILE), read_record()).warnings()]
 
 

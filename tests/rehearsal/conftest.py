@@ -3,6 +3,10 @@
 ``CODYRA_REHEARSAL_TESTS=1 pytest -m rehearsal`` (as CI does, after the SLURM tests: the ones that
 go through SLURM need the local cluster, ``scripts/local-slurm.sh start``). Without the variable
 they are skipped; with it and no cluster, the SLURM ones fail instead of skipping.
+
+A model family's rehearsals are one file (``test_<family>_configs.py``) and share one folder; the
+families share nothing, so their files can run in separate pytest processes at once (as CI runs them:
+a rehearsal's local jobs take turns on about one core).
 """
 
 from __future__ import annotations
@@ -14,16 +18,21 @@ from pathlib import Path
 
 import pytest
 
+from codyra.evaluation.tables import table_names
+from codyra.experiment.config import load_config
+from codyra.methods import method_of
 from codyra.rehearsal.run import Rehearsal, rehearse
+from codyra.store.paths import tables_dir
 
 REPO = Path(__file__).resolve().parents[2]
 ENABLED = os.environ.get("CODYRA_REHEARSAL_TESTS") == "1"
 
 
 def pytest_collection_modifyitems(config, items):
-    rehearsals = Path(__file__).parent / "test_paper_configs.py"  # beside the rehearsal package's own tests
+    here = Path(__file__).parent  # the rehearsals' files, beside the rehearsal package's own tests
     for item in items:
-        if Path(str(item.fspath)) == rehearsals:
+        path = Path(str(item.fspath))
+        if path.parent == here and path.name.endswith("_configs.py"):
             item.add_marker(pytest.mark.rehearsal)
             if not ENABLED:
                 item.add_marker(pytest.mark.skip(reason="rehearsals run with CODYRA_REHEARSAL_TESTS=1 (CI does)"))
@@ -56,3 +65,25 @@ def slurm_job(job_id: str) -> dict[str, str]:
     """``scontrol show job``'s fields (finished jobs stay visible: the local cluster's MinJobAge)."""
     text = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True).stdout
     return dict(re.findall(r"(\w+(?:/\w+)?)=(\S+)", text))
+
+
+def rehearsed(folder: Path) -> dict:
+    return load_config(folder / "rehearsal.yaml")
+
+
+def check_tables(folder: Path, record: dict) -> dict:
+    """The rehearsal wrote every table of its config; returns its validated config."""
+    cfg = rehearsed(folder)
+    assert record["exit_code"] == 0 and record["benchmark"] == cfg["benchmark"]
+    tables = folder / tables_dir(cfg)
+    assert all((tables / f"{name}.md").is_file() for name in table_names(cfg))
+    return cfg
+
+
+def megabytes(memory: str) -> int:
+    """scontrol's memory field (``64000M``, ``62.50G``) in MB."""
+    return round(float(memory[:-1]) * {"M": 1, "G": 1024, "T": 1024**2}[memory[-1]])
+
+
+def trained(cfg: dict) -> list[str]:
+    return [m for m in cfg["methods"] if method_of(cfg, m).trains]

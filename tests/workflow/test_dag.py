@@ -184,7 +184,8 @@ def test_mtil_5shot_submits_one_job_per_run_on_one_gpu(tmp_path):
     assert out["resources"]["eval_cache"]["gpu"] == 0
     group = out["resources"]["eval_row+train_task"]
     # a run's CPUs: its training's threads and data loaders (codyra.experiment.resources.job_threads)
-    run_cpus = {max(job_threads(cfg, "train_task", m, i, 1) for i in range(1, datasets + 1)) for m in trained}
+    tasks = range(1, datasets + 1)
+    run_cpus = {max(job_threads(cfg, "train_task", m, i, 1, method_of(cfg, m)) for i in tasks) for m in trained}
     assert group["gpu"] == 1 and group["_cores"] in run_cpus and min(run_cpus) == 8 + 8  # threads 8, 8 workers
     assert group["mem_mb"] == max(requested("train_task")["mem_mb"], requested("eval_row")["mem_mb"])
     assert group["runtime"] == 11 * (requested("train_task")["runtime"] + requested("eval_row")["runtime"])

@@ -13,6 +13,7 @@ from codyra.experiment.single_task import INFIX, removal_methods, targets
 from codyra.store.paths import HELDOUT, PROBE
 
 SINGLE = {t: single_task_config(CFG, t) for t in targets(CFG)}
+SINGLE_CLASSES = {t: method_classes(cfg, cfg["methods"]) for t, cfg in SINGLE.items()}  # each study's, looked up once
 REFERENCES = CFG["single_task"]["reference_tasks"]
 PROBED = {t: removal_methods(CFG, t) for t in SINGLE}  # the runs the module-removal probe takes apart
 _single = dict(results=RESULTS, benchmark=f"{BENCHMARK}{INFIX}{{target}}")
@@ -55,8 +56,8 @@ if SINGLE:
             summary=f"{SINGLE_RUN}/task1/summary.json",
             history=f"{SINGLE_RUN}/task1/history.jsonl",
         params:
-            settings=lambda w: train_fingerprint(SINGLE[w.target], w.method, 1),
-        threads: lambda w: job_threads(SINGLE[w.target], "single_task_train", w.method, 1)
+            settings=lambda w: train_fingerprint(SINGLE[w.target], w.method, 1, SINGLE_CLASSES[w.target][w.method]),
+        threads: lambda w: job_threads(SINGLE[w.target], "single_task_train", w.method, 1, method_class=SINGLE_CLASSES[w.target][w.method])
         group:
             SINGLE_GROUP
         log:

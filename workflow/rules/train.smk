@@ -13,7 +13,7 @@ rule:
         history=f"{RUN}/task{{i}}/history.jsonl",
     params:
         settings=lambda w: train_fingerprint(CFG, w.method, int(w.i), CLASSES[w.method]),
-    threads: lambda w: job_threads(CFG, train_rule(CFG), w.method, int(w.i), REQUESTS.gpus(train_rule(CFG)))
+    threads: lambda w: job_threads(CFG, train_rule(CFG), w.method, int(w.i), REQUESTS.gpus(train_rule(CFG)), CLASSES[w.method])
     group:
         JOB_GROUP
     log:

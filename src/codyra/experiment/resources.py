@@ -65,12 +65,14 @@ IMAGE_READERS = ("eval_cache", "probe", "single_task_probe", "grad_conflict")  #
 @dataclass(frozen=True)
 class Job:
     """One job of a rule: ``method`` and task ``task`` (training task or row i) of a study ``study``
-    (a single-task study's task; None: the benchmark's stream). Seeds share their needs."""
+    (a single-task study's task; None: the benchmark's stream). Seeds share their needs.
+    ``method_class``: the method's class, looked up once where the jobs are planned (None: row 0's jobs)."""
 
     rule: str
     method: str | None = None
     task: int | None = None
     study: str | None = None
+    method_class: type | None = field(default=None, compare=False, repr=False)
 
     def label(self) -> str:
         parts = [self.rule, *([self.method] if self.method else []), *([f"task {self.task}"] if self.task else [])]
@@ -112,10 +114,18 @@ class Request:
 # --- the job's needs
 
 
-def job_threads(cfg: dict, rule: str, method: str | None = None, task: int | None = None, gpus: int = 1) -> int:
+def job_threads(
+    cfg: dict,
+    rule: str,
+    method: str | None = None,
+    task: int | None = None,
+    gpus: int = 1,
+    method_class: type | None = None,
+) -> int:
     """The CPUs a job of ``rule`` runs on: its threads (the config's), one per data loader process
     beside them (``data.num_workers`` per image stream), and under DeepSpeed every rank's threads and the
-    launcher (ranks: ``llm.deepspeed.nproc``, else one per GPU of the job, ``gpus``)."""
+    launcher (ranks: ``llm.deepspeed.nproc``, else one per GPU of the job, ``gpus``). A training job's
+    ``method_class`` (:func:`codyra.methods.method_classes`) tells what its method reads beside its images."""
     from codyra.experiment.jobs import job_threads as config_threads
     from codyra.experiment.resolve import resolve_job
 
@@ -123,7 +133,7 @@ def job_threads(cfg: dict, rule: str, method: str | None = None, task: int | Non
         return config_threads(cfg, rule) + (_workers(cfg) if rule in (*ROWS, *IMAGE_READERS) else 0)
     train = resolve_job(cfg, method, task)["train"]
     if _images(cfg):
-        return train["threads"] + _workers(cfg) * (1 + _footprint(cfg, method, task).extra_loaders)
+        return train["threads"] + _workers(cfg) * (1 + _footprint(cfg, method_class, method, task).extra_loaders)
     return train["threads"] * ranks(cfg, gpus) + (1 if _distributed(cfg) else 0)
 
 
@@ -148,11 +158,11 @@ def _workers(cfg: dict) -> int:
     return cfg["data"]["num_workers"] if _images(cfg) else 0
 
 
-def _footprint(cfg: dict, method: str, task: int):
+def _footprint(cfg: dict, cls: type | None, method: str, task: int):
     from codyra.experiment.resolve import resolve_job
-    from codyra.methods import method_of
 
-    cls = method_of(cfg, method)
+    if cls is None:
+        raise TypeError(f"the footprint of {method}'s task {task} needs the method's class (method_class)")
     return cls.footprint(cls(resolve_job(cfg, method, task)["method"]).options, task)
 
 
@@ -184,11 +194,10 @@ class Estimator:
         """An image-text model's task: one process, the plain backend on one GPU; a closed-form method
         (RAIL) passes the task's training images once through the frozen model instead."""
         from codyra.experiment.resolve import resolve_job
-        from codyra.methods import method_of
 
-        shape, footprint = self.shape, _footprint(cfg, job.method, job.task)
+        shape, footprint = self.shape, _footprint(cfg, job.method_class, job.method, job.task)
         train = resolve_job(cfg, job.method, job.task)["train"]
-        steps = not method_of(cfg, job.method).closed_form
+        steps = not job.method_class.closed_form
         trainable, weights = _trainable(shape, footprint) if steps else 0, 4 * shape.params
         factor = 1 if _bf16(train["precision"]) else 2  # the measured activations are bf16 ones
         name = cfg["tasks"][job.task - 1]
@@ -220,16 +229,15 @@ class Estimator:
         else:
             seconds = _training_images(cfg, name) * self.costs.eval_image_s()
         seconds *= self.costs.clip_scale(cfg) * self.costs.to_gpu(self.gpu, "compute")
-        cpus = job_threads(cfg, job.rule, job.method, job.task, gpus)
+        cpus = job_threads(cfg, job.rule, job.method, job.task, gpus, job.method_class)
         return Need(host, gpu, seconds + self.startup, cpus, 1)
 
     def lm_training(self, cfg: dict, job: Job, gpus: int) -> Need:
         """A causal LM's task: under DeepSpeed ZeRO-2 one process per rank (a GPU each) and the launcher."""
         from codyra.experiment.costs import trained_examples
         from codyra.experiment.resolve import resolve_job
-        from codyra.methods import method_of
 
-        shape, footprint = self.shape, _footprint(cfg, job.method, job.task)
+        shape, footprint = self.shape, _footprint(cfg, job.method_class, job.method, job.task)
         train, llm = resolve_job(cfg, job.method, job.task)["train"], cfg["llm"]
         n, zero = ranks(cfg, gpus), _distributed(cfg)
         trainable, bf16 = _trainable(shape, footprint), zero and _bf16(train["precision"])
@@ -237,7 +245,7 @@ class Estimator:
         tokens = llm["max_prompt_len"] + llm["max_answer_len"]
         micro = max(1, train["batch_size"] // n)
         per_token = self.costs.lm_activation_bytes() * (1 if bf16 else 2)
-        edits = zero and method_of(cfg, job.method).overrides("before_optimizer_step")
+        edits = zero and job.method_class.overrides("before_optimizer_step")
         # ZeRO-2 partitions the fp32 masters and both moments over the ranks; the plain path's fp32 model is its master
         optimizer, per_param = (
             (f"fp32 masters and AdamW moments (1/{n} under ZeRO-2)", 12 / n) if zero else ("AdamW moments", 8)
@@ -272,7 +280,7 @@ class Estimator:
         step_s, _, _ = self.costs.lm_sequence(cfg["method_configs"][job.method]["kind"])
         seconds = sequences * step_s * footprint.step_cost / n * self.costs.lm_scale(shape.params, shape.name)
         seconds *= self.costs.to_gpu(self.gpu, "compute")
-        cpus = job_threads(cfg, job.rule, job.method, job.task, gpus)
+        cpus = job_threads(cfg, job.rule, job.method, job.task, gpus, job.method_class)
         return Need(host, gpu, seconds + self.startup, cpus, n if zero else 1)
 
     def row(self, cfg: dict, job: Job) -> Need:
@@ -309,11 +317,11 @@ class Estimator:
         (decoder,) = shape.towers
         prompt = llm["max_prompt_len"]
         if job.method is not None:
-            prompt = _footprint(cfg, job.method, 1).prompt_tokens or prompt
+            prompt = _footprint(cfg, job.method_class, job.method, 1).prompt_tokens or prompt
         # a batch's positions: its token budget, or batch_size rows of the longest prompt and answer
         positions = ev["batch_tokens"] or ev["batch_size"] * (prompt + llm["max_new_tokens"])
         replica = 2 if _bf16(ev["precision"]) else 4
-        trains = job.method is not None and self._trains(cfg, job.method)
+        trains = job.method_class is not None and job.method_class.trains
         generating = positions * decoder.layers * 2 * shape.kv_width * replica + positions * decoder.width * 8 * replica
         gpu = {
             f"model ({'bf16' if replica == 2 else 'fp32'})": replica * shape.params,
@@ -336,15 +344,10 @@ class Estimator:
         return Need(host, gpu, seconds + self.startup, job_threads(cfg, job.rule), 1)
 
     @staticmethod
-    def _trains(cfg: dict, method: str) -> bool:
-        from codyra.methods import method_of
-
-        return method_of(cfg, method).trains
-
-    @classmethod
-    def _full_backbone(cls, cfg: dict, job: Job) -> bool:
+    def _full_backbone(cfg: dict, job: Job) -> bool:
         """Whether theta_i's rebuild merges model-sized deltas (a full-parameter method's)."""
-        return job.method is not None and cls._trains(cfg, job.method) and _footprint(cfg, job.method, 1).full_backbone
+        cls = job.method_class
+        return cls is not None and cls.trains and _footprint(cfg, cls, job.method, 1).full_backbone
 
     @staticmethod
     def _tested(cfg: dict, job: Job) -> list[str]:
@@ -391,24 +394,24 @@ def planned_jobs(configs: dict[str | None, dict]) -> list[Job]:
     """The covered jobs of a grid (``study_configs``), whatever the target: trainings, rows (row 0 included),
     held-out rows and the single-task studies' trainings and rows (one per method and task: seeds need the same)."""
     from codyra.experiment.jobs import eval_rule, train_rule
-    from codyra.methods import method_of
+    from codyra.methods import method_classes
 
     cfg = configs[None]
     n, jobs = len(cfg["tasks"]), [Job("eval_row0")]
     heldout = bool(cfg["heldout_tasks"])
     if heldout:
         jobs.append(Job("heldout_row0"))
-    for m in cfg["methods"]:
-        cls = method_of(cfg, m)
+    for m, cls in method_classes(cfg, cfg["methods"]).items():
         for i in range(1, n + 1):
-            jobs += [Job(train_rule(cfg), m, i)] if cls.trains else []
-            jobs += [Job(eval_rule(cfg), m, i)] if not cls.copies_row0() else []
-            jobs += [Job("heldout", m, i)] if heldout and cls.trains else []
+            jobs += [Job(train_rule(cfg), m, i, method_class=cls)] if cls.trains else []
+            jobs += [Job(eval_rule(cfg), m, i, method_class=cls)] if not cls.copies_row0() else []
+            jobs += [Job("heldout", m, i, method_class=cls)] if heldout and cls.trains else []
     for study, sub in configs.items():
         if study is not None:
             jobs.append(Job("single_task_row0", study=study))
-            trained = [m for m in sub["methods"] if method_of(sub, m).trains]
-            jobs += [Job(rule, m, 1, study) for m in trained for rule in ("single_task_train", "single_task_eval")]
+            trained = {m: cls for m, cls in method_classes(sub, sub["methods"]).items() if cls.trains}
+            rules = ("single_task_train", "single_task_eval")
+            jobs += [Job(rule, m, 1, study, cls) for m, cls in trained.items() for rule in rules]
     return jobs
 
 
@@ -606,7 +609,7 @@ THREADED = ("train_task", "train_lm_task", "eval_row", "eval_lm_row", "eval_row0
 def _rule_threads(cfg: dict, job: Job, gpus: int) -> int:
     """The threads the job's rule declares (``threads:`` in workflow/rules)."""
     if job.rule in THREADED:
-        return job_threads(cfg, job.rule, job.method, job.task, gpus)
+        return job_threads(cfg, job.rule, job.method, job.task, gpus, job.method_class)
     from codyra.experiment.jobs import job_threads as config_threads
     from codyra.experiment.resolve import resolve_job
 

@@ -122,9 +122,11 @@ def job_parameters(args, cfg: dict) -> dict:
             int(resources["runtime"]) + int(row.get("runtime", resources["runtime"]))
         )
     if args.command in ("train", "run", "sweep"):  # a training's CPUs: every task it may train
+        from codyra.methods import method_of
+
         tasks = [args.task] if args.command == "train" else range(1, len(cfg["tasks"]) + 1)
-        gpus = int(resources.get("gpu") or 0)
-        cpus = max(job_threads(cfg, rule, method, i, gpus) for i in tasks)
+        gpus, cls = int(resources.get("gpu") or 0), method_of(cfg, method)
+        cpus = max(job_threads(cfg, rule, method, i, gpus, cls) for i in tasks)
     else:
         cpus = job_threads(cfg, rule)
     return submitit_parameters(resources, cpus, f"codyra-{args.command}")
