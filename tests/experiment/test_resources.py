@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import re
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -370,3 +371,17 @@ def test_check_resources_prints_every_rule_against_its_request(tmp_path, capsys)
     profile = edited_profile(tmp_path, "  gpu_mem_mb: 81559 ", "  gpu_mem_mb: 40960 ")  # a 40 GB GPU
     assert main([*args, "--set", "backbone=gemma-2b-it", "--profile", str(profile)]) == 1
     assert "train_lm_task gem task 8: needs 48.5 GiB per GPU" in capsys.readouterr().out
+
+
+def test_the_check_looks_each_method_up_once_per_config_of_its_jobs(monkeypatch):
+    from codyra import methods
+    from codyra.experiment.resources import study_configs
+
+    cfg = paper("xtail_16shot.yaml")  # the stream and its single-task studies
+    configs = study_configs(cfg)
+    calls, real = [], methods.method_class
+    monkeypatch.setattr(methods, "method_class", lambda kind: calls.append(kind) or real(kind))
+    monkeypatch.setattr("codyra.experiment.resources.study_configs", lambda _: configs)
+    report = check(cfg, ProfileResources.read(PROFILE), read_record())
+    assert len(report.fits) > 100  # every training, row and held-out row of every method
+    assert Counter(calls) == Counter(c["method_configs"][m]["kind"] for c in configs.values() for m in c["methods"])
