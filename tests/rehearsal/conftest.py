@@ -1,12 +1,14 @@
 """The rehearsals of the paper configs (``codyra rehearse``): minutes each, so they run only when asked.
 
-``CODYRA_REHEARSAL_TESTS=1 pytest -m rehearsal`` (as CI does, after the SLURM tests: the ones that
-go through SLURM need the local cluster, ``scripts/local-slurm.sh start``). Without the variable
-they are skipped; with it and no cluster, the SLURM ones fail instead of skipping.
+``CODYRA_REHEARSAL_TESTS=1 pytest -m rehearsal``. The ones that go through SLURM are marked
+``slurm`` and need the local cluster (``scripts/local-slurm.sh start``). Without the variable they
+are skipped; with it and no cluster, the SLURM ones fail instead of skipping.
 
-A model family's rehearsals are one file (``test_<family>_configs.py``) and share one folder; the
-families share nothing, so their files can run in separate pytest processes at once (as CI runs them:
-a rehearsal's local jobs take turns on about one core).
+A model family's rehearsals are one file (``test_<family>_configs.py``) and share one folder in a
+pytest process; the families share nothing, so their files can run in separate processes at once.
+CI runs them beside the suite, as a rehearsal's local jobs take turns on about one core; TRACE's
+SLURM rehearsal, whose jobs fill the local cluster's 8 GPUs, in a process of its own after the
+suite's SLURM tests.
 """
 
 from __future__ import annotations

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from codyra.rehearsal.plan import ITERATIONS
 from codyra.store.paths import tables_dir
 
 from .conftest import check_tables, megabytes, run, slurm_job, submitted
 
 
+@pytest.mark.slurm  # through the local cluster
 def test_mtil_5shot_submits_the_profiles_jobs_to_slurm_then_runs_every_method(folders):
     folder = folders["clip"]
     check_tables(folder, run("mtil_5shot.yaml", folder, "methods=[zeroshot, codyra, zscl]", slurm=True))

@@ -4,18 +4,22 @@ stand-ins of each backbone's architecture and fixture copies of the TRACE datase
 
 LLaMA-2-7B's CoDyRA goes through the local one-node SLURM with profiles/slurm as a site sets it (a
 task's 4-GPU job, a row's 1-GPU job); then every method runs in this machine's Snakemake process. The
-backbones share a rehearsal folder, as one site's grids share a results folder.
+backbones run in one rehearsal folder, as one site's grids share a results folder, but need nothing
+of each other's: CI runs the SLURM one in a pytest process of its own.
 """
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from codyra.store.paths import tables_dir
 
 from .conftest import check_tables, megabytes, run, slurm_job, submitted, trained
 
 
+@pytest.mark.slurm  # through the local cluster
 def test_trace_llama_2_7b_submits_its_4_gpu_task_jobs_and_1_gpu_rows_then_leaves_out_what_cannot_fit(folders):
     folder = folders["trace"]
     check_tables(
