@@ -142,10 +142,11 @@ def run_grid(args, env: dict[str, str]) -> tuple[dict, dict]:
             sys.exit(f"the grid failed:\n{done.stderr[-3000:]}")
         from codyra.evaluation.tables import load_runs
         from codyra.experiment.config import config_from_files, load_config
+        from codyra.methods import method_classes
 
         cfg = load_config(config_from_files([args.configfile], {"results": str(results)}))
         figures = split(results, cfg)
-        matrices = load_runs(cfg)
+        matrices = load_runs(cfg, method_classes(cfg, cfg["methods"]))
     floor = compute_floor(figures["core_seconds"], args.cores)
     figures |= {"wall_s": wall, "compute_floor_s": floor, "meets_target": wall <= TARGET_S}
     return figures, matrices

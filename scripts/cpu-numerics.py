@@ -13,7 +13,11 @@ Two runs agree bit for bit only where every entry agrees. To see another process
 this one, run under QEMU's user-mode emulator with another CPU model, e.g.
 ``qemu-x86_64 -cpu Haswell .venv/bin/python scripts/cpu-numerics.py ops`` (an Intel AVX2 CPU)
 and ``-cpu EPYC-Rome`` (an AMD one): the vendor and instruction sets differ from the host's,
-which is how the platform's CPU pins were chosen (docs: "What the platform guarantees").
+which is how the platform's CPU pins were chosen (docs: "What the platform guarantees"). Under
+the emulator, ``pipeline`` needs ``NPY_DISABLE_CPU_FEATURES=X86_V3`` (numpy's baseline kernels
+instead of its AVX2 ones): without it, matplotlib's PDF writer fails inside numpy when a run
+saves its heatmap (an IndexError in its palette lookup); with it, the emulated Haswell computed
+the host's fingerprints, which ran without it.
 
 Usage:
   python scripts/cpu-numerics.py ops [--out FILE]
@@ -80,7 +84,7 @@ def kernels() -> dict:
     import torch.nn.functional as F
 
     out = {}
-    # (rows, in, out): the minis' linear layers (CLIP vision width 128, text 64, LLaMA 64/172) and logits
+    # (rows, in, out): the minis' linear layers (BLIP vision width 128, CLIP towers 64, LLaMA 64/172) and logits
     for m, k, n in [
         (2048, 128, 384),
         (2048, 128, 256),

@@ -94,13 +94,13 @@ def test_split_in_proj_attention_matches_multihead_attention(batch_first):
 def test_clip_has_six_targets_per_block_and_placement_subsets():
     model = tiny_clip()
     targets = clip_targets(model)
-    assert len(targets) == 2 * 2 * 6  # 2 towers x 2 blocks x (q, k, v, o, fc, proj)
+    assert len(targets) == (2 + 1) * 6  # 2 vision blocks and 1 text block x (q, k, v, o, fc, proj)
     pick = lambda p: {(t.tower, t.kind) for t in select_targets(targets, p, CLIP_VOCABULARY)}
     assert pick("attn") == {(tw, k) for tw in ("vision", "text") for k in "qkvo"}
     assert pick(["vision", "mlp"]) == {("vision", "fc"), ("vision", "proj")}
     assert pick(["text", "o"]) == {("text", "o")}
-    names = [t.name for t in select_targets(targets, "*.resblocks.1.attn.v", CLIP_VOCABULARY)]
-    assert names == ["visual.transformer.resblocks.1.attn.v", "transformer.resblocks.1.attn.v"]
+    names = [t.name for t in select_targets(targets, "*.resblocks.0.attn.v", CLIP_VOCABULARY)]
+    assert names == ["visual.transformer.resblocks.0.attn.v", "transformer.resblocks.0.attn.v"]
 
 
 @pytest.mark.parametrize("bad", ["attention", ["vision", "ffn"], [], [3]])
@@ -148,10 +148,10 @@ def test_merge_equals_unmerged_model_and_restores_plain_modules():
     assert not any(isinstance(m, (LoRALinear, LoRAMultiheadAttention)) for m in model.modules())
     assert isinstance(model.visual.transformer.resblocks[0].attn, nn.MultiheadAttention)
     torch.testing.assert_close(outputs(model, images, text), unmerged, atol=1e-5, rtol=1e-5)
-    # r = 4; vision blocks (width 128, mlp 256): Q, K, V, O 4 * (128 + 128), FC and Proj 4 * (128 + 256);
-    # text blocks (width 64, mlp 128): 4 * (64 + 64) and 4 * (64 + 128); 2 blocks each; 24 gate vectors of 4
-    vision, text = 4 * 4 * 256 + 2 * 4 * 384, 4 * 4 * 128 + 2 * 4 * 192
-    assert summary["trainable_params"] == 2 * vision + 2 * text + 24 * 4
+    # r = 4; every block (width 64, mlp 128): Q, K, V, O 4 * (64 + 64), FC and Proj 4 * (64 + 128);
+    # 2 vision blocks and 1 text block; 18 gate vectors of 4 (6 per block)
+    block = 4 * 4 * 128 + 2 * 4 * 192
+    assert summary["trainable_params"] == 3 * block + 18 * 4
 
 
 def test_codyra_trains_only_A_B_w():

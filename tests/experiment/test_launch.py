@@ -277,7 +277,7 @@ def test_sweep_runs_one_stream_per_grid_point(tmp_path, tiny_cfg_dict, tiny_pret
     assert main(["sweep", "--config", path, "--method", "codyra", "--grid", "kappa_max=0.0,10.0"]) == 0
     low = json.loads((run_dir(tiny_cfg_dict, "codyra-kappa_max0.0", 0) / "task1" / "summary.json").read_text())
     high = json.loads((run_dir(tiny_cfg_dict, "codyra-kappa_max10.0", 0) / "task1" / "summary.json").read_text())
-    assert low["job"]["method"]["kappa_max"] == 0.0 and low["active_rank_total"] == 24 * 4  # nothing pruned
+    assert low["job"]["method"]["kappa_max"] == 0.0 and low["active_rank_total"] == 18 * 4  # nothing pruned
     assert high["active_rank_total"] == 0  # everything pruned
     assert cell_path(tiny_cfg_dict, "codyra-kappa_max10.0", 0, 2, 2).is_file()
 

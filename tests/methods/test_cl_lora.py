@@ -90,14 +90,14 @@ def test_cl_lora_trains_two_tasks_and_scores_each_task_by_its_own_branch(tiny_ru
         "branch.0.block_weights",
         "branch.1.block_weights",
     }
-    assert second[f"{shared_q}.B"].shape == (128, 10) and second["branch.1.block_weights"].shape == (3, 1)
+    assert second[f"{shared_q}.B"].shape == (64, 10) and second["branch.1.block_weights"].shape == (3, 1)
     torch.testing.assert_close(second[f"{shared_q}.A"], first[f"{shared_q}.A"])  # the shared down stays frozen
     assert not torch.equal(second[f"{shared_q}.B"], first[f"{shared_q}.B"])  # the shared up keeps training
     for key in first:  # task 1's branch and block weights are frozen after it
         if key.startswith("branch.0."):
             torch.testing.assert_close(second[key], first[key])
-    # trainable: shared ups 2 x 128 x 10, the branch's A and B 2 x 2 x 128 x 10, its block weights 3
-    assert summaries[0]["trainable_params"] == summaries[1]["trainable_params"] == 2560 + 5120 + 3
+    # trainable: shared ups 2 x 64 x 10, the branch's A and B 2 x 2 x 64 x 10, its block weights 3
+    assert summaries[0]["trainable_params"] == summaries[1]["trainable_params"] == 1280 + 2560 + 3
     assert summaries[1]["inference_extra_params"] == sum(t.numel() for t in second.values())
     history = [json.loads(line) for line in (task_dir(cfg, "cl-lora", 0, 2) / "history.jsonl").read_text().splitlines()]
     assert all(r["kd_loss"] >= 0 and r["orth_loss"] > 0 for r in history)  # distillation from task 2 on

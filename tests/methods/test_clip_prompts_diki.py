@@ -40,7 +40,7 @@ SPECS = {
     "diki": {
         "kind": "diki",
         "vision_depth": 2,
-        "text_depth": 2,
+        "text_depth": 1,
         "vision_length": 2,
         "text_length": 2,
         "eval_batch_size": 16,

@@ -275,8 +275,8 @@ def test_l2p_and_dualprompt_run_the_reference_s_lr_scaled_to_their_batch(method,
             assert (train["lr"], train["lr_reference_batch"]) == (0.03, 256)
             if name == "mtil_full":
                 assert base_lr(train) == pytest.approx(lr) and train["batch_size"] == batch
-            else:  # the mini's batch of 64
-                assert base_lr(train) == pytest.approx(0.03 * 64 / 256)
+            else:  # the mini's batch of 32
+                assert base_lr(train) == pytest.approx(0.03 * 32 / 256)
 
 
 def test_base_lr_scales_the_configured_lr_by_the_examples_of_a_step():

@@ -88,7 +88,7 @@ def test_moe_adapters_trains_two_tasks_and_evaluates_routed_from_the_stored_stat
     state = load_method_state(task_dir(cfg, "moe", 0, 2))
     assert load_update(task_dir(cfg, "moe", 0, 2)).kind == "none"  # the backbone never changes
     layers = sorted({k.rsplit(".experts.", 1)[0] for k in state if ".experts." in k})
-    assert len(layers) == 4  # codyra-mini: 2 vision + 2 text blocks
+    assert len(layers) == 3  # codyra-mini: 2 vision blocks + 1 text block
     assert {k for k in state if k.startswith(layers[0] + ".routers.")} == {
         f"{layers[0]}.routers.0",
         f"{layers[0]}.routers.1",

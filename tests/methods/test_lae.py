@@ -180,7 +180,7 @@ def test_lae_trains_three_tasks_and_evaluates_its_ensemble(tiny_run):
     for task in (1, 2, 3):
         summary = train_task(cfg, "lae", 0, task).summary
         assert load_update(task_dir(cfg, "lae", 0, task)).kind == "none"
-        assert summary["trainable_params"] == 4 * (2 * 128 + 128 * 2 + 1)  # k and v of 2 blocks: A, B, s
+        assert summary["trainable_params"] == 4 * (2 * 64 + 64 * 2 + 1)  # k and v of 2 blocks: A, B, s
         states.append(load_method_state(task_dir(cfg, "lae", 0, task)))
     assert not any(k.startswith("offline.") for k in states[0])
     for name in ("visual.transformer.resblocks.0.attn.k", "visual.transformer.resblocks.1.attn.v"):

@@ -57,7 +57,7 @@ METHODS = {
     "cl-lora": ({"kind": "cl_lora"}, set()),
     "sprompts": ({"kind": "sprompts"}, set()),
     "l2p": ({"kind": "l2p", "pool_size": 4, "length": 2, "top_k": 2, "vote_group": 4}, set()),
-    "diki": ({"kind": "diki", "vision_depth": 2, "text_depth": 2, "vision_length": 2, "text_length": 2}, set()),
+    "diki": ({"kind": "diki", "vision_depth": 2, "text_depth": 1, "vision_length": 2, "text_length": 2}, set()),
 }
 FULL = {"zscl", "ewc", "gem", "lwf", "icarl"}  # full fine-tuning: the tiny config's full-ft learning rate
 

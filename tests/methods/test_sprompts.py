@@ -84,11 +84,11 @@ def test_sprompts_trains_two_domains_and_routes_each_image_to_one(tiny_run, monk
     assert load_update(task_dir(cfg, "sprompts", 0, 2)).kind == "none"  # the backbone never changes
     first, second = (load_method_state(task_dir(cfg, "sprompts", 0, i)) for i in (1, 2))
     assert set(second) == {f"{part}.{k}" for part in ("image", "context", "centroids") for k in (0, 1)}
-    # codyra-mini: image width 128, text width 64, embedding 64; 10 prompts, 16 context vectors, 5 centroids
-    assert [tuple(second[f"{p}.1"].shape) for p in ("image", "context", "centroids")] == [(10, 128), (16, 64), (5, 64)]
+    # codyra-mini: image width 64, text width 64, embedding 64; 10 prompts, 16 context vectors, 5 centroids
+    assert [tuple(second[f"{p}.1"].shape) for p in ("image", "context", "centroids")] == [(10, 64), (16, 64), (5, 64)]
     for key in first:  # domain 1 is kept as task 1 left it
         torch.testing.assert_close(second[key], first[key])
-    assert summaries[1]["trainable_params"] == 10 * 128 + 16 * 64
+    assert summaries[1]["trainable_params"] == 10 * 64 + 16 * 64
     assert summaries[1]["inference_extra_params"] == sum(t.numel() for t in second.values())
     history = [json.loads(r) for r in (task_dir(cfg, "sprompts", 0, 2) / "history.jsonl").read_text().splitlines()]
     assert all(r["sprompts_loss"] > 0 for r in history)
