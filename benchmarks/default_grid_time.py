@@ -15,7 +15,7 @@ gets by opting out of ``codyra.CPU_NUMERICS``, the pins that make every x86-64 m
 same numbers) and records its times beside the pinned run's, with how far its accuracy matrices
 lie from the pinned ones: what the pins cost a whole grid, and what opting out changes.
 
-    .venv/bin/python benchmarks/default_grid_time.py                # 7-18 minutes on 2 cores
+    .venv/bin/python benchmarks/default_grid_time.py                # minutes on 2 cores (docs/results/default-grid/)
     .venv/bin/python benchmarks/default_grid_time.py --also-native  # both, one after the other
 """
 
