@@ -49,6 +49,11 @@ def tiny_cfg_dict(tmp_path):
     return cfg
 
 
+def with_train(cfg: dict, train: dict, family: str = "clip") -> dict:
+    """``cfg`` with ``train`` over its train block and ``family`` as its model family."""
+    return {**cfg, "train": {**cfg["train"], **train}, "model": {**cfg["model"], "family": family}}
+
+
 @pytest.fixture
 def tiny_cfg(tiny_cfg_dict):
     from codyra.experiment.config import load_config

@@ -10,6 +10,8 @@ import torch
 from codyra.experiment.config import ConfigError, load_config
 from codyra.steps.backends import PlainBackend
 
+from ..conftest import with_train
+
 SGD = {"optimizer": "sgd", "lr": 0.5, "momentum": 0.9, "precision": "fp32"}
 
 
@@ -69,11 +71,8 @@ def test_an_sgd_checkpoint_resumes_its_momentum(tmp_path):
     ],
 )
 def test_optimizer_settings_that_cannot_apply_are_refused(tiny_cfg_dict, train, family, message):
-    cfg = {**tiny_cfg_dict, "train": {**tiny_cfg_dict["train"], **train}}
-    if family == "causal_lm":
-        cfg["model"] = {**cfg["model"], "family": family}
     with pytest.raises(ConfigError, match=message):
-        load_config(cfg)
+        load_config(with_train(tiny_cfg_dict, train, family))
 
 
 def test_sgd_is_a_valid_setting_of_a_clip_config(tiny_cfg_dict):

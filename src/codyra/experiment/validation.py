@@ -243,6 +243,7 @@ def _check_semantics(cfg: dict) -> None:
             _check_accumulation(cfg["model"]["family"], train["gradient_accumulation"], m, task)
             _check_optimizer(cfg["model"]["family"], train, m, task)
             _check_augmentation(cfg["data"]["kind"], train, m, task)
+            _check_compile(cfg["model"]["family"], train, m, task)
     for m in cfg["methods"]:
         # the method's own config first, then each task that overrides it: the error names that layer
         base = {k: v for k, v in cfg["method_configs"][m].items() if k != "train"}
@@ -362,6 +363,19 @@ def _check_optimizer(family: str, train: dict, method: str, task: str) -> None:
         )
     if train["carry_optimizer"]:
         raise ConfigError(f"{where}: carry_optimizer continues AdamW's moments; with sgd set carry_optimizer: false")
+
+
+def _check_compile(family: str, train: dict, method: str, task: str) -> None:
+    if train["compile_mode"] == "default":
+        return
+    where = f"train.compile_mode for method {method!r}, task {task!r}"
+    if not train["compile"]:
+        raise ConfigError(f"{where}: {train['compile_mode']} is a mode of the compiled step; set train.compile: true")
+    if family not in IMAGE_FAMILIES:
+        raise ConfigError(
+            f"{where}: CUDA graphs replay the image families' steps; causal LMs train under DeepSpeed, "
+            "whose step launches outside any graph: set it to default"
+        )
 
 
 IMAGE_FAMILIES = ("clip", "blip")  # classify images by class prompts (data kinds mini, mtil, xtail)

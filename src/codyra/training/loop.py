@@ -164,10 +164,14 @@ def fit(task: TrainingTask, method: Method, run: MetricsLog, device, on_step) ->
     # the fused adapter forward where the precision already departs from fp32; TF32's switch held for
     # the backward passes too, which run outside the autocast
     fuse_adapters(model, fuses_adapters(session.device, hp["precision"]))
-    forward = torch.compile(session.forward) if hp["compile"] else session.forward  # compiled at its first call
+    # compiled at its first call; reduce-overhead replays the compiled forward and backward as CUDA graphs
+    forward = torch.compile(session.forward, mode=hp["compile_mode"]) if hp["compile"] else session.forward
+    graphed = hp["compile"] and hp["compile_mode"] == "reduce-overhead"
     with precision_scope(session.device, hp["precision"]):
         for step, micro_batches in enumerate(session.batches(start), start=start + 1):
             began = time.perf_counter()
+            if graphed:  # the last step's graph outputs are dead: the replays may reuse their memory
+                torch.compiler.cudagraph_mark_step_begin()
             if dropout is not None:  # masks are a function of (seed, task, step), as the batches are
                 dropout.manual_seed(derive_seed(seed, task_index, step, *session.dropout_key))
             session.begin_step(micro_batches)
