@@ -9,7 +9,9 @@ Sections (``--sections``, default all of them, in this order):
   backward, fused AdamW, ``after_step``, ``step_metrics``) of LoRA and CoDyRA, rank 16 on all 144
   matrices, in each of ``--clip-precisions`` as training runs them (fp32: the released code's
   arithmetic; tf32 and bf16: the fused adapter forward, ``codyra.adapters.attach.fuse_adapters``), and
-  in bf16 with the forward and loss compiled (``train.compile``) unless ``--no-clip-compile``;
+  in bf16 with the forward and loss compiled (``train.compile``) and, on a GPU, compiled in mode
+  reduce-overhead (``train.compile_mode``: its graphs replayed as CUDA graphs), unless
+  ``--no-clip-compile``;
   CoDyRA's dense and sparse phases apart. Blocks of
   ``--block`` steps alternate between the two (order flipped every repetition); reported: each
   variant's median step, the paired CoDyRA/LoRA ratios (median, quartiles, range) and the model
@@ -213,7 +215,9 @@ class ClipVariant:
         hp = {"optimizer": "adamw", "lr": 1e-4, "betas": (0.9, 0.999), "eps": 1e-8}
         self.optimizer = build_optimizer(groups, hp)
         self.step_index = 0
+        self.graphed = False  # True: ``loss`` compiled in mode reduce-overhead, its graphs replayed step by step
         images, labels = batch
+        self.inputs = (images, labels, tokens)  # what a graph replay copies into its own buffers
 
         def loss():
             with autocast(device, precision):
@@ -231,12 +235,22 @@ class ClipVariant:
             self.loss().backward()
 
     def __call__(self) -> None:
+        if self.graphed:  # as the training loop marks each step (train.compile_mode: reduce-overhead)
+            torch.compiler.cudagraph_mark_step_begin()
         self.forward_backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step_index += 1
         self.method.after_step(self.step_index, TOTAL)
         self.method.step_metrics()
+
+
+def graph(variant: ClipVariant, cuda_graphs: bool) -> None:
+    """Compile ``variant``'s forward and loss as ``train.compile`` does, in mode reduce-overhead
+    (``train.compile_mode``: the compiled forward and backward replayed as CUDA graphs) where
+    ``cuda_graphs``."""
+    variant.loss = torch.compile(variant.loss, mode="reduce-overhead" if cuda_graphs else "default")
+    variant.graphed = cuda_graphs
 
 
 def clip_model(args):
@@ -259,14 +273,13 @@ def section_clip_train(args, device: torch.device) -> dict:
         torch.randint(0, args.clip_classes, (args.clip_batch,), generator=generator).to(device),
     )
     out = {"model": args.clip_model, "batch": args.clip_batch, "classes": args.clip_classes, "adapter": ADAPTER}
-    runs = [(p, p) for p in args.clip_precisions.split(",")] + (
-        [("bf16_compiled", "bf16")] if args.clip_compile else []
-    )
+    compiled = [("bf16_compiled", "bf16")] + ([("bf16_graphed", "bf16")] if device.type == "cuda" else [])
+    runs = [(p, p) for p in args.clip_precisions.split(",")] + (compiled if args.clip_compile else [])
     for label, precision in runs:
         variants = {kind: ClipVariant(kind, base, tokens, batch, precision, device) for kind in ("lora", "codyra")}
-        if label.endswith("_compiled"):
+        if label.endswith(("_compiled", "_graphed")):
             for variant in variants.values():
-                variant.loss = torch.compile(variant.loss)
+                graph(variant, label.endswith("_graphed"))
         flops = counted_flops(variants["lora"].forward_backward)
         variants["lora"].optimizer.zero_grad(set_to_none=True)
         phases = {}
@@ -669,7 +682,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--clip-classes", type=int, default=100, help="class prompts the text tower encodes per step")
     parser.add_argument("--clip-precisions", default="fp32,tf32,bf16", help="train.precision values to step in")
     parser.add_argument(
-        "--no-clip-compile", dest="clip_compile", action="store_false", help="skip the compiled bf16 step"
+        "--no-clip-compile", dest="clip_compile", action="store_false", help="skip the compiled bf16 steps"
     )
     parser.add_argument("--reps", type=int, default=12, help="paired repetitions per phase and precision")
     parser.add_argument("--block", type=int, default=4, help="steps per variant in a repetition")

@@ -12,9 +12,15 @@ soon as it ends, so a failure keeps what came before and records its error):
 - ``clip_row``: row 0 of config/mtil_5shot.yaml's 11 tasks on the rehearsal's stand-in CLIP and
   fixture datasets (codyra.rehearsal), from the evaluation cache and from the JPEGs: both paths'
   seconds and whether every cell agrees.
+- ``clip_graphs``: the mini CLIP's first task (config/config.yaml: LoRA r16 and CoDyRA) in bf16,
+  three ways: eager, compiled (``train.compile``) and compiled with its graphs replayed as CUDA
+  graphs (``train.compile_mode: reduce-overhead``). Per method and way: seconds, the median step
+  after the first two (which compile), final loss; per method: the largest relative difference of
+  the step losses between the graphed and the compiled run (the same kernels, replayed) and
+  between the graphed and the eager run.
 - ``gpu_costs``: benchmarks/gpu_costs.py (its own record beside this one).
 
-    python benchmarks/gpu_smoke.py                          # about 10 minutes on an H100
+    python benchmarks/gpu_smoke.py                          # about 10 minutes on an H100, and clip_graphs' compilations
     python benchmarks/gpu_smoke.py --device cpu --smoke     # tiny sizes: checks the script only
 """
 
@@ -22,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +43,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_record import write_record  # a sibling script
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("trace", "clip_row", "gpu_costs")
+SECTIONS = ("trace", "clip_row", "clip_graphs", "gpu_costs")
+COMPILE_WAYS = {  # train keys of each way clip_graphs trains a task
+    "eager": {"compile": False},
+    "compiled": {"compile": True, "compile_mode": "default"},
+    "graphed": {"compile": True, "compile_mode": "reduce-overhead"},
+}
 BACKENDS = ("plain", "deepspeed")
 SMOKE_MINI = {"corpus_size": 100, "pretrain_steps": 2, "train_per_task": 10, "test_per_task": 10}
 
@@ -71,11 +84,26 @@ def trace_configs(folder: Path, smoke: bool, methods: list[str] | None) -> dict[
     return {"plain": plain, "deepspeed": load_config(zero)}
 
 
-def losses(cfg: dict, method: str, task: int) -> list[float]:
+def largest_relative_difference(a: list[float], b: list[float]) -> float:
+    return max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b, strict=True))
+
+
+def history(cfg: dict, method: str, task: int) -> list[dict]:
     from codyra.store.paths import HISTORY_FILE, task_dir
 
-    lines = (task_dir(cfg, method, 0, task) / HISTORY_FILE).read_text().splitlines()
-    return [json.loads(line)["loss"] for line in lines]
+    return [json.loads(line) for line in (task_dir(cfg, method, 0, task) / HISTORY_FILE).read_text().splitlines()]
+
+
+def losses(cfg: dict, method: str, task: int) -> list[float]:
+    return [record["loss"] for record in history(cfg, method, task)]
+
+
+def median_step_seconds(cfg: dict, method: str, task: int) -> float | None:
+    """The median time between the ends of consecutive steps, after the first two (a compilation)."""
+    from codyra.store.paths import TIME
+
+    ends = [record[TIME] for record in history(cfg, method, task)][2:]
+    return statistics.median(b - a for a, b in itertools.pairwise(ends)) if len(ends) > 1 else None
 
 
 def run_trace(args, folder: Path) -> dict:
@@ -110,7 +138,45 @@ def run_trace(args, folder: Path) -> dict:
             pairs = [
                 pair for i in (1, 2) for pair in zip(*(losses(configs[k], method, i) for k in BACKENDS), strict=True)
             ]
-            record["max_relative_loss_difference"] = max(abs(a - b) / max(abs(a), 1e-12) for a, b in pairs)
+            record["max_relative_loss_difference"] = largest_relative_difference(*zip(*pairs, strict=True))
+    return out
+
+
+def run_clip_graphs(args, folder: Path) -> dict:
+    """The mini CLIP's task 1 eager, compiled and replayed as CUDA graphs (module docstring)."""
+    from codyra.experiment.config import load_config, read_config_file
+    from codyra.experiment.pretraining import pretrain_own
+    from codyra.experiment.train_job import train_task
+    from codyra.store.paths import MINI_PRETRAINED, results_path
+
+    raw = read_config_file(REPO / "config" / "config.yaml")
+    raw.update(seeds=[0], tasks=raw["tasks"][:1], methods=["lora-r16", "codyra"], tracking={"enabled": False})
+    raw["train"]["precision"] = "bf16"
+    raw["train"]["iterations"] = 5 if args.smoke else 50  # enough steps for a median; compiling dominates
+    if args.smoke:
+        raw["mini"].update(SMOKE_MINI)
+    configs = {}
+    for way, train in COMPILE_WAYS.items():
+        cfg = copy.deepcopy(raw) | {"results": str(folder / way)}
+        cfg["train"].update(train)
+        if configs:  # one pretraining: the others read the eager run's theta_0
+            cfg["model"]["pretrained"] = str(results_path(configs["eager"], MINI_PRETRAINED))
+        configs[way] = load_config(cfg)
+    pretrain_own(configs["eager"])
+    out = {"methods": {}}
+    for method in raw["methods"]:
+        record = out["methods"].setdefault(method, {})
+        for way, cfg in configs.items():
+            began = time.perf_counter()
+            summary = train_task(cfg, method, 0, 1, device=args.device).summary
+            record[way] = {
+                "seconds": round(time.perf_counter() - began, 2),
+                "median_step_seconds": median_step_seconds(cfg, method, 1),
+                "final_loss": summary["final_loss"],
+            }
+        steps = {way: losses(cfg, method, 1) for way, cfg in configs.items()}
+        record["graphed_vs_compiled"] = largest_relative_difference(steps["compiled"], steps["graphed"])
+        record["graphed_vs_eager"] = largest_relative_difference(steps["eager"], steps["graphed"])
     return out
 
 
@@ -152,7 +218,7 @@ def run_gpu_costs(args, folder: Path) -> dict:
     return {"record": str(record)}
 
 
-RUNNERS = {"trace": run_trace, "clip_row": run_clip_row, "gpu_costs": run_gpu_costs}
+RUNNERS = {"trace": run_trace, "clip_row": run_clip_row, "clip_graphs": run_clip_graphs, "gpu_costs": run_gpu_costs}
 
 
 def main(argv: list[str] | None = None) -> dict:

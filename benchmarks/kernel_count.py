@@ -6,10 +6,11 @@ The step is ``benchmarks/gpu_costs.py``'s (``ClipVariant``): open_clip ViT-B/16 
 weights (nothing is downloaded), image tower on a batch of random images and text tower on
 ``--classes`` class prompts, CLIP's cross-entropy, backward, fused AdamW, the method's
 ``after_step`` and ``step_metrics``; rank-16 adapters on all 144 matrices, as the paper configs
-place them. Each of LoRA and CoDyRA is counted on three paths (``PATHS``): the unfused adapter
+place them. Each of LoRA and CoDyRA is counted on four paths (``PATHS``): the unfused adapter
 forward (what fp32 training runs), the fused one (``codyra.adapters.attach.fuse_adapters``: what
-bf16 and tf32 training run on a GPU), and the fused one with the forward and loss compiled
-(``torch.compile``, as ``train.compile: true`` compiles the training step's forward).
+bf16 and tf32 training run on a GPU), the fused one with the forward and loss compiled
+(``torch.compile``, as ``train.compile: true`` compiles the training step's forward), and that
+one replayed as CUDA graphs (``train.compile_mode: reduce-overhead``).
 
 What is counted: ``torch.profiler`` CPU events of one step after a warm-up step (AdamW's state
 exists by then): the ATen operators (``aten::`` events) that compute and call no other operator
@@ -22,11 +23,17 @@ counted launches (at least) one kernel there. An operator over a list of tensors
 (``MULTI_TENSOR``: fused AdamW, its step counters) is one kernel on a GPU and is counted once,
 not the per-tensor loop the CPU runs for it. A kernel that ``torch.compile`` generates is one
 event (``torch._inductor.config.cpp.enable_kernel_profile``) and counts as one launch. The count
-does not depend on the batch (batch 8 keeps the CPU time small) nor on the CPU. On the CPU the
+does not depend on the batch (batch 8 keeps the CPU time small) nor on the CPU. The graphed path
+is compiled in mode reduce-overhead, which on the CPU runs the compiled step (CUDA graphs are
+CUDA's); it is counted as a GPU replays it: each call of a compiled graph (the forward's, the
+backward's) one launch, plus one copy per tensor the graph takes that is not a parameter (a
+replay copies those into the graph's own buffers: the batch and the class prompts into the
+forward, the loss's gradient into the backward), plus every kernel outside the graphs as above
+(AdamW, the method's hooks, the gradients' hand-over to the parameters). On the CPU the
 step is fp32: ``codyra.device.autocast`` autocasts to bf16 on a GPU only, where autocast adds a
 cast kernel per weight matrix and call on either path (one per stacked A and B on the fused one).
 
-    python benchmarks/kernel_count.py                        # about 8 minutes on 2 cores
+    python benchmarks/kernel_count.py                        # about 15 minutes on 2 cores
     python benchmarks/kernel_count.py --paths unfused,fused  # no compilation: about 3 minutes
 """
 
@@ -41,16 +48,18 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_costs import ClipVariant, clip_model  # sibling scripts
+from gpu_costs import ClipVariant, clip_model, graph  # sibling scripts
 from run_record import write_record
 
 KINDS = ("lora", "codyra")
-PATHS = ("unfused", "fused", "compiled")
+PATHS = ("unfused", "fused", "compiled", "graphed")
 # operators over lists of tensors (AdamW's step): one multi-tensor kernel on a GPU, a loop over the
 # tensors on the CPU; counted once, what they call not at all
 MULTI_TENSOR = ("aten::_foreach_", "aten::_fused_")
 PRODUCTS = frozenset(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"))
 INDUCTOR_KERNEL = "cpp_fused_"  # in the name of a kernel torch.compile generated for the CPU
+GRAPH = "## Call CompiledFxGraph"  # the profiler's event for one call of a graph torch.compile made
+BACKWARD = "CompiledFunctionBackward"  # above the backward graph's call
 # operators that launch no kernel on a GPU: views, metadata, allocation without filling
 NO_KERNEL = frozenset(
     "aten::" + name
@@ -117,21 +126,28 @@ def train_step(
     device: torch.device | None = None,
 ) -> ClipVariant:
     """One adapted copy of ``base`` stepped as the training loop steps a CLIP task (call it for a
-    step), on one of ``PATHS``: the unfused adapter forward, the fused one, or the fused one with
-    the forward and loss compiled (``train.compile``; compiled at the first call)."""
+    step), on one of ``PATHS``: the unfused adapter forward, the fused one, the fused one with
+    the forward and loss compiled (``train.compile``; compiled at the first call), or compiled in
+    mode reduce-overhead (``train.compile_mode``: CUDA graphs on a GPU, the compiled step on the CPU)."""
     from codyra.adapters.attach import fuse_adapters
 
     if path not in PATHS:
         raise ValueError(f"unknown path {path!r}; choose one of {', '.join(PATHS)}")
     variant = ClipVariant(kind, base, tokens, batch, precision, device or torch.device("cpu"))
     fuse_adapters(variant.model, path != "unfused")
-    if path == "compiled":
-        variant.loss = torch.compile(variant.loss)
+    if path in ("compiled", "graphed"):
+        graph(variant, path == "graphed")
     return variant
 
 
-def count_kernels(step) -> Counter:
-    """Kernel-launching operators of one call of ``step`` (module docstring), by name."""
+def count_kernels(step, graph_inputs: int | None = None) -> Counter:
+    """Kernel-launching operators of one call of ``step`` (module docstring), by name.
+
+    ``graph_inputs``: count the launches of the step replayed as CUDA graphs, the tensors a
+    forward graph takes besides parameters being that many: a call of a compiled graph is one
+    launch (``graph replay``) instead of its kernels, and a replay copies its inputs that are not
+    parameters into the graph's own buffers (``graph input copy``): the forward graph's
+    ``graph_inputs``, the backward graph's one, the loss's gradient."""
     from torch._inductor import config as inductor
     from torch.profiler import ProfilerActivity, profile
 
@@ -148,20 +164,33 @@ def count_kernels(step) -> Counter:
         return computes[event.id]
 
     def counted(event) -> bool:
+        if graph_inputs is not None and _inside(event, GRAPH):  # replayed with its graph
+            return False
         if INDUCTOR_KERNEL in event.name:
             return True
         if not (event.name.startswith("aten::") and launches(event)):
             return False
-        parent = event.cpu_parent
-        while parent is not None:  # inside a multi-tensor operator: counted with it
-            if parent.name.startswith(MULTI_TENSOR):
-                return False
-            parent = parent.cpu_parent
+        if _inside(event, MULTI_TENSOR):  # counted with the multi-tensor operator
+            return False
         if event.name.startswith(MULTI_TENSOR) or event.name in PRODUCTS:
             return True
         return not any(launches(c) for c in event.cpu_children)
 
-    return Counter(e.name for e in prof.events() if counted(e))
+    kernels = Counter(e.name for e in prof.events() if counted(e))
+    if graph_inputs is not None:
+        for event in prof.events():
+            if event.name.startswith(GRAPH):
+                kernels["graph replay"] += 1
+                kernels["graph input copy"] += 1 if _inside(event, BACKWARD) else graph_inputs
+    return kernels
+
+
+def _inside(event, prefix) -> bool:
+    """Whether an event above ``event`` has a name starting with ``prefix`` (a string or a tuple)."""
+    parent = event.cpu_parent
+    while parent is not None and not parent.name.startswith(prefix):
+        parent = parent.cpu_parent
+    return parent is not None
 
 
 def measure(args) -> dict:
@@ -172,7 +201,7 @@ def measure(args) -> dict:
         for path in args.paths:
             step = train_step(kind, path, base, tokens, batch, "fp32", device)
             step()  # warm-up: AdamW's state (and the compilation)
-            ops = count_kernels(step)
+            ops = count_kernels(step, len(step.inputs) if path == "graphed" else None)
             counts.setdefault(kind, {})[path] = {"total": sum(ops.values()), "ops": dict(ops)}
             print(f"{kind} {path}: {sum(ops.values())} kernels per step", flush=True)
     totals = {kind: {path: counts[kind][path]["total"] for path in args.paths} for kind in KINDS}
@@ -188,7 +217,8 @@ def measure(args) -> dict:
 
 
 def markdown(record: dict, command: str) -> str:
-    totals, paths = record["kernels_per_step"], list(record["codyra_over_lora"])
+    totals = record["kernels_per_step"]
+    paths = [p for p in PATHS if p in record["codyra_over_lora"]]  # a record's JSON holds them sorted by name
     head = "| method | " + " | ".join(paths) + " | " + " | ".join(f"unfused / {p}" for p in paths[1:]) + " |"
     rows = "\n".join(
         f"| {name} | "
@@ -198,9 +228,13 @@ def markdown(record: dict, command: str) -> str:
         + " |"
         for kind, name in (("lora", "LoRA"), ("codyra", "CoDyRA"))
     )
-    ratios = ", ".join(f"{r:.3f} {p}" for p, r in record["codyra_over_lora"].items())
+    ratios = ", ".join(f"{record['codyra_over_lora'][p]:.3f} {p}" for p in paths)
     products = {p: sum(n for op, n in record["counts"]["lora"][p]["ops"].items() if op in PRODUCTS) for p in paths}
     floor = ", ".join(f"{n} {p}" for p, n in products.items())
+    outside = ""
+    if "graphed" in paths:
+        ops = sorted(record["counts"]["lora"]["graphed"]["ops"].items(), key=lambda item: (-item[1], item[0]))
+        outside = "\n\nLoRA's graphed step, launch by launch: " + ", ".join(f"{n} `{op}`" for op, n in ops) + "."
     return f"""# Kernels per CLIP train step
 
 Operators that launch a kernel, per train step of open_clip ViT-B/16 (random weights, batch
@@ -212,7 +246,10 @@ and tf32 training run on a GPU (`codyra.adapters.attach.fuse_adapters`: base and
 products accumulated in one `addmm`, gates folded into B, one product for Q, K and V against the
 stacked A's and one batched product against the stacked B's). **compiled**: fused, with the
 forward and loss through `torch.compile` (`train.compile: true`; each kernel inductor generates
-counted as one).
+counted as one). **graphed**: compiled, with the forward and backward graphs replayed as CUDA
+graphs (`train.compile_mode: reduce-overhead`), counted as a GPU launches them: one launch per
+graph, one copy per tensor a graph takes besides the parameters, and every kernel outside the
+graphs (AdamW, the method's hooks, the gradients' hand-over to the parameters).
 
 - Machine: {record["machine"]}, {record["cpu_count"]} CPUs; torch {record["torch"]}
 - Date: {record["measured"][:10]}
@@ -224,14 +261,16 @@ counted as one).
 
 CoDyRA / LoRA kernels per step: {ratios}.
 
-Matrix products (`aten::mm`, `addmm`, `bmm`, `baddbmm`) among LoRA's kernels: {floor}. Fusing
-lowers their count only where products share an operand (Q, K and V); the rest, one product per
-adapter factor and direction, stays whatever the fusion, so a step launches at least that many
-kernels unless it is replayed as one CUDA graph.
+Matrix products (`aten::mm`, `addmm`, `bmm`, `baddbmm`) launched apart among LoRA's kernels:
+{floor}.
+Fusing lowers their count only where products share an operand (Q, K and V); the rest, one
+product per adapter factor and direction, stays whatever the fusion, so a step launches at least
+that many kernels unless its graphs are replayed whole.{outside}
 
-The count does not depend on the batch or the CPU. On a GPU under bf16 autocast each path adds
-cast kernels (the fused path one per stacked A and B instead of one per adapter matrix); the
-step's time there is measured by `benchmarks/gpu_costs.py`.
+The count does not depend on the batch or the CPU. On a GPU under bf16 autocast each path but the
+graphed one adds cast kernels (the fused path one per stacked A and B instead of one per adapter
+matrix; the graphed path replays them in its graphs); the step's time there is measured by
+`benchmarks/gpu_costs.py`.
 """
 
 

@@ -36,6 +36,7 @@ CLIP_STEPS = {
     "tf32": ("tf32", "tf32"),
     "bf16": ("bf16", "bf16"),
     "bf16_compiled": ("bf16, compiled", "bf16"),
+    "bf16_graphed": ("bf16, compiled, CUDA graphs", "bf16"),
 }
 SECTIONS = ("device", "startup", "clip_train", "clip_eval", "llm_train", "generate")
 

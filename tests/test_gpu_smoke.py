@@ -23,7 +23,8 @@ def test_the_gpu_smoke_script_runs_every_section_on_the_cpu(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     sections = json.loads(out.read_text())["sections"]
-    assert set(sections) == {"trace", "clip_row", "gpu_costs"} and not any("error" in s for s in sections.values())
+    assert set(sections) == {"trace", "clip_row", "clip_graphs", "gpu_costs"}
+    assert not any("error" in s for s in sections.values())
     methods = sections["trace"]["methods"]
     assert set(methods) == {"zeroshot", "codyra", "olora"}
     for name in ("codyra", "olora"):  # both backends trained tasks 1 and 2 and evaluated row 2
@@ -32,6 +33,9 @@ def test_the_gpu_smoke_script_runs_every_section_on_the_cpu(tmp_path):
         assert methods[name]["max_relative_loss_difference"] < 0.01  # one rank: the same steps up to rounding
     row = sections["clip_row"]
     assert row["cells_agree"] and len(row["cache"]["cells"]) == 11  # MTIL's 11 test sets, cache = JPEGs
+    for record in sections["clip_graphs"]["methods"].values():  # on the CPU the graphed step is the compiled one
+        assert record["graphed_vs_compiled"] == 0.0 and record["graphed_vs_eager"] < 1e-3
+        assert all(record[way]["median_step_seconds"] > 0 for way in ("eager", "compiled", "graphed"))
     assert json.loads(Path(sections["gpu_costs"]["record"]).read_text())["device"]
 
 
