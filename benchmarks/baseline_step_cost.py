@@ -96,7 +96,8 @@ def _status_kb(field: str) -> int:
 
 
 def clip_setup(args):
-    """(model, family, forward, task loss, batch of a step) for a random-weight open_clip model."""
+    """(model, family, forward, task loss, batch of a step, the task's description) for a
+    random-weight open_clip model."""
     import open_clip
     import torch
     import torch.nn.functional as F
@@ -138,12 +139,23 @@ def clip_setup(args):
             "labels": torch.randint(0, len(CLASSNAMES), (args.clip_batch,), generator=g),
         }
 
-    return model, Family(), forward, lambda b, o: F.cross_entropy(o["logits"], b["labels"]), batch_at
+    class Task:  # the task being trained: its class names, its training images under the evaluation transform
+        classnames = CLASSNAMES
+
+        def train_eval_set(self):  # LwF's distillation images (random, as the batches)
+            labels = torch.randint(0, len(CLASSNAMES), (len(ref_images),), generator=gen)
+            return torch.utils.data.TensorDataset(ref_images, labels)
+
+    def task_loss(batch, outputs):
+        return F.cross_entropy(outputs["logits"], batch["labels"])
+
+    return model, Family(), forward, task_loss, batch_at, Task()
 
 
 def lm_setup(args):
     """The same for the mini TRACE's LLaMA: answer loss on the last quarter of each sequence,
-    the forward of the LM family (``codyra.llm.train``: left-padding position ids)."""
+    the forward of the LM family (``codyra.llm.train``: left-padding position ids); no method reads
+    an LM task's description."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -172,7 +184,7 @@ def lm_setup(args):
         labels[:, answer:] = ids[:, answer:]
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
 
-    return model, CAUSAL_LM, forward, task_loss, batch_at
+    return model, CAUSAL_LM, forward, task_loss, batch_at, None
 
 
 def probe(name: str, args) -> dict:
@@ -193,7 +205,7 @@ def probe(name: str, args) -> dict:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rss_start = _status_kb("VmRSS")
-    model, family, forward, task_loss, batch_at = setup(args)
+    model, family, forward, task_loss, batch_at, task_info = setup(args)
     theta_0 = copy.deepcopy(model).eval()
     batch_size = args.lm_batch if family_kind == "lm" else args.clip_batch
 
@@ -219,6 +231,8 @@ def probe(name: str, args) -> dict:
             total_steps=total,
             steps_per_epoch=total,  # one epoch: OGD collects every step, its dearer phase
             task_batches=lambda: (batch_at(step) for step in range(1, total + 1)),
+            train={"batch_size": batch_size},  # what the methods read of the job's training settings
+            task=task_info,
         )
 
     def run(task, steps, state, update):
@@ -324,7 +338,7 @@ def main():
         default="codyra-mini,codyra-mini-llama",
         help="comma-separated: open_clip names and/or codyra-mini-llama",
     )
-    parser.add_argument("--clip-batch", type=int, default=64, help="images per CLIP step (the mini's train.batch_size)")
+    parser.add_argument("--clip-batch", type=int, default=32, help="images per CLIP step (the mini's train.batch_size)")
     parser.add_argument(
         "--lm-batch", type=int, default=4, help="sequences per LM step (the mini TRACE's train.batch_size)"
     )

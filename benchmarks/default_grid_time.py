@@ -127,6 +127,17 @@ def compare_summaries(pinned: dict[str, list[dict]], native: dict[str, list[dict
     return compared
 
 
+def read_grid(results: Path, configfile: Path) -> tuple[dict, dict]:
+    """A finished grid's figures (``split``) and each method's matrix.json per seed, as its tables
+    read them."""
+    from codyra.evaluation.tables import load_runs
+    from codyra.experiment.config import config_from_files, load_config
+    from codyra.methods import method_classes
+
+    cfg = load_config(config_from_files([configfile], {"results": str(results)}))
+    return split(results, cfg), load_runs(cfg, method_classes(cfg, cfg["methods"]))
+
+
 def run_grid(args, env: dict[str, str]) -> tuple[dict, dict]:
     """``snakemake all_tables`` in a fresh folder under ``env``'s extra variables: the figures and
     each method's matrix.json per seed."""
@@ -140,13 +151,7 @@ def run_grid(args, env: dict[str, str]) -> tuple[dict, dict]:
         wall = time.perf_counter() - began
         if done.returncode != 0:
             sys.exit(f"the grid failed:\n{done.stderr[-3000:]}")
-        from codyra.evaluation.tables import load_runs
-        from codyra.experiment.config import config_from_files, load_config
-        from codyra.methods import method_classes
-
-        cfg = load_config(config_from_files([args.configfile], {"results": str(results)}))
-        figures = split(results, cfg)
-        matrices = load_runs(cfg, method_classes(cfg, cfg["methods"]))
+        figures, matrices = read_grid(results, args.configfile)
     floor = compute_floor(figures["core_seconds"], args.cores)
     figures |= {"wall_s": wall, "compute_floor_s": floor, "meets_target": wall <= TARGET_S}
     return figures, matrices
