@@ -223,15 +223,16 @@ def compare(a: dict, b: dict, *, avoided: bool = False) -> list[str]:
 
 
 def report(files: list[Path]) -> str:
-    """A Markdown page comparing fingerprint files pairwise (file stems as labels)."""
+    """A Markdown page comparing fingerprint files pairwise (file stems as labels): each pair of
+    the same entries and the same MKL branch (``MKL_CBWR``), i.e. the same code on two processors."""
     runs = {f.stem: json.loads(f.read_text()) for f in files}
     lines = [
         "# CPU numerics: fingerprints compared",
         "",
         (
             f"Rendered {time.strftime('%Y-%m-%d')} by `scripts/cpu-numerics.py report` from {len(runs)} files of "
-            "`scripts/cpu-numerics.py ops|pipeline` (in `cpu-numerics/`). "
-            "Kernels the platform avoids are counted apart."
+            "`scripts/cpu-numerics.py ops|pipeline` (in `cpu-numerics/`); each pair of files of the same "
+            "entries and MKL branch is compared. Kernels the platform avoids are counted apart."
         ),
         "",
         "| file | MKL_CBWR | kernels | torch |",
@@ -244,7 +245,7 @@ def report(files: list[Path]) -> str:
     names = list(runs)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            if set(runs[a]) != set(runs[b]):
+            if set(runs[a]) != set(runs[b]) or runs[a]["environment"]["MKL_CBWR"] != runs[b]["environment"]["MKL_CBWR"]:
                 continue
             differing = [d.split(":")[0] for d in compare(runs[a], runs[b])]
             avoided = [d.split(":")[0] for d in compare(runs[a], runs[b], avoided=True) if "(avoided)" in d]
