@@ -84,8 +84,9 @@ def trace_configs(folder: Path, smoke: bool, methods: list[str] | None) -> dict[
     return {"plain": plain, "deepspeed": load_config(zero)}
 
 
-def largest_relative_difference(a: list[float], b: list[float]) -> float:
-    return max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b, strict=True))
+def largest_relative_difference(pairs) -> float:
+    """Over (reference, other) loss pairs."""
+    return max(abs(a - b) / max(abs(a), 1e-12) for a, b in pairs)
 
 
 def history(cfg: dict, method: str, task: int) -> list[dict]:
@@ -98,11 +99,12 @@ def losses(cfg: dict, method: str, task: int) -> list[float]:
     return [record["loss"] for record in history(cfg, method, task)]
 
 
-def median_step_seconds(cfg: dict, method: str, task: int) -> float | None:
-    """The median time between the ends of consecutive steps, after the first two (a compilation)."""
+def median_step_seconds(records: list[dict]) -> float | None:
+    """The median time between the ends of a history's consecutive steps, after the first two (a
+    compilation)."""
     from codyra.store.paths import TIME
 
-    ends = [record[TIME] for record in history(cfg, method, task)][2:]
+    ends = [record[TIME] for record in records][2:]
     return statistics.median(b - a for a, b in itertools.pairwise(ends)) if len(ends) > 1 else None
 
 
@@ -138,7 +140,7 @@ def run_trace(args, folder: Path) -> dict:
             pairs = [
                 pair for i in (1, 2) for pair in zip(*(losses(configs[k], method, i) for k in BACKENDS), strict=True)
             ]
-            record["max_relative_loss_difference"] = largest_relative_difference(*zip(*pairs, strict=True))
+            record["max_relative_loss_difference"] = largest_relative_difference(pairs)
     return out
 
 
@@ -166,17 +168,20 @@ def run_clip_graphs(args, folder: Path) -> dict:
     out = {"methods": {}}
     for method in raw["methods"]:
         record = out["methods"].setdefault(method, {})
+        steps = {}
         for way, cfg in configs.items():
             began = time.perf_counter()
             summary = train_task(cfg, method, 0, 1, device=args.device).summary
+            seconds, records = time.perf_counter() - began, history(cfg, method, 1)
+            steps[way] = [r["loss"] for r in records]
             record[way] = {
-                "seconds": round(time.perf_counter() - began, 2),
-                "median_step_seconds": median_step_seconds(cfg, method, 1),
+                "seconds": round(seconds, 2),
+                "median_step_seconds": median_step_seconds(records),
                 "final_loss": summary["final_loss"],
             }
-        steps = {way: losses(cfg, method, 1) for way, cfg in configs.items()}
-        record["graphed_vs_compiled"] = largest_relative_difference(steps["compiled"], steps["graphed"])
-        record["graphed_vs_eager"] = largest_relative_difference(steps["eager"], steps["graphed"])
+        for other in ("compiled", "eager"):
+            pairs = zip(steps[other], steps["graphed"], strict=True)
+            record[f"graphed_vs_{other}"] = largest_relative_difference(pairs)
     return out
 
 
