@@ -14,9 +14,12 @@ Sections (``--sections``, default all of them, in this order):
   ``--no-clip-compile``;
   CoDyRA's dense and sparse phases apart. Blocks of
   ``--block`` steps alternate between the two (order flipped every repetition); reported: each
-  variant's median step, the paired CoDyRA/LoRA ratios (median, quartiles, range) and the model
+  variant's median step, the paired CoDyRA/LoRA ratios (median, quartiles, range), the model
   FLOP utilisation (FLOPs counted by ``torch.utils.flop_counter`` / step time / the datasheet peak
-  of the precision).
+  of the precision), the seconds of each variant's first ``--warmup`` steps (its compilation and
+  CUDA graph recording, where asked: the cost model's compile time) and, on a GPU, the memory both
+  variants' weights take at rest and the most their steps reserve (the cost model's activation memory
+  of a compiled step: a CUDA graph's replay allocates nothing, its memory pool stays reserved).
 - ``clip_eval``: a Food-101 folder of Food-sized noise JPEGs (``--eval-distinct`` files listed
   until the test split holds ``--eval-images``, Food's 25,250 by default). Per loader worker: the
   images/s one worker delivers from the JPEGs (decode, resize, crop, normalise) and from the
@@ -226,13 +229,14 @@ class ClipVariant:
             image, text = F.normalize(image.float(), dim=-1), F.normalize(text.float(), dim=-1)
             return F.cross_entropy(self.model.logit_scale.exp() * image @ text.T, labels)
 
-        self.loss = loss
+        self.loss = self.eager_loss = loss
 
-    def forward_backward(self) -> None:
+    def forward_backward(self, loss=None) -> None:
+        """One forward and backward of ``loss`` (default: the variant's own, compiled where asked)."""
         from codyra.device import precision_scope
 
         with precision_scope(self.device, self.precision):  # tf32: the backward pass too
-            self.loss().backward()
+            (loss or self.loss)().backward()
 
     def __call__(self) -> None:
         if self.graphed:  # as the training loop marks each step (train.compile_mode: reduce-overhead)
@@ -280,14 +284,24 @@ def section_clip_train(args, device: torch.device) -> dict:
         if label.endswith(("_compiled", "_graphed")):
             for variant in variants.values():
                 graph(variant, label.endswith("_graphed"))
-        flops = counted_flops(variants["lora"].forward_backward)
-        variants["lora"].optimizer.zero_grad(set_to_none=True)
-        phases = {}
+        lora = variants["lora"]
+        # counted on the eager step: a compiled one runs the same products, and its replays pass no operator
+        # by the counter
+        flops = counted_flops(lambda v=lora: v.forward_backward(v.eager_loss))
+        lora.optimizer.zero_grad(set_to_none=True)
+        resident = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
+        phases, warmup = {}, {}
         for phase, start in PHASE_STEP.items():
             variants["codyra"].step_index = start - 1  # CoDyRA's threshold depends on the step index alone
-            for variant in variants.values():
-                [variant() for _ in range(args.warmup)]
+            for kind, variant in variants.items():
+                # the first phase's warm-up holds each variant's compilation and CUDA graph recording
+                seconds = timed(device, lambda v=variant: [v() for _ in range(args.warmup)])
+                warmup.setdefault(kind, seconds)
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
             result = paired(variants, args.block, args.reps, device)
+            if device.type == "cuda":  # reserved: a replay allocates nothing, its graphs' pool stays reserved
+                result["peak_reserved_gib_both_variants"] = torch.cuda.max_memory_reserved(device) / 2**30
             result["codyra_kappa"] = variants["codyra"].method.kappa
             result["lora_mfu"] = mfu(flops, result["step_s_median"]["lora"], device, precision)
             result["lora_images_per_s"] = args.clip_batch / result["step_s_median"]["lora"]
@@ -298,7 +312,9 @@ def section_clip_train(args, device: torch.device) -> dict:
                 f"x{q['median']:.3f} (IQR {q['q1']:.3f}-{q['q3']:.3f}), MFU {result['lora_mfu']}",
                 flush=True,
             )
-        out[label] = {"lora_step_flops": flops, "phases": phases}
+        out[label] = {"lora_step_flops": flops, "phases": phases, "warmup": {"steps": args.warmup, "seconds": warmup}}
+        if resident is not None:
+            out[label]["resident_gib_both_variants"] = resident / 2**30
         del variants
         if device.type == "cuda":
             torch.cuda.empty_cache()

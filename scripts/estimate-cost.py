@@ -201,7 +201,8 @@ def estimate(
             job = resolve_job(job_cfg, w["method"], i)
             images = job["train"]["iterations"] * job["train"]["batch_size"]
             kind = job_cfg["method_configs"][w["method"]]["kind"]
-            part, seconds = "train", images * costs.train_image_s(kind, job["train"]["precision"]) * scale
+            seconds = images * costs.train_image_s(kind, job["train"]) * scale + costs.compile_s(job["train"])
+            part = "train"
             flops = images * costs.train_image_flops() * scale
             est.units["images trained"] += images
         elif rule == "train_lm_task":
@@ -336,7 +337,8 @@ def main(argv=None) -> None:
         basis = (
             "Each part is GPU-hours on that GPU; the floor is the FLOPs over its datasheet bf16 peak "
             f"({record['device']['datasheet_peak_flops']['bf16'] / 1e12:.0f} TFLOP/s). A CLIP step runs at the "
-            "record's rate for the job's `train.precision` (the paper configs: fp32, as the released code); a cell "
+            "record's rate for the job's `train.precision` (the paper configs: fp32, as the released code) and, "
+            "with `train.compile`, of the compiled step, its compilation once per task job; a cell "
             "at the record's bf16 rate (an fp32 evaluation runs slower). Generation counts the "
             "tokens an answer is expected to take: its task's reference answers' mean length times the ratio of "
             "generated to reference length measured on the mini TRACE (below), where the test set is here to "

@@ -129,6 +129,33 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
             + ", ".join(f"{CLIP_STEPS[label][0]} {speedups[label]:.2f}x" for label in measured if label != "fp32")
             + ".",
         ]
+        timed = [label for label in measured if "warmup" in clip[label]]
+        if timed:  # records from 2026-12 on
+            lines += [
+                "",
+                f"The first {clip[timed[0]]['warmup']['steps']} steps of each (compilation and CUDA graph recording "
+                "where asked; the cost model's compile time), LoRA / CoDyRA, s: "
+                + ", ".join(
+                    f"{CLIP_STEPS[label][0]} {clip[label]['warmup']['seconds']['lora']:.1f} / "
+                    f"{clip[label]['warmup']['seconds']['codyra']:.1f}"
+                    for label in timed
+                )
+                + ".",
+            ]
+        held = {
+            CLIP_STEPS[label][0]: max(p["peak_reserved_gib_both_variants"] for p in clip[label]["phases"].values())
+            - clip[label]["resident_gib_both_variants"]
+            for label in measured
+            if "resident_gib_both_variants" in clip[label]
+        }
+        if held:
+            lines += [
+                "",
+                "The most memory both variants' steps reserve beyond their weights (activations and the allocator's "
+                "cache, or the CUDA graphs' pool), GiB: "
+                + ", ".join(f"{name} {gib:.2f}" for name, gib in held.items())
+                + ".",
+            ]
     ev = record.get("clip_eval", {})
     if "images_per_s" in ev:
         worker, rates, over = ev["worker_images_per_s"], ev["images_per_s"], ev["cell_over_bare"]

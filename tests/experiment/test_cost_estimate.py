@@ -39,8 +39,8 @@ RECORD = {
 }
 
 
-def test_the_estimate_counts_the_units_of_every_job(tmp_path):
-    script = load_script("estimate-cost")
+def small_mtil_grid(tmp_path: Path, **train) -> Path:
+    """Two MTIL tasks (10 and 30 iterations of 8 images), zero-shot, LoRA and CoDyRA, 2 seeds."""
     cfg = copy.deepcopy(TINY)
     cfg.update(
         benchmark="cost-fixture",
@@ -50,7 +50,7 @@ def test_the_estimate_counts_the_units_of_every_job(tmp_path):
         data={"kind": "mtil", "root": str(tmp_path / "absent"), "fewshot": 5},
         tasks=["DTD", "EuroSAT"],
         task_settings={"EuroSAT": {"train": {"iterations": 30}}},
-        train={"iterations": 10, "batch_size": 8, "lr": 0.001},
+        train={"iterations": 10, "batch_size": 8, "lr": 0.001, **train},
         heldout_tasks=[],
     )
     cfg["method_configs"] = {
@@ -58,7 +58,12 @@ def test_the_estimate_counts_the_units_of_every_job(tmp_path):
         "lora": {"kind": "lora", "rank": 2, "alpha": 2, "placement": "all"},
         "codyra": copy.deepcopy(TINY["method_configs"]["codyra"]),
     }
-    path = Path(write_yaml(tmp_path / "cost.yaml", cfg))
+    return Path(write_yaml(tmp_path / "cost.yaml", cfg))
+
+
+def test_the_estimate_counts_the_units_of_every_job(tmp_path):
+    script = load_script("estimate-cost")
+    path = small_mtil_grid(tmp_path)
     costs = script.UnitCosts(RECORD, Path("record.json"))
     est = script.estimate(path, "all_tables", costs)
 
@@ -80,6 +85,22 @@ def test_the_estimate_counts_the_units_of_every_job(tmp_path):
     assert est.wall(1) == pytest.approx(est.total)
     assert est.wall(1000) == pytest.approx(max(est.chains.values()))
     assert costs.notes == []  # the measured model: nothing scaled
+
+
+def test_a_compiled_step_trains_at_its_measured_rate_after_compiling_once_per_task(tmp_path):
+    script = load_script("estimate-cost")
+    path = small_mtil_grid(tmp_path, precision="bf16", compile=True, compile_mode="reduce-overhead")
+    record = copy.deepcopy(RECORD)
+    # half the eager step; warm-up: 3 steps beside 30 s (LoRA) and 40 s (CoDyRA) of compilation: every job is
+    # given the larger
+    record["clip_train"]["bf16_graphed"] = {
+        "phases": {phase: {"step_s_median": {"lora": 0.05, "codyra": 0.1}} for phase in ("dense", "sparse")},
+        "warmup": {"steps": 3, "seconds": {"lora": 30 + 3 * 0.05, "codyra": 40 + 3 * 0.1}},
+    }
+    est = script.estimate(path, "all_tables", script.UnitCosts(record, Path("record.json")))
+    images = 2 * (10 * 8 + 30 * 8)  # per trained method: both seeds, task 1 and task 2
+    tasks = 2 * 2  # per trained method: both seeds, 2 tasks, each a job that compiles its step
+    assert est.seconds["train"] == pytest.approx(images * (0.05 + 0.1) / 64 + 2 * tasks * 40)
 
 
 def test_the_gpu_page_names_the_device_the_date_and_the_code(tmp_path):
@@ -289,6 +310,17 @@ def test_the_gpu_page_shows_every_precision_and_the_token_budget_a_record_holds(
     assert "In batches of 65,536 tokens" in page and "9,000 generated tokens/s (20.0x" in page
     assert "agree with those batches' on 98.4 % of the prompts, and on the first 99.1 % of an answer" in page
     assert "summed on the GPU): 12.5 s." in page
+    assert "The first 3 steps of each" not in page and "beyond their weights" not in page  # the record has neither
+    clip["bf16_graphed"] |= {"warmup": {"steps": 3, "seconds": {"lora": 41.0, "codyra": 52.0}}}
+    clip["bf16_graphed"]["resident_gib_both_variants"] = 1.5
+    for phase, peak in zip(clip["bf16_graphed"]["phases"].values(), (3.0, 3.25), strict=True):
+        phase["peak_reserved_gib_both_variants"] = peak
+    page = "\n".join(script.render(record, "record.json", None))
+    assert (
+        "(compilation and CUDA graph recording where asked; the cost model's compile time), LoRA / CoDyRA, s: "
+        "bf16, compiled, CUDA graphs 41.0 / 52.0." in page
+    )
+    assert "the CUDA graphs' pool), GiB: bf16, compiled, CUDA graphs 1.75." in page
 
 
 def test_the_gpu_page_dates_each_run_and_rates_a_step_against_its_own_precisions_peak():

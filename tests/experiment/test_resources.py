@@ -202,6 +202,61 @@ def test_gem_keeps_a_gradient_per_task_and_reads_the_full_fp32_gradient():
     assert lora.gpu["full fp32 gradient for the method"] == 0 and lora.host["the lead rank: what it stores"] < GIB
 
 
+def test_a_compiled_clip_step_costs_its_measured_rate_compilation_and_graph_memory():
+    cfg = paper("mtil_5shot.yaml")
+    job = Job("train_task", "codyra", 2)
+    record = copy.deepcopy(read_record().record)
+    clip = record["clip_train"]
+    # round figures: the graphed step half the eager bf16 one, 100 s of compilation beyond 3 steady warm-up
+    # steps, and 6 GiB held beyond the resident weights against the eager step's 4
+    graphed = copy.deepcopy(clip["bf16"])
+    for phase in graphed["phases"].values():
+        phase["step_s_median"] = {k: s / 2 for k, s in phase["step_s_median"].items()}
+        phase["peak_reserved_gib_both_variants"] = 10.0 + 6.0
+    dense = graphed["phases"]["dense"]["step_s_median"]  # a CoDyRA job is given the larger warm-up, LoRA's
+    warmup = {"lora": 100 + 3 * dense["lora"], "codyra": 50 + 3 * dense["codyra"]}
+    graphed |= {"warmup": {"steps": 3, "seconds": warmup}}
+    graphed["resident_gib_both_variants"] = 10.0
+    clip["bf16_graphed"] = graphed
+    clip["bf16"]["resident_gib_both_variants"] = 10.0
+    for phase in clip["bf16"]["phases"].values():
+        phase["peak_reserved_gib_both_variants"] = 10.0 + 4.0
+
+    def estimate(compile_mode=None):
+        edited = copy.deepcopy(cfg)
+        edited["train"] |= {"precision": "bf16", "compile": compile_mode is not None, "compile_mode": compile_mode}
+        costs = UnitCosts(record, Path("r.json"))
+        planned = replace(job, method_class=method_of(cfg, "codyra"))
+        return Estimator({None: edited}, costs, "NVIDIA H200").need(planned, 1), costs
+
+    eager, _ = estimate()
+    compiled, costs = estimate("reduce-overhead")
+    startup = record["startup"]["median_s"]
+    assert compiled.seconds - startup - 100 == pytest.approx((eager.seconds - startup) / 2)
+    for part in ("image activations", "class-prompt activations"):
+        assert compiled.gpu[part] == pytest.approx(1.5 * eager.gpu[part])
+    assert costs.notes == []
+    # the shipped record's compiled step has no warm-up or memory: its rate, no compilation, eager memory, noted
+    del clip["bf16_graphed"]["warmup"], clip["bf16_graphed"]["resident_gib_both_variants"]
+    compiled, costs = estimate("reduce-overhead")
+    assert compiled.seconds - startup == pytest.approx((eager.seconds - startup) / 2)
+    assert compiled.gpu["image activations"] == eager.gpu["image activations"]
+    assert sorted(set(costs.notes)) == [
+        "the bf16_graphed step's compilation as none (the GPU record did not time it)",
+        "the bf16_graphed step's memory as the bf16 eager step's (the GPU record did not measure both)",
+    ]
+    # a mode the record did not measure: the eager step's rate, noted
+    del clip["bf16_compiled"]
+    compiled, costs = estimate("default")
+    assert compiled.seconds == pytest.approx(eager.seconds)
+    assert sorted(set(costs.notes)) == [
+        (
+            "a bf16_compiled step (train.compile_mode default) as the bf16 eager step, without its compilation "
+            "and with the eager activations"
+        )
+    ]
+
+
 ROW_GPU = "KV cache and prompt pass (one layer at a time), or theta_i's fp32 sums before them"
 
 

@@ -32,6 +32,8 @@ GPUS = {
     "NVIDIA H200": (989.4e12, 4.8e12),
 }
 TARGET_GPU = "NVIDIA H100 80GB HBM3"  # the paper configs' nodes (profiles/slurm)
+# train.compile_mode -> the suffix of the record's compiled step (benchmarks/gpu_costs.py measures bf16 ones)
+COMPILED_STEPS = {"default": "compiled", "reduce-overhead": "graphed"}
 
 
 def read_record(path: str | Path | None = None) -> UnitCosts:
@@ -97,14 +99,70 @@ class UnitCosts:
         column = {"compute": 0, "bandwidth": 1}[bound]
         return GPUS[self.device][column] / GPUS[gpu][column]
 
-    def train_image_s(self, kind: str, precision: str = "bf16") -> float:
-        """One image of a training step (LoRA's step; CoDyRA-kind methods at their measured ratio) in
-        ``precision``: tf32 at its own rate where the record measured it, else fp32's (its upper bound)."""
-        train = self.record["clip_train"]
-        measured = {"auto": "bf16", "tf32": "tf32" if "tf32" in train else "fp32"}.get(precision, precision)
-        phase = train[measured]["phases"]["sparse"]
-        step = phase["step_s_median"]["codyra" if kind.startswith("codyra") else "lora"]
-        return step / self.record["clip_train"]["batch"]
+    def clip_steps(self, train: dict) -> tuple[str, str]:
+        """(the record's step that a CLIP job of the ``train`` settings runs, the eager step of its precision).
+        The eager one: tf32 at its own rate where the record measured it, else fp32's (its upper bound). With
+        ``compile``: the record's compiled step of its ``compile_mode`` and precision where measured, else the
+        eager one (noted)."""
+        clip, precision = self.record["clip_train"], train["precision"]
+        eager = {"auto": "bf16", "tf32": "tf32" if "tf32" in clip else "fp32"}.get(precision, precision)
+        if not train["compile"]:
+            return eager, eager
+        compiled = f"{eager}_{COMPILED_STEPS[train['compile_mode']]}"
+        if compiled in clip:
+            return compiled, eager
+        self.notes.append(
+            f"a {compiled} step (train.compile_mode {train['compile_mode']}) as the {eager} eager step, "
+            "without its compilation and with the eager activations"
+        )
+        return eager, eager
+
+    def train_image_s(self, kind: str, train: dict) -> float:
+        """One image of a training step of the ``train`` settings (LoRA's step; CoDyRA-kind methods at
+        their measured ratio), at :meth:`clip_steps`' rate."""
+        step, _ = self.clip_steps(train)
+        phase = self.record["clip_train"][step]["phases"]["sparse"]
+        return phase["step_s_median"][_variant(kind)] / self.record["clip_train"]["batch"]
+
+    def compile_s(self, train: dict) -> float:
+        """Seconds a CLIP job of the ``train`` settings spends compiling its step and recording its CUDA
+        graphs (the measured model's), counted once per task: at most, as the tasks of a run's group job
+        share one process, which compiles once. The record's warm-up steps of the compiled step less
+        as many of its steady steps, the larger of its two variants' (the first compiled with cold caches,
+        the second found torch's caches warm, as a later job on the node may). 0 uncompiled, or where the
+        record did not time the warm-up (noted)."""
+        step, eager = self.clip_steps(train)
+        if step == eager:
+            return 0.0
+        measured = self.record["clip_train"][step]
+        if "warmup" not in measured:
+            self.notes.append(f"the {step} step's compilation as none (the GPU record did not time it)")
+            return 0.0
+        warmup, steady = measured["warmup"], measured["phases"]["dense"]["step_s_median"]
+        return max(0.0, *(seconds - warmup["steps"] * steady[v] for v, seconds in warmup["seconds"].items()))
+
+    def activation_scale(self, train: dict) -> float:
+        """A CLIP job's activation memory relative to the eager step of its precision: what the record's
+        compiled step reserves beyond its weights (activations, or the CUDA graphs' memory pool) over what
+        the eager step reserves. 1 uncompiled, or where the record did not measure both (noted)."""
+        step, eager = self.clip_steps(train)
+        if step == eager:
+            return 1.0
+        clip = self.record["clip_train"]
+
+        def held(label: str) -> float | None:
+            if "resident_gib_both_variants" not in clip[label]:
+                return None
+            peak = max(p["peak_reserved_gib_both_variants"] for p in clip[label]["phases"].values())
+            return peak - clip[label]["resident_gib_both_variants"]
+
+        compiled, plain = held(step), held(eager)
+        if compiled is None or plain is None:
+            self.notes.append(
+                f"the {step} step's memory as the {eager} eager step's (the GPU record did not measure both)"
+            )
+            return 1.0
+        return compiled / plain
 
     def train_image_flops(self) -> float:
         return self.record["clip_train"]["bf16"]["lora_step_flops"] / self.record["clip_train"]["batch"]
@@ -159,6 +217,11 @@ class UnitCosts:
         return (peak - 2 * shape.params - tokens * lm["vocab"] * 10 - adapters) / (
             tokens * decoder.layers * decoder.width
         )
+
+
+def _variant(kind: str) -> str:
+    """The measured variant a method kind's step is costed at: CoDyRA's for CoDyRA kinds, else LoRA's."""
+    return "codyra" if kind.startswith("codyra") else "lora"
 
 
 def evaluated_examples(cfg: dict, task: str) -> int:

@@ -203,7 +203,7 @@ class Estimator:
         name = cfg["tasks"][job.task - 1]
         classes = sum(_classes(cfg, t) for t in self._label_space(cfg, name))
         vision, text = shape.towers
-        per_token = self.costs.lm_activation_bytes() * factor
+        per_token = self.costs.lm_activation_bytes() * factor * self.costs.activation_scale(train)
         depth = (vision.layers, text.layers) if steps else (1, 1)  # a forward without gradients: a layer at a time
         gpu = {
             "model (fp32)": weights,
@@ -222,15 +222,17 @@ class Estimator:
             "decoded few-shot images": (fewshot or 0) * _classes(cfg, name) * DECODED_IMAGE,
             "data loader processes": _workers(cfg) * (1 + footprint.extra_loaders) * LOADER_WORKER,
         }
+        compilation = 0.0
         if steps:
-            kind, precision = cfg["method_configs"][job.method]["kind"], train["precision"]
+            kind = cfg["method_configs"][job.method]["kind"]
             images = train["iterations"] * train["batch_size"]
-            seconds = images * self.costs.train_image_s(kind, precision) * footprint.step_cost
+            seconds = images * self.costs.train_image_s(kind, train) * footprint.step_cost
+            compilation = self.costs.compile_s(train)  # mostly the job's CPU work: no GPU ratio
         else:
             seconds = _training_images(cfg, name) * self.costs.eval_image_s()
         seconds *= self.costs.clip_scale(cfg) * self.costs.to_gpu(self.gpu, "compute")
         cpus = job_threads(cfg, job.rule, job.method, job.task, gpus, job.method_class)
-        return Need(host, gpu, seconds + self.startup, cpus, 1)
+        return Need(host, gpu, seconds + compilation + self.startup, cpus, 1)
 
     def lm_training(self, cfg: dict, job: Job, gpus: int) -> Need:
         """A causal LM's task: under DeepSpeed ZeRO-2 one process per rank (a GPU each) and the launcher."""
