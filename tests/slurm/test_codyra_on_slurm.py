@@ -63,7 +63,10 @@ def test_requeued_training_resumes_and_equals_an_uninterrupted_run(
     tmp_path, tiny_cfg_dict, tiny_pretrained, capsys, jobs
 ):
     tiny_cfg_dict["model"]["pretrained"] = str(tiny_pretrained)
-    tiny_cfg_dict["train"].update(iterations=400, batch_size=64, checkpoint_every=20)
+    # submitit lets the requeue's SIGTERM pass, so the first run ends at the SIGKILL that follows it after the
+    # cluster's KillWait (10 s, scripts/local-slurm.sh): the steps after the checkpoint must outlast that (about
+    # 30 s of the tiny model's steps on 2 cores), or the run ends trained and the rerun finds nothing to resume
+    tiny_cfg_dict["train"].update(iterations=1200, batch_size=64, checkpoint_every=20)
     tiny_cfg_dict["tracking"] = {"enabled": False}
     path = write_yaml(tmp_path / "long.yaml", tiny_cfg_dict)
     log = tmp_path / "train.log"
@@ -100,7 +103,7 @@ def test_requeued_training_resumes_and_equals_an_uninterrupted_run(
         interval=1,
     )
     assert job_state(job_id) == "COMPLETED"
-    assert re.search(r"resumed .*checkpoint.* from step \d+/400", log.read_text())
+    assert re.search(r"resumed .*checkpoint.* from step \d+/1200", log.read_text())
 
     fresh = {**tiny_cfg_dict, "results": str(tmp_path / "uninterrupted")}
     train_task(load_config(fresh), "codyra", 0, 1)
