@@ -15,6 +15,8 @@ import argparse
 import json
 from pathlib import Path
 
+from codyra.experiment.costs import reserved_beyond_weights
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -130,7 +132,7 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
             + ".",
         ]
         timed = [label for label in measured if "warmup" in clip[label]]
-        if timed:  # records from 2026-12 on
+        if timed:  # records that time the warm-up
             lines += [
                 "",
                 f"The first {clip[timed[0]]['warmup']['steps']} steps of each (compilation and CUDA graph recording "
@@ -142,12 +144,8 @@ def render(record: dict, source: str, code: str | None) -> list[str]:
                 )
                 + ".",
             ]
-        held = {
-            CLIP_STEPS[label][0]: max(p["peak_reserved_gib_both_variants"] for p in clip[label]["phases"].values())
-            - clip[label]["resident_gib_both_variants"]
-            for label in measured
-            if "resident_gib_both_variants" in clip[label]
-        }
+        held = {CLIP_STEPS[label][0]: reserved_beyond_weights(clip[label]) for label in measured}
+        held = {name: gib for name, gib in held.items() if gib is not None}
         if held:
             lines += [
                 "",

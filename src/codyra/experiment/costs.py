@@ -149,14 +149,7 @@ class UnitCosts:
         if step == eager:
             return 1.0
         clip = self.record["clip_train"]
-
-        def held(label: str) -> float | None:
-            if "resident_gib_both_variants" not in clip[label]:
-                return None
-            peak = max(p["peak_reserved_gib_both_variants"] for p in clip[label]["phases"].values())
-            return peak - clip[label]["resident_gib_both_variants"]
-
-        compiled, plain = held(step), held(eager)
+        compiled, plain = reserved_beyond_weights(clip[step]), reserved_beyond_weights(clip[eager])
         if compiled is None or plain is None:
             self.notes.append(
                 f"the {step} step's memory as the {eager} eager step's (the GPU record did not measure both)"
@@ -217,6 +210,15 @@ class UnitCosts:
         return (peak - 2 * shape.params - tokens * lm["vocab"] * 10 - adapters) / (
             tokens * decoder.layers * decoder.width
         )
+
+
+def reserved_beyond_weights(step: dict) -> float | None:
+    """GiB the most that a ``clip_train`` step of a gpu_costs.py record (both variants) reserved beyond
+    their weights; None for a record that did not measure it."""
+    if "resident_gib_both_variants" not in step:
+        return None
+    peak = max(phase["peak_reserved_gib_both_variants"] for phase in step["phases"].values())
+    return peak - step["resident_gib_both_variants"]
 
 
 def _variant(kind: str) -> str:
