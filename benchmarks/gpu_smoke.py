@@ -17,7 +17,10 @@ soon as it ends, so a failure keeps what came before and records its error):
   graphs (``train.compile_mode: reduce-overhead``). Per method and way: seconds, the median step
   after the first two (which compile), final loss; per method: the largest relative difference of
   the step losses between the graphed and the compiled run (the same kernels, replayed) and
-  between the graphed and the eager run.
+  between the graphed and the eager run. The graphed way then trains task 2 in the same process, as
+  a run's group job trains its tasks: its seconds and median step, and the GPU memory reserved
+  before task 1 and after each task (free cached blocks returned first: what the CUDA graphs' pool
+  keeps), which shows whether the pool grows with the tasks of a job.
 - ``gpu_costs``: benchmarks/gpu_costs.py (its own record beside this one).
 
     python benchmarks/gpu_smoke.py                          # about 10 minutes on an H100, and clip_graphs' compilations
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import itertools
 import json
 import os
@@ -144,15 +148,28 @@ def run_trace(args, folder: Path) -> dict:
     return out
 
 
+def reserved_gib(device: str) -> float | None:
+    """GiB the CUDA caching allocator keeps once its free cached blocks are returned (live tensors and
+    the pools of live CUDA graphs); None off CUDA."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return None
+    gc.collect()
+    torch.cuda.empty_cache()
+    return torch.cuda.memory_reserved(torch.device(device)) / 2**30
+
+
 def run_clip_graphs(args, folder: Path) -> dict:
-    """The mini CLIP's task 1 eager, compiled and replayed as CUDA graphs (module docstring)."""
+    """The mini CLIP's task 1 eager, compiled and replayed as CUDA graphs, then the graphed way's task 2
+    in the same process (module docstring)."""
     from codyra.experiment.config import load_config, read_config_file
     from codyra.experiment.pretraining import pretrain_own
     from codyra.experiment.train_job import train_task
     from codyra.store.paths import MINI_PRETRAINED, results_path
 
     raw = read_config_file(REPO / "config" / "config.yaml")
-    raw.update(seeds=[0], tasks=raw["tasks"][:1], methods=["lora-r16", "codyra"], tracking={"enabled": False})
+    raw.update(seeds=[0], tasks=raw["tasks"][:2], methods=["lora-r16", "codyra"], tracking={"enabled": False})
     raw["train"]["precision"] = "bf16"
     raw["train"]["iterations"] = 5 if args.smoke else 50  # enough steps for a median; compiling dominates
     if args.smoke:
@@ -170,6 +187,8 @@ def run_clip_graphs(args, folder: Path) -> dict:
         record = out["methods"].setdefault(method, {})
         steps = {}
         for way, cfg in configs.items():
+            if way == "graphed":
+                before = reserved_gib(args.device)
             began = time.perf_counter()
             summary = train_task(cfg, method, 0, 1, device=args.device).summary
             seconds, records = time.perf_counter() - began, history(cfg, method, 1)
@@ -179,6 +198,19 @@ def run_clip_graphs(args, folder: Path) -> dict:
                 "median_step_seconds": median_step_seconds(records),
                 "final_loss": summary["final_loss"],
             }
+        graphed = configs["graphed"]  # its task 2, in this process as in a run's group job
+        after_task1 = reserved_gib(args.device)
+        began = time.perf_counter()
+        train_task(graphed, method, 0, 2, device=args.device)
+        record["graphed_task2"] = {
+            "seconds": round(time.perf_counter() - began, 2),
+            "median_step_seconds": median_step_seconds(history(graphed, method, 2)),
+        }
+        record["graphed_reserved_gib"] = {
+            "before_task1": before,
+            "after_task1": after_task1,
+            "after_task2": reserved_gib(args.device),
+        }
         for other in ("compiled", "eager"):
             pairs = zip(steps[other], steps["graphed"], strict=True)
             record[f"graphed_vs_{other}"] = largest_relative_difference(pairs)
