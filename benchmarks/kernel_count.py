@@ -29,7 +29,8 @@ CUDA's); it is counted as a GPU replays it: each call of a compiled graph (the f
 backward's) one launch, plus one copy per tensor the graph takes that is not a parameter (a
 replay copies those into the graph's own buffers: the batch and the class prompts into the
 forward, the loss's gradient into the backward), plus every kernel outside the graphs as above
-(AdamW, the method's hooks, the gradients' hand-over to the parameters). On the CPU the
+(AdamW, the method's hooks, and a copy for each gradient that reaches its parameter in another
+layout than the parameter's). On the CPU the
 step is fp32: ``codyra.device.autocast`` autocasts to bf16 on a GPU only, where autocast adds a
 cast kernel per weight matrix and call on either path (one per stacked A and B on the fused one).
 
@@ -249,7 +250,8 @@ forward and loss through `torch.compile` (`train.compile: true`; each kernel ind
 counted as one). **graphed**: compiled, with the forward and backward graphs replayed as CUDA
 graphs (`train.compile_mode: reduce-overhead`), counted as a GPU launches them: one launch per
 graph, one copy per tensor a graph takes besides the parameters, and every kernel outside the
-graphs (AdamW, the method's hooks, the gradients' hand-over to the parameters).
+graphs (AdamW, the method's hooks, and a copy for each gradient that reaches its parameter in
+another layout than the parameter's).
 
 - Machine: {record["machine"]}, {record["cpu_count"]} CPUs; torch {record["torch"]}
 - Date: {record["measured"][:10]}

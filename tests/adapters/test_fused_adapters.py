@@ -324,3 +324,21 @@ def test_a_fused_sequence_first_attention_is_its_unfused_self(monkeypatch):
     monkeypatch.setattr(attach, "_fused_row_blocks", lambda *args: stacked.append(1) or original(*args))
     fused_and_unfused_agree(layer, lambda m, x: m(x, x, x, need_weights=False)[0], x)
     assert stacked == [1]  # Q, K and V took the stacked products (the fused call only)
+
+
+@pytest.mark.parametrize("kind", ["lora", "codyra"])
+def test_the_fused_backward_hands_every_factor_its_gradient_in_its_own_layout(kind):
+    """A gradient that arrives in another layout than its parameter's is copied by AccumulateGrad,
+    a kernel outside any compiled graph. The stacked B's of Q, K and V take theirs from the batched
+    low-rank product's backward (bmm's own would hand each a transposed view)."""
+    model, _, _ = adapted(kind)
+    fuse_adapters(model, True)
+    arrived = {}
+    for name, adapter in adapters(model).items():
+        for tensor in ("A", "B", "w"):
+            p = getattr(adapter, tensor)
+            if p.requires_grad:
+                p.register_hook(lambda g, key=f"{name}.{tensor}": arrived.__setitem__(key, g.is_contiguous()))
+    clip_loss(model, *batch()).backward()
+    assert any(".attn.lora.q.B" in key for key in arrived)  # the stacked path ran
+    assert [key for key, contiguous in arrived.items() if not contiguous] == []

@@ -185,8 +185,31 @@ def _fused_row_blocks(x: torch.Tensor, weight, bias, adapters: list[RankSelectiv
     gates = torch.stack([a.w for a in adapters]).unsqueeze(1) if adapters[0].gated else None
     B = gated_B(torch.stack([a.B for a in adapters]), adapters[0], gates)
     # not in place: y is a strided view, and autograd would copy it back and forth for that
-    out = torch.baddbmm(y, h, cast_to(B, h.dtype).transpose(1, 2))  # B: (blocks, rows, rank)
+    out = LowRankAdd.apply(y, h, cast_to(B, h.dtype))  # B: (blocks, rows, rank)
     return [block.view(*x.shape[:-1], -1) for block in out.unbind(0)]
+
+
+class LowRankAdd(torch.autograd.Function):
+    """``y + h B^T`` for each block (``torch.baddbmm``), with B's gradient computed as ``g^T h``.
+
+    bmm's own backward computes the second factor's gradient as ``h^T g``, in the layout of B^T:
+    each stacked B would receive a transposed view, which AccumulateGrad copies into B's layout,
+    one kernel per B (outside the graphs when the step is replayed as CUDA graphs). ``g^T h`` is
+    the same products in B's own layout, so every B takes its gradient as it comes."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, h: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(h, B)
+        return torch.baddbmm(y, h, B.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        h, B = ctx.saved_tensors
+        return (
+            grad if ctx.needs_input_grad[0] else None,
+            torch.bmm(grad, B) if ctx.needs_input_grad[1] else None,
+            torch.bmm(grad.transpose(1, 2), h) if ctx.needs_input_grad[2] else None,
+        )
 
 
 def fuse_adapters(model: nn.Module, enabled: bool) -> None:
