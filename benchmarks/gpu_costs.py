@@ -62,6 +62,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -208,6 +209,7 @@ class ClipVariant:
         from codyra.methods import build_method
         from codyra.methods.base import standalone_context
         from codyra.steps.backends import build_optimizer
+        from codyra.training.step_log import StepLog
 
         self.model = copy.deepcopy(base).to(device).train()
         self.device, self.precision = device, precision
@@ -218,6 +220,7 @@ class ClipVariant:
         hp = {"optimizer": "adamw", "lr": 1e-4, "betas": (0.9, 0.999), "eps": 1e-8}
         self.optimizer = build_optimizer(groups, hp)
         self.step_index = 0
+        self.log = StepLog(deque(maxlen=1), lambda record: None)  # the loop's step records, read a step late
         self.graphed = False  # True: ``loss`` compiled in mode reduce-overhead, its graphs replayed step by step
         images, labels = batch
         self.inputs = (images, labels, tokens)  # what a graph replay copies into its own buffers
@@ -231,22 +234,25 @@ class ClipVariant:
 
         self.loss = self.eager_loss = loss
 
-    def forward_backward(self, loss=None) -> None:
-        """One forward and backward of ``loss`` (default: the variant's own, compiled where asked)."""
+    def forward_backward(self, loss=None) -> torch.Tensor:
+        """One forward and backward of ``loss`` (default: the variant's own, compiled where asked);
+        returns the loss."""
         from codyra.device import precision_scope
 
         with precision_scope(self.device, self.precision):  # tf32: the backward pass too
-            (loss or self.loss)().backward()
+            value = (loss or self.loss)()
+            value.backward()
+        return value
 
     def __call__(self) -> None:
         if self.graphed:  # as the training loop marks each step (train.compile_mode: reduce-overhead)
             torch.compiler.cudagraph_mark_step_begin()
-        self.forward_backward()
+        loss = self.forward_backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step_index += 1
         self.method.after_step(self.step_index, TOTAL)
-        self.method.step_metrics()
+        self.log.add({"step": self.step_index, "loss": loss, **self.method.step_metrics()})
 
 
 def graph(variant: ClipVariant, cuda_graphs: bool) -> None:

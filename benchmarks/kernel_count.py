@@ -5,7 +5,8 @@ under bf16 than its FLOPs need).
 The step is ``benchmarks/gpu_costs.py``'s (``ClipVariant``): open_clip ViT-B/16 with random
 weights (nothing is downloaded), image tower on a batch of random images and text tower on
 ``--classes`` class prompts, CLIP's cross-entropy, backward, fused AdamW, the method's
-``after_step`` and ``step_metrics``; rank-16 adapters on all 144 matrices, as the paper configs
+``after_step`` and ``step_metrics``, and the copies of the step's record to the host
+(``codyra.training.step_log``); rank-16 adapters on all 144 matrices, as the paper configs
 place them. Each of LoRA and CoDyRA is counted on four paths (``PATHS``): the unfused adapter
 forward (what fp32 training runs), the fused one (``codyra.adapters.attach.fuse_adapters``: what
 bf16 and tf32 training run on a GPU), the fused one with the forward and loss compiled
@@ -30,7 +31,8 @@ backward's) one launch, plus one copy per tensor the graph takes that is not a p
 replay copies those into the graph's own buffers: the batch and the class prompts into the
 forward, the loss's gradient into the backward), plus every kernel outside the graphs as above
 (AdamW, the method's hooks, and a copy for each gradient that reaches its parameter in another
-layout than the parameter's). On the CPU the
+layout than the parameter's). Reading the last step's record from its host copies (``READ``)
+launches nothing on a GPU and is not counted. On the CPU the
 step is fp32: ``codyra.device.autocast`` autocasts to bf16 on a GPU only, where autocast adds a
 cast kernel per weight matrix and call on either path (one per stacked A and B on the fused one).
 
@@ -51,6 +53,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_costs import ClipVariant, clip_model, graph  # sibling scripts
 from run_record import write_record
+
+from codyra.training.step_log import READ
 
 KINDS = ("lora", "codyra")
 PATHS = ("unfused", "fused", "compiled", "graphed")
@@ -167,6 +171,8 @@ def count_kernels(step, graph_inputs: int | None = None) -> Counter:
     def counted(event) -> bool:
         if graph_inputs is not None and _inside(event, GRAPH):  # replayed with its graph
             return False
+        if _inside(event, READ):  # the last step's record read from host memory: no launch on a GPU
+            return False
         if INDUCTOR_KERNEL in event.name:
             return True
         if not (event.name.startswith("aten::") and launches(event)):
@@ -240,7 +246,8 @@ def markdown(record: dict, command: str) -> str:
 
 Operators that launch a kernel, per train step of open_clip ViT-B/16 (random weights, batch
 {record["batch"]}, {record["classes"]} class prompts, rank 16 on all 144 matrices): forward, backward, fused
-AdamW and the method's step hooks, counted with `torch.profiler` on the CPU in fp32
+AdamW, the method's step hooks and the copies of the step's record (loss, step values) to the
+host, which the training loop reads a step later, counted with `torch.profiler` on the CPU in fp32
 (`benchmarks/kernel_count.py` states what is counted). **unfused**: the adapter forward fp32
 training runs (each adapter its own products, gate multiply and sum). **fused**: the forward bf16
 and tf32 training run on a GPU (`codyra.adapters.attach.fuse_adapters`: base and low-rank

@@ -156,7 +156,7 @@ def main() -> None:
         "meets_target": ratio <= TARGET,
         "target": TARGET,
         "codyra_kappa_last": codyra_method.kappa,
-        "codyra_active_rank_mean": codyra_method.step_metrics()["active_rank_mean"],
+        "codyra_active_rank_mean": codyra_method.step_metrics()["active_rank_mean"].item(),
         "adapted_matrices": len(codyra_method.adapters),
         "loadavg_1min": {"start": load_start, "end": load_end},
         "config": vars(args),

@@ -74,7 +74,8 @@ class FitSession(Protocol):
         """This micro-batch's share of the step's objective (what is backpropagated)."""
 
     def step_record(self) -> dict:
-        """The step's history fields: ``loss`` (the task loss), and any the family adds."""
+        """The step's history fields: ``loss`` (the task loss), and any the family adds; numbers or
+        0-d tensors on the device (the loop reads them a step later, :mod:`codyra.training.step_log`)."""
 
     def trained_model(self) -> nn.Module:
         """The model ``Method.finish`` merges into."""

@@ -138,7 +138,7 @@ class ClipSession:
         return self._loss
 
     def step_record(self) -> dict:
-        return {"loss": self._loss.item()}
+        return {"loss": self._loss.detach()}
 
     def trained_model(self):
         return self.model

@@ -114,7 +114,7 @@ class LMSession:
         return loss_sum * self.world_size / self._tokens
 
     def step_record(self) -> dict:
-        return {"loss": float(self._backend.all_sum(self._loss_total) / self._tokens), "tokens": int(self._tokens)}
+        return {"loss": self._backend.all_sum(self._loss_total) / self._tokens, "tokens": self._tokens.long()}
 
     def trained_model(self):
         # Merge on the CPU in fp32, where theta_i is rebuilt, so both are the same tensors.

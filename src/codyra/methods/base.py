@@ -12,9 +12,10 @@ A method turns a backbone at theta_{i-1} into theta_i for one task. The training
 3. ``before_optimizer_step(ctx)`` with the step's gradients in ``.grad`` (GEM/OGD
    projection, gradient masks); then clipping (LMs) and the optimizer step.
 4. ``after_step(step, total_steps)`` (CoDyRA's proximal step, weight ensembling);
-   ``step_metrics()`` goes into the step's history record. With each resumable checkpoint the
-   engine saves ``checkpoint_state()`` (mid-task tensors: a running weight average, a running
-   Fisher); a resumed job calls ``restore_checkpoint(state, step)`` right after ``setup``.
+   ``step_metrics()`` goes into the step's history record (0-d tensors are read a step later).
+   With each resumable checkpoint the engine saves ``checkpoint_state()`` (mid-task tensors: a
+   running weight average, a running Fisher); a resumed job calls
+   ``restore_checkpoint(state, step)`` right after ``setup``.
 5. ``finish(model)`` -> (TaskUpdate, summary): merge into the backbone and return what is
    stored; ``state_to_store()`` -> tensors saved beside the update
    (``method_state.safetensors``: Fisher diagonals, gradient memories, kept modules).
@@ -272,7 +273,9 @@ class Method(ABC):
         """Called after optimizer step ``step`` (1-based; default: nothing)."""
         return
 
-    def step_metrics(self) -> dict[str, float]:
+    def step_metrics(self) -> dict[str, float | torch.Tensor]:
+        """Values for the step's history record: numbers, or 0-d tensors left where they were
+        computed (the loop reads them after the next step is queued: no device sync per step)."""
         return {}
 
     @abstractmethod

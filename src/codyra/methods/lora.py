@@ -147,12 +147,13 @@ class LoRA(Method):
     def step_metrics(self):
         import torch
 
-        # one count over every adapter's gates (w != 0, RankSelectiveLoRA.active): three kernels and
-        # one device sync per step, however many matrices are adapted
-        total = int(torch.count_nonzero(torch.cat([a.w.detach() for a in self.adapters.values()])))
-        out = {"active_rank_mean": total / len(self.adapters), "active_rank_total": float(total)}
+        # one count over every adapter's gates (w != 0, RankSelectiveLoRA.active), however many
+        # matrices are adapted; float64, as Python divides; left on the device, where the loop reads
+        # it a step later
+        total = torch.count_nonzero(torch.cat([a.w.detach() for a in self.adapters.values()])).double()
+        out = {"active_rank_mean": total / len(self.adapters), "active_rank_total": total}
         if self.norm_goal is not None:
-            out["dW_fro_total"] = self.frobenius().item()
+            out["dW_fro_total"] = self.frobenius().detach()
         return out
 
     def stored_factors(self, name: str, adapter) -> tuple:

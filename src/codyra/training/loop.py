@@ -4,7 +4,8 @@ training loop of every model family and method.
 The family (:mod:`codyra.family`) supplies a :class:`~codyra.family.FitSession`: theta_{i-1} on the device,
 the step's micro-batches, the forward, the task loss and the optimizer backend. The loop
 owns the rest: seeding, the method's hooks (:mod:`codyra.methods.base`, in the order stated
-there), the schedule, the history, resumable checkpoints, and writing the task (update, method
+there), the schedule, the history (each step's record read one step late, :mod:`codyra.training.step_log`),
+resumable checkpoints, and writing the task (update, method
 state, history, summary last, each atomically). It resolves no settings, result path or
 tracking run: the job (:mod:`codyra.experiment.train_job`) hands it a :class:`TrainingTask`
 (the resolved settings, the folders, the stored updates) and a :class:`MetricsLog`.
@@ -44,8 +45,9 @@ from codyra.steps.optim import pack_optimizer_state, unpack_optimizer_state
 from codyra.steps.schedules import lr_factor
 from codyra.store.checkpoints import find_checkpoint, load_method_checkpoint
 from codyra.store.io import read_json, write_text
-from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE, TIME
+from codyra.store.paths import HISTORY_FILE, SUMMARY_FILE
 from codyra.store.updates import save_update
+from codyra.training.step_log import StepLog
 
 if TYPE_CHECKING:
     from codyra.store.updates import TaskUpdate
@@ -161,6 +163,14 @@ def fit(task: TrainingTask, method: Method, run: MetricsLog, device, on_step) ->
         bar.update(start)
     model.train()
     step_seconds = []
+
+    def emit(record: dict) -> None:
+        if lead:
+            run.metrics(record)
+            bar.update(1)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
+
+    log = StepLog(history, emit)
     # the fused adapter forward where the precision already departs from fp32; TF32's switch held for
     # the backward passes too, which run outside the autocast
     fuse_adapters(model, fuses_adapters(session.device, hp["precision"]))
@@ -186,24 +196,27 @@ def fit(task: TrainingTask, method: Method, run: MetricsLog, device, on_step) ->
             scheduler.step()
             backend.after_step(method, step, total)
             fields = session.step_record()
-            record = {
-                "step": step,
-                TIME: time.time(),
-                "loss": fields.pop("loss"),
-                "lr": scheduler.get_last_lr()[0],
-                **fields,
-                **method.step_metrics(),
-            }
-            history.append(record)
+            log.add(
+                {
+                    "step": step,
+                    "loss": fields.pop("loss"),
+                    "lr": scheduler.get_last_lr()[0],
+                    **fields,
+                    **method.step_metrics(),
+                }
+            )
+            checkpoint = step % hp["checkpoint_every"] == 0 and step < total
+            if checkpoint:
+                log.flush()
             step_seconds.append(time.perf_counter() - began)
-            if lead:
-                run.metrics(record)
-                bar.update(1)
-                bar.set_postfix(loss=f"{record['loss']:.3f}", refresh=False)
-            if step % hp["checkpoint_every"] == 0 and step < total:
+            if checkpoint:
                 backend.save(ckpt_dir, step, scheduler, history, method.checkpoint_state())
             if on_step is not None:
                 on_step(step)
+        began = time.perf_counter()
+        log.flush()  # the last step's wait for the device is part of that step
+        if step_seconds:
+            step_seconds[-1] += time.perf_counter() - began
     fuse_adapters(model, False)
     if bar is not None:
         bar.close()

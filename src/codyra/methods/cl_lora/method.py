@@ -116,7 +116,7 @@ class CLLoRA(Method):
             p.requires_grad_(True)
         self.trainable = sum(p.numel() for p in params)
         self.pending: dict[str, torch.Tensor] = {}
-        self.metrics: dict[str, float] = {}
+        self.metrics: dict[str, torch.Tensor] = {}
         return [{"params": params, "weight_decay": ctx.weight_decay}]
 
     def extra_loss(self, ctx, batch, outputs):
@@ -138,11 +138,11 @@ class CLLoRA(Method):
             for name, grad in zip(names, grads, strict=True):
                 reassigned = reassign(grad, self.weights[name]) / self.micro_batches
                 self.pending[name] = reassigned if name not in self.pending else self.pending[name] + reassigned
-            self.metrics["kd_loss"] = kd.item()
+            self.metrics["kd_loss"] = kd.detach()
         if m.block_weights is None or not o.orth_weight:
             return None
         orth = orthogonality(list(m.block_weights[:-1]), m.block_weights[-1])
-        self.metrics["orth_loss"] = orth.item()
+        self.metrics["orth_loss"] = orth.detach()
         return o.orth_weight * orth
 
     def before_optimizer_step(self, ctx):

@@ -86,7 +86,7 @@ class SPrompts(Method):
         text = context_text_features(ctx.model, self.tokens, self.prompts.context)
         logits = ctx.model.logit_scale.exp().detach() * outputs["image_features"] @ text.T
         loss = F.cross_entropy(logits, batch["labels"])
-        self.loss = loss.item()
+        self.loss = loss.detach()
         return loss - ctx.task_loss(batch, outputs)
 
     def step_metrics(self):
