@@ -4,8 +4,8 @@ training loop of every model family and method.
 The family (:mod:`codyra.family`) supplies a :class:`~codyra.family.FitSession`: theta_{i-1} on the device,
 the step's micro-batches, the forward, the task loss and the optimizer backend. The loop
 owns the rest: seeding, the method's hooks (:mod:`codyra.methods.base`, in the order stated
-there), the schedule, the history (each step's record read one step late, :mod:`codyra.training.step_log`),
-resumable checkpoints, and writing the task (update, method
+there), the schedule, the history (each step's record read one step late:
+:mod:`codyra.training.step_log`), resumable checkpoints, and writing the task (update, method
 state, history, summary last, each atomically). It resolves no settings, result path or
 tracking run: the job (:mod:`codyra.experiment.train_job`) hands it a :class:`TrainingTask`
 (the resolved settings, the folders, the stored updates) and a :class:`MetricsLog`.
