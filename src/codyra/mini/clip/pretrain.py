@@ -97,9 +97,10 @@ def contrastive_pretrain(mini: dict, model, tokenizer, image_cfg, images, captio
         idx = order[cursor : cursor + batch]
         cursor += batch
         pixels = (nchw[idx].float() / 255.0 - mean) / std
+        batch_ids = caption_ids[idx]
         image_emb = F.normalize(model.encode_image(pixels), dim=-1)
-        text_emb = F.normalize(model.encode_text(tokens[caption_ids[idx]]), dim=-1)
-        same = (caption_ids[idx, None] == caption_ids[None, idx]).float()
+        text_emb = F.normalize(model.encode_text(tokens[batch_ids]), dim=-1)
+        same = (batch_ids[:, None] == batch_ids[None, :]).float()
         loss = soft_clip_loss(image_emb, text_emb, same, model.logit_scale.exp())
         opt.zero_grad(set_to_none=True)
         loss.backward()
