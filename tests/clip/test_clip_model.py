@@ -8,6 +8,7 @@ pretrained tag whose file the tests place in the hub cache layout themselves.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import huggingface_hub.utils._http
@@ -22,6 +23,7 @@ from codyra.cli import main
 from codyra.clip.model import (
     HubFile,
     WeightsUnavailableError,
+    clip_tokenizer,
     create_clip,
     fetch_weights,
     hub_file,
@@ -150,3 +152,36 @@ def test_fetch_weights_failure_is_a_one_line_cli_error(tmp_path, offline, capsys
     args = ["fetch-weights", "--model", "ViT-B-16", "--pretrained", "openai", "--cache-dir", str(tmp_path)]
     assert main(args) == 2
     assert capsys.readouterr().err.startswith("codyra: error: ViT-B-16 weights 'openai'")
+
+
+def test_a_bpe_tokenizer_is_built_once_and_gives_a_fresh_one_s_tokens_from_threads_at_once():
+    shared = clip_tokenizer(TINY)
+    assert type(shared) is open_clip.SimpleTokenizer and clip_tokenizer(TINY) is shared
+    assert create_clip(TINY, None).tokenizer is shared
+    captions = [
+        f"a {colour} {shape} beside {n} dots." for colour in ("red", "teal") for shape in "ab" for n in range(40)
+    ]
+    expected = open_clip.get_tokenizer(TINY)(captions)
+    results = [None] * 4
+
+    def tokenize(i):
+        results[i] = shared(captions)  # every thread encodes the same new words into the shared memo
+
+    threads = [threading.Thread(target=tokenize, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(torch.equal(tokens, expected) for tokens in results)
+
+
+def test_a_tokenizer_other_than_open_clip_s_bpe_one_is_built_for_each_model(monkeypatch):
+    built = []
+
+    def hugging_face_like(name):
+        built.append(object())  # not a SimpleTokenizer: not safe to share between threads
+        return built[-1]
+
+    monkeypatch.setattr(open_clip, "get_tokenizer", hugging_face_like)
+    first, second = clip_tokenizer("hf-tokenized"), clip_tokenizer("hf-tokenized")
+    assert first is not second and built == [first, second]

@@ -15,6 +15,7 @@ that fills it.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,24 @@ from codyra.store.theta0 import check_finite, record_first_use, verify_first_use
 
 MODEL_CONFIG_DIR = Path(__file__).resolve().parent.parent / "mini" / "clip" / "model_configs"  # the mini CLIP's
 open_clip.add_model_config(MODEL_CONFIG_DIR)
+
+
+_SHARED_TOKENIZERS: dict[str, open_clip.SimpleTokenizer] = {}
+_SHARED_TOKENIZERS_LOCK = threading.Lock()
+
+
+def clip_tokenizer(name: str):
+    """open_clip's tokenizer of model ``name``. Its BPE tokenizer (CLIP's, the mini's) is built once per
+    process and shared, as every model build, probe and distillation job of a grid would rebuild it from
+    its vocabulary file: it keeps no state across calls but a memo of encoded words, which threads
+    may share. Others (Hugging Face tokenizers, not safe to share between threads) are built anew."""
+    with _SHARED_TOKENIZERS_LOCK:
+        tokenizer = _SHARED_TOKENIZERS.get(name)
+        if tokenizer is None:
+            tokenizer = open_clip.get_tokenizer(name)
+            if type(tokenizer) is open_clip.SimpleTokenizer:
+                _SHARED_TOKENIZERS[name] = tokenizer
+    return tokenizer
 
 
 @dataclass
@@ -189,7 +208,7 @@ def build_clip(name: str, path: Path | None, tag_config: dict, *, device="cpu") 
     pp = open_clip.get_model_preprocess_cfg(model)
     size = pp["size"][0] if isinstance(pp["size"], (tuple, list)) else pp["size"]
     image = ImageConfig(size=int(size), mean=tuple(pp["mean"]), std=tuple(pp["std"]))
-    return ClipBundle(model, open_clip.get_tokenizer(name), image)
+    return ClipBundle(model, clip_tokenizer(name), image)
 
 
 def fetch_weights(name: str, tag: str, cache_dir: str | None = None) -> Path:

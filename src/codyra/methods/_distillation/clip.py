@@ -4,10 +4,11 @@ features, temperature and token space that their distillation term
 
 from __future__ import annotations
 
-import open_clip
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from codyra.clip.model import clip_tokenizer
 
 
 def image_embeddings(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
@@ -27,5 +28,5 @@ def logit_scale(model: nn.Module) -> torch.Tensor:
 
 def token_space(model: nn.Module, model_name: str) -> tuple[int, int, int, int]:
     """(start token id, end token id, vocabulary size, context length) of the text encoder."""
-    tokenizer = open_clip.get_tokenizer(model_name)
+    tokenizer = clip_tokenizer(model_name)
     return tokenizer.sot_token_id, tokenizer.eot_token_id, model.vocab_size, model.context_length

@@ -83,11 +83,9 @@ def tokenize_classes(cfg_or_tokenizer, classnames, context_length: int) -> torch
     embeddings are replaced by the learned context). ``cfg_or_tokenizer``: the config (its
     model's tokenizer) or an open_clip tokenizer."""
     if isinstance(cfg_or_tokenizer, dict):
-        import open_clip
+        from codyra.clip.model import clip_tokenizer
 
-        import codyra.clip.model  # noqa: F401 (registers the mini CLIP's model config with open_clip)
-
-        tokenizer = open_clip.get_tokenizer(cfg_or_tokenizer["model"]["name"])
+        tokenizer = clip_tokenizer(cfg_or_tokenizer["model"]["name"])
     else:
         tokenizer = cfg_or_tokenizer
     prompts = [" ".join(["X"] * context_length) + " " + name.replace("_", " ") + "." for name in classnames]
