@@ -1,7 +1,8 @@
 """The embedded default grid end to end, and where its time goes.
 
 Runs ``snakemake --cores N all_tables`` on the default config (or ``--configfile``) in a fresh
-temporary folder (nothing computed before; MLflow off, as it is off the critical path), then
+temporary folder (nothing computed before; MLflow as configured, as ``make run`` logs it: each job
+writes its own runs, so that is on the critical path; ``--no-tracking`` leaves it out), then
 splits the wall time with what the jobs record: the optimizer steps of every training job
 (``steps x step_seconds`` of its summary), the rest of each training job (building theta_{i-1},
 the method's setup, data, writing the task), the evaluation jobs (each row's cells' seconds)
@@ -138,14 +139,23 @@ def read_grid(results: Path, configfile: Path) -> tuple[dict, dict]:
     return split(results, cfg), load_runs(cfg, method_classes(cfg, cfg["methods"]))
 
 
+def grid_command(args, results: Path) -> list[str]:
+    """The Snakemake command of the grid into ``results``: `make run`'s, MLflow as configured
+    unless ``--no-tracking``."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "all_tables"]
+    cmd += ["--workflow-profile", str(REPO / "profiles" / "default"), "--cores", str(args.cores)]
+    cmd += ["--configfile", str(args.configfile), "--config", f"results={results}"]
+    if not args.tracking:
+        cmd.append("tracking={enabled: false}")
+    return cmd
+
+
 def run_grid(args, env: dict[str, str]) -> tuple[dict, dict]:
     """``snakemake all_tables`` in a fresh folder under ``env``'s extra variables: the figures and
     each method's matrix.json per seed."""
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "results"
-        cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "all_tables"]
-        cmd += ["--workflow-profile", str(REPO / "profiles" / "default"), "--cores", str(args.cores)]
-        cmd += ["--configfile", str(args.configfile), "--config", f"results={results}", "tracking={enabled: false}"]
+        cmd = grid_command(args, results)
         began = time.perf_counter()
         done = subprocess.run(cmd, cwd=tmp, env={**os.environ, **env}, check=False, capture_output=True, text=True)
         wall = time.perf_counter() - began
@@ -157,16 +167,23 @@ def run_grid(args, env: dict[str, str]) -> tuple[dict, dict]:
     return figures, matrices
 
 
-def main(argv=None) -> dict:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--configfile", type=Path, default=REPO / "config" / "config.yaml")
     parser.add_argument("--also-native", action="store_true", help="then the same grid on native CPU kernels")
+    parser.add_argument(
+        "--no-tracking", dest="tracking", action="store_false", help="MLflow off (default: as the config says)"
+    )
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks/default_grid_time.json"))
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
     load_before = os.getloadavg()[0]
     figures, pinned = run_grid(args, CPU_NUMERICS)  # the pins, whatever this shell sets
-    figures |= {"config": str(args.configfile), "cores": args.cores, "target_s": TARGET_S}
+    figures |= {"config": str(args.configfile), "cores": args.cores, "target_s": TARGET_S, "tracking": args.tracking}
     if args.also_native:
         native, matrices = run_grid(args, VARIANTS["native"])
         figures["native"] = {

@@ -4,6 +4,7 @@ the floor no schedule on the cores beats (core-seconds: a job's seconds x its th
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -77,3 +78,16 @@ def test_native_summaries_are_compared_per_method_over_seeds():
     assert compared["last"] == pytest.approx({"pinned": 51.0, "pinned_sd": 2**0.5, "native": 56.0})
     # Forgetting of task 1: max earlier accuracy 50 minus the last row's 40 / 44 -> 10 and 6, on both
     assert compared["forgetting"] == pytest.approx({"pinned": 8.0, "pinned_sd": 8**0.5, "native": 8.0})
+
+
+@pytest.mark.parametrize(("flags", "tracked"), [([], True), (["--no-tracking"], False)])
+def test_the_grid_is_tracked_as_make_run_tracks_it_unless_asked_not_to(tmp_path, flags, tracked):
+    benchmark = load_benchmark("default_grid_time")
+    args = benchmark.parse_args(flags)
+    command = benchmark.grid_command(args, tmp_path / "results")
+
+    # the default config's dry run: MLflow's store is set up before the jobs only when tracked
+    planned = subprocess.run([*command, "--dry-run"], cwd=tmp_path, capture_output=True, text=True, check=True)
+
+    assert ("mlflow_init" in planned.stdout) is tracked
+    assert "train_task" in planned.stdout

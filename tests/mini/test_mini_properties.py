@@ -2,9 +2,9 @@
 shorter pretraining, fewer iterations and smaller test sets than the default config.
 
 A change that saturates a task before training, makes one unlearnable or trivial, stops
-sequential training from learning, or stops it from forgetting fails here (the default
-grid's numbers are in docs/results/mini.md). Pretraining runs on one thread: the pretrained weights
-depend on the thread count, and one thread is also the faster on a busy machine.
+sequential training from learning, or stops it from forgetting fails here (the default methods'
+numbers over 3 seeds are in docs/results/mini.md). Pretraining runs on one thread: the pretrained
+weights depend on the thread count, and one thread is also the faster on a busy machine.
 """
 
 from __future__ import annotations
