@@ -139,6 +139,13 @@ def read_grid(results: Path, configfile: Path) -> tuple[dict, dict]:
     return split(results, cfg), load_runs(cfg, method_classes(cfg, cfg["methods"]))
 
 
+def tracked(args) -> bool:
+    """Whether the grid's jobs log to MLflow: the config's ``tracking.enabled``, unless ``--no-tracking``."""
+    from codyra.experiment.config import config_from_files, load_config
+
+    return args.tracking and load_config(config_from_files([args.configfile], {}))["tracking"]["enabled"]
+
+
 def grid_command(args, results: Path) -> list[str]:
     """The Snakemake command of the grid into ``results``: `make run`'s, MLflow as configured
     unless ``--no-tracking``."""
@@ -183,7 +190,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     load_before = os.getloadavg()[0]
     figures, pinned = run_grid(args, CPU_NUMERICS)  # the pins, whatever this shell sets
-    figures |= {"config": str(args.configfile), "cores": args.cores, "target_s": TARGET_S, "tracking": args.tracking}
+    figures |= {"config": str(args.configfile), "cores": args.cores, "target_s": TARGET_S, "tracking": tracked(args)}
     if args.also_native:
         native, matrices = run_grid(args, VARIANTS["native"])
         figures["native"] = {

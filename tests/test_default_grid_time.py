@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from .conftest import load_benchmark
+from .conftest import ROOT, load_benchmark
 
 
 def write_json(path, record):
@@ -91,3 +91,12 @@ def test_the_grid_is_tracked_as_make_run_tracks_it_unless_asked_not_to(tmp_path,
 
     assert ("mlflow_init" in planned.stdout) is tracked
     assert "train_task" in planned.stdout
+    assert benchmark.tracked(args) is tracked
+
+
+def test_the_record_says_untracked_when_the_config_turns_mlflow_off(tmp_path):
+    benchmark = load_benchmark("default_grid_time")
+    configfile = tmp_path / "untracked.yaml"
+    configfile.write_text(f"extends: {ROOT}/config/config.yaml\ntracking:\n  enabled: false\n")
+
+    assert benchmark.tracked(benchmark.parse_args(["--configfile", str(configfile)])) is False
