@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make
 FAKE_VENV = """#!/bin/sh
 echo "venv $*" >> {log}
 for venv; do :; done
-rm -rf "$venv" && mkdir -p "$venv/bin"
+case "$*" in *--clear*) rm -rf "$venv"/* "$venv"/.[!.]*;; esac  # through a link, as venv clears
+mkdir -p "$venv/bin"
 printf '#!/bin/sh\ncat "$(dirname "$0")/../editable-source"\n' > "$venv/bin/python"
 chmod +x "$venv/bin/python"
 """
@@ -37,10 +38,8 @@ esac
 INSTALL = ["pip install -q torch==2.14.1 torchvision==0.29.1", "pip install -q -e .[dev,docs] -c constraints.txt"]
 
 
-@pytest.fixture
-def checkout(tmp_path):
-    """A folder with the repository's Makefile, pyproject.toml and constraints.txt, and the stand-ins."""
-    folder = tmp_path / "checkout"
+def new_checkout(folder: Path) -> Path:
+    """``folder`` with the repository's Makefile, pyproject.toml and constraints.txt, and the stand-ins."""
     folder.mkdir()
     for name in ("Makefile", "pyproject.toml", "constraints.txt"):
         shutil.copy(ROOT / name, folder / name)
@@ -48,6 +47,11 @@ def checkout(tmp_path):
         (folder / name).write_text(script.format(log=folder / "calls.log"))
         (folder / name).chmod(0o755)
     return folder
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    return new_checkout(tmp_path / "checkout")
 
 
 def make_env_output(folder: Path) -> tuple[list[str], str]:
@@ -93,6 +97,18 @@ def test_a_copied_checkouts_environment_is_created_anew_and_the_originals_left_a
     assert f"bin/snakemake starts {checkout}/.venv/bin/python" in output
     assert make_env_output(copy)[1] == ".venv: up to date with pyproject.toml and constraints.txt\n"
     assert make_env(checkout) == []
+
+
+def test_a_link_to_another_checkouts_environment_is_replaced_and_its_target_left_alone(checkout):
+    make_env(checkout)
+    other = new_checkout(checkout.parent / "other")  # e.g. a second clone sharing the first one's .venv
+    (other / ".venv").symlink_to(checkout / ".venv")
+    calls, output = make_env_output(other)
+    assert calls == ["venv -m venv .venv", *INSTALL]  # not `--clear`, which would empty the target
+    assert f"the link to {checkout / '.venv'} is replaced" in output
+    assert not (other / ".venv").is_symlink()
+    assert make_env(checkout) == []  # the original environment is intact and current
+    assert make_env(other) == []
 
 
 @pytest.mark.parametrize("stale", ["editable-source", "bin/pytest"])
