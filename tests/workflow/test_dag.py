@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 
 import pytest
 import yaml
@@ -21,7 +22,8 @@ from .conftest import REPO, grid_config, job_counts, snakemake
 def test_default_config_dag_has_the_grid_job_counts(tmp_path):
     cfg = load_yaml((REPO / "config" / "config.yaml").read_text())
     cfg["results"] = str(tmp_path / "results")
-    counts = job_counts(snakemake(tmp_path, cfg, "-n", "all_tables").stdout)
+    planned = snakemake(tmp_path, cfg, "-n", "--cores", "2", "all_tables").stdout  # make run's cores
+    counts = job_counts(planned)
     n, seeds = len(cfg["tasks"]), len(cfg["seeds"])
     trained = [m for m in cfg["methods"] if cfg["method_configs"][m]["kind"] != "zeroshot"]
     assert counts == {
@@ -37,6 +39,20 @@ def test_default_config_dag_has_the_grid_job_counts(tmp_path):
         "all_tables": 1,
     }
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
+    # the two jobs that start the grid run at once on its 2 cores: the store is made during the
+    # pretraining, not between it and the first training job
+    threads = planned_threads(planned)
+    assert threads["mlflow_init"] + threads["pretrain_mini"] <= 2 == cfg["mini"]["pretrain_threads"]
+
+
+def planned_threads(dry_run: str) -> dict[str, int]:
+    """Each planned rule's thread count in a dry run's job blocks (1 where the block names none)."""
+    threads = {}
+    for block in re.split(r"\n(?=\s*(?:local)?rule \w+:)", dry_run)[1:]:
+        rule = re.match(r"\s*(?:local)?rule (\w+):", block).group(1)
+        found = re.search(r"^\s*threads: (\d+)$", block.split("\n\n")[0], re.MULTILINE)
+        threads[rule] = int(found.group(1)) if found else 1
+    return threads
 
 
 @pytest.mark.slow

@@ -7,6 +7,10 @@ localrules:
 
 
 rule mlflow_init:
+    # claims no core: a few seconds of bookkeeping that runs beside the mini's pretraining (whose
+    # imports and corpus take one core for their first seconds) instead of after it, where every
+    # job waits for it
+    threads: 0
     output:
         MLFLOW_MARKER,
     params:
