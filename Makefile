@@ -4,8 +4,9 @@
 # Each first makes sure the virtual environment .venv is there and current: it is created when
 # missing, reinstalled when pyproject.toml or constraints.txt changed since it was installed
 # (their checksum is kept in .venv/.codyra-env) and created again when it is another checkout's
-# (a copied or moved project; a link to another checkout's .venv is replaced by a new one, never
-# cleared through, which would empty the other checkout's); otherwise nothing is installed.
+# (a copied or moved project; a link to another checkout's .venv, or to nothing, is replaced by a
+# new one, never cleared through, which would empty the other checkout's); otherwise nothing is
+# installed.
 #   make run SNAKEMAKE_ARGS="--configfile config/mini_trace.yaml"    # another config, more options
 #   make test PYTEST_ARGS="tests/experiment/test_config.py -x"                   # a part of the fast tier
 #   make test-all PYTEST_ARGS="tests/workflow"                        # a part of the whole suite
@@ -47,14 +48,15 @@ env:
 		echo "$(VENV): up to date with pyproject.toml and constraints.txt"; \
 	else \
 		set -e; \
-		if [ ! -x $(VENV)/bin/python ]; then echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); \
-		elif [ -n "$$foreign" ]; then \
+		if [ -n "$$foreign" ]; then \
 			echo "$(VENV) is another checkout's, whose code it would run:"; echo "$$foreign" | sed 's/^/  /'; \
-			echo "creating it anew for $(CURDIR)"; \
-			if [ -L $(VENV) ]; then \
-				echo "  (the link to $$(readlink $(VENV)) is replaced; what it points to is left alone)"; \
-				rm $(VENV); $(PYTHON) -m venv $(VENV); \
-			else $(PYTHON) -m venv --clear $(VENV); fi; \
+		fi; \
+		if [ -L $(VENV) ] && { [ -n "$$foreign" ] || [ ! -e $(VENV) ]; }; then \
+			echo "the link to $$(readlink $(VENV)) is replaced by a new $(VENV); what it points to is left alone"; \
+			rm $(VENV); \
+		fi; \
+		if [ ! -x $(VENV)/bin/python ]; then echo "creating $(VENV) for $(CURDIR)"; $(PYTHON) -m venv $(VENV); \
+		elif [ -n "$$foreign" ]; then echo "creating it anew for $(CURDIR)"; $(PYTHON) -m venv --clear $(VENV); \
 		fi; \
 		echo "installing into $(VENV): $(TORCH), codyra[$(EXTRAS)] with constraints.txt"; \
 		$(PIP) install -q $(TORCH); \

@@ -111,6 +111,14 @@ def test_a_link_to_another_checkouts_environment_is_replaced_and_its_target_left
     assert make_env(other) == []
 
 
+def test_a_link_to_an_environment_that_is_gone_is_replaced(checkout):
+    (checkout / ".venv").symlink_to(checkout.parent / "deleted-venv")
+    calls, output = make_env_output(checkout)
+    assert calls == ["venv -m venv .venv", *INSTALL]  # venv itself fails on a dangling link ("File exists")
+    assert f"the link to {checkout.parent / 'deleted-venv'} is replaced" in output
+    assert not (checkout / ".venv").is_symlink() and not (checkout.parent / "deleted-venv").exists()
+
+
 @pytest.mark.parametrize("stale", ["editable-source", "bin/pytest"])
 def test_one_part_left_from_another_checkout_is_enough_to_create_it_anew(checkout, stale):
     make_env(checkout)
