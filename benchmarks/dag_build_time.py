@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_record import write_record  # a sibling script
+from run_record import slurm_client, write_record  # a sibling script
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0
@@ -159,17 +158,6 @@ def floor_run(spec: Path, config: str, target: str, jobs: int) -> float:
     return seconds
 
 
-def controller_answers() -> bool | None:
-    """Whether ``scontrol ping`` reaches a SLURM controller (None: no SLURM client installed)."""
-    if shutil.which("scontrol") is None:
-        return None
-    try:
-        done = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30, check=False)
-    except subprocess.TimeoutExpired:
-        return False
-    return done.returncode == 0 and " is UP" in done.stdout
-
-
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default=None, help="comma-separated files of config/ (default: all)")
@@ -203,8 +191,7 @@ def main(argv=None) -> dict:
             "runs": rows,
             "target_s": TARGET_S,
             "meets_target": all(r["meets_target"] for r in rows),
-            "slurm_client_installed": shutil.which("sbatch") is not None,
-            "slurm_controller_answers": controller_answers(),
+            **slurm_client(),
             "repeats": args.repeats,
             "floor": args.floor,
         },

@@ -6,7 +6,9 @@ writes its own runs, so that is on the critical path; ``--no-tracking`` leaves i
 splits the wall time with what the jobs record: the optimizer steps of every training job
 (``steps x step_seconds`` of its summary), the rest of each training job (building theta_{i-1},
 the method's setup, data, writing the task), the evaluation jobs (each row's cells' seconds)
-and the mini's pretraining. ``compute_floor_s`` is the steps', evaluations' and pretraining's
+and the mini's pretraining, and Snakemake's start-up before its first job (``first_job_s``; with
+whether SLURM's client is installed and its controller answers, as the SLURM executor plugin's
+import waits for one that does not). ``compute_floor_s`` is the steps', evaluations' and pretraining's
 core-seconds (seconds x the job's thread count: the pretraining's 2 threads hold 2 cores) spread
 over the cores: no scheduling of these jobs on these cores ends sooner with the same numbers
 (a CPU job's thread count is a setting of the numbers, see ``codyra.device.use_threads``).
@@ -31,13 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from codyra import CPU_NUMERICS
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cpu_pin_cost import VARIANTS  # sibling scripts
-from run_record import write_record
+from run_record import slurm_client, write_record
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 300.0
@@ -79,6 +82,20 @@ def split(results: Path, cfg: dict) -> dict:
 def compute_floor(core_seconds: dict, cores: int) -> float:
     """The wall time below which no schedule of these jobs on ``cores`` cores ends."""
     return sum(core_seconds.values()) / cores
+
+
+# Snakemake's line before each job it starts: the local time, then the job's rule
+JOB_START = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]\n(?:local)?rule ", re.MULTILINE)
+
+
+def first_job_s(printout: str, launched: float) -> float:
+    """Seconds from ``launched`` (epoch seconds) to the first job Snakemake's ``printout`` starts:
+    its start-up (imports, the installed executor plugins', the DAG). To the second, as Snakemake
+    prints its local time."""
+    found = JOB_START.search(printout)
+    if found is None:
+        raise ValueError("Snakemake's printout starts no job: no grid ran")
+    return datetime.strptime(found[1], "%a %b %d %H:%M:%S %Y").timestamp() - launched
 
 
 def compare_matrices(pinned: dict[str, list[dict]], native: dict[str, list[dict]]) -> dict:
@@ -163,14 +180,15 @@ def run_grid(args, env: dict[str, str]) -> tuple[dict, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "results"
         cmd = grid_command(args, results)
-        began = time.perf_counter()
+        launched, began = time.time(), time.perf_counter()
         done = subprocess.run(cmd, cwd=tmp, env={**os.environ, **env}, check=False, capture_output=True, text=True)
         wall = time.perf_counter() - began
         if done.returncode != 0:
             sys.exit(f"the grid failed:\n{done.stderr[-3000:]}")
         figures, matrices = read_grid(results, args.configfile)
     floor = compute_floor(figures["core_seconds"], args.cores)
-    figures |= {"wall_s": wall, "compute_floor_s": floor, "meets_target": wall <= TARGET_S}
+    start = first_job_s(done.stderr, launched)
+    figures |= {"wall_s": wall, "first_job_s": start, "compute_floor_s": floor, "meets_target": wall <= TARGET_S}
     return figures, matrices
 
 
@@ -191,6 +209,7 @@ def main(argv=None) -> dict:
     load_before = os.getloadavg()[0]
     figures, pinned = run_grid(args, CPU_NUMERICS)  # the pins, whatever this shell sets
     figures |= {"config": str(args.configfile), "cores": args.cores, "target_s": TARGET_S, "tracking": tracked(args)}
+    figures |= slurm_client()  # whether first_job_s holds the SLURM plugin's wait for a controller
     if args.also_native:
         native, matrices = run_grid(args, VARIANTS["native"])
         figures["native"] = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +19,23 @@ def cpu_model() -> str:
     except OSError:
         names = []
     return names[0] if names else platform.processor() or platform.machine()
+
+
+def slurm_client() -> dict:
+    """Whether SLURM's client is installed and whether its controller answers (``scontrol ping``;
+    None without a client). Every Snakemake start imports the installed executor plugins, and the
+    SLURM plugin's import asks ``scontrol show config`` for a default, which waits for its timeout
+    (about 9 s) where the client is installed but no controller answers: part of the seconds of
+    any benchmark that starts Snakemake on such a machine."""
+    installed = shutil.which("scontrol") is not None
+    answers = None
+    if installed:
+        try:
+            done = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30, check=False)
+            answers = done.returncode == 0 and " is UP" in done.stdout
+        except subprocess.TimeoutExpired:
+            answers = False
+    return {"slurm_client_installed": installed, "slurm_controller_answers": answers}
 
 
 def write_record(out: Path, figures: dict, load_before: float, libraries: dict[str, str]) -> dict:
