@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import datetime
 
 import pytest
 
@@ -100,3 +101,30 @@ def test_the_record_says_untracked_when_the_config_turns_mlflow_off(tmp_path):
     configfile.write_text(f"extends: {ROOT}/config/config.yaml\ntracking:\n  enabled: false\n")
 
     assert benchmark.tracked(benchmark.parse_args(["--configfile", str(configfile)])) is False
+
+
+# a real run's printout (Snakemake 9 writes it to stderr): the header's date is not a job's start
+PRINTOUT = """Building DAG of jobs...
+  Date: 2026-12-02 21:24:07
+Select jobs to execute...
+
+[Wed Dec  2 21:24:08 2026]
+localrule mlflow_init:
+    jobid: 6
+[Wed Dec  2 21:24:08 2026]
+localrule pretrain_mini:
+    jobid: 5
+[Wed Dec  2 21:24:22 2026]
+Finished jobid: 6 (Rule: mlflow_init)
+"""
+
+
+def test_the_start_is_read_up_to_the_first_job_snakemake_starts():
+    benchmark = load_benchmark("default_grid_time")
+    first_job = datetime(2026, 12, 2, 21, 24, 8).timestamp()  # local time, as Snakemake prints it
+
+    assert benchmark.first_job_s(PRINTOUT, first_job - 13.5) == pytest.approx(13.5)
+    # a cluster job's rule line ("rule", not "localrule") starts a job too
+    assert benchmark.first_job_s(PRINTOUT.replace("localrule", "rule"), first_job - 2.0) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="starts no job"):
+        benchmark.first_job_s("Building DAG of jobs...\nNothing to be done.\n", first_job)

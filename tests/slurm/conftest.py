@@ -8,13 +8,14 @@ so CI cannot silently pass without SLURM.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+
+from ..conftest import LOCAL_CONTROLLER_DOWN
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
@@ -36,31 +37,10 @@ def _run(cmd: list[str], timeout: float = 30, check: bool = True) -> subprocess.
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=check)
 
 
-def _local_ctld_down() -> bool:
-    """True if slurm.conf names this machine as controller but no slurmctld process runs here.
-
-    Saves the ~9 s that `sinfo` spends retrying when slurmctld is down.
-    """
-    try:
-        conf = Path("/etc/slurm/slurm.conf").read_text()
-    except OSError:
-        return False
-    m = re.search(r"^\s*SlurmctldHost\s*=\s*(\S+)", conf, re.MULTILINE | re.IGNORECASE)
-    if not m or not re.match(r"(localhost|127\.0\.0\.1)\b", m.group(1)):
-        return False
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip() == "slurmctld":
-                return False
-        except OSError:
-            continue
-    return True
-
-
 def _cluster_answers() -> tuple[bool, str]:
     if shutil.which("sinfo") is None:
         return False, "sinfo not found (slurm-client not installed)"
-    if _local_ctld_down():
+    if LOCAL_CONTROLLER_DOWN:  # known without sinfo's retries
         return False, "slurmctld is not running on this machine"
     try:
         r = _run(["sinfo", "-h", "-o", "%P %a %T"], timeout=20, check=False)
